@@ -1,0 +1,356 @@
+// Package api holds the wire types of runos-control's HTTPS/JSON API under /v1
+// and the Go client that cli/, vpnd/ and gateway/ share.
+//
+// Three kinds of caller authenticate with "Authorization: Bearer <token>":
+//   - users and their devices, with the access token of a sign-in (24 hours);
+//   - operators, with the same kind of token (their user has the operator role
+//     on the account) or with the account's operator API token (RUNOS_TOKEN);
+//   - gateways, with their node's enrollment token.
+//
+// Errors are {"error": {"code": "...", "message": "...", "hint": "..."}} with a
+// matching HTTP status; see Error.
+package api
+
+import "time"
+
+// Error is the body of every non-2xx answer (wrapped as {"error": Error}).
+// Code is stable and machine-readable; Message names the rule in plain words;
+// Hint says what to do instead. The client returns it as a Go error.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// Error codes shared by server and clients.
+const (
+	CodeUnauthorized   = "unauthorized"    // no or unknown token (401)
+	CodeSessionExpired = "session_expired" // the sign-in lapsed (401)
+	CodeForbidden      = "forbidden"       // authenticated, not allowed (403)
+	CodeNotFound       = "not_found"       // unknown cid, nid, device, service, move (404)
+	CodeInvalid        = "invalid"         // malformed request (400)
+	CodeRefused        = "refused"         // an operator rule refuses it (409)
+	CodeConflict       = "conflict"        // state does not allow it right now (409)
+	CodeUnavailable    = "unavailable"     // a dependency (gateway) is not there (503)
+)
+
+func (e *Error) Error() string {
+	s := e.Message
+	if s == "" {
+		s = e.Code
+	}
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
+
+// ErrorBody is the JSON envelope of an Error.
+type ErrorBody struct {
+	Error *Error `json:"error"`
+}
+
+// Roles of a node.
+const (
+	RoleControlPlane = "control-plane"
+	RoleWorker       = "worker"
+)
+
+// Node statuses, derived from the gateway's heartbeats.
+const (
+	NodeReady       = "ready"
+	NodeNoHeartbeat = "no_heartbeat"
+)
+
+// User VPN kinds of a cluster: mutually exclusive.
+const (
+	UserVPNNone      = ""
+	UserVPNWireGuard = "wireguard"
+	UserVPNNetBird   = "netbird"
+)
+
+// Address kinds of an endpoint the devices are given.
+const (
+	AddressPrivate = "private"
+	AddressPublic  = "public"
+)
+
+// DefaultVPNPort is the UDP port of a cluster's WireGuard VPN server.
+const DefaultVPNPort = 32768
+
+// Me is GET /v1/me: who the bearer token belongs to.
+type Me struct {
+	User      string    `json:"user"` // email
+	Accounts  []string  `json:"accounts"`
+	Operator  bool      `json:"operator"` // may use the operator verbs
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	SessionID string    `json:"sessionId,omitempty"`
+}
+
+// Cluster is one entry of GET /v1/clusters.
+type Cluster struct {
+	CID          string `json:"cid"`
+	AID          string `json:"aid"`
+	Name         string `json:"name"`
+	Domain       string `json:"domain"` // <cid>.<aid>.<root>
+	IsConfigured bool   `json:"isConfigured"`
+	UserVPN      string `json:"userVpn"` // "", "wireguard" or "netbird"
+}
+
+// DNSRecord is a public DNS record control keeps for a cluster.
+type DNSRecord struct {
+	Name   string   `json:"name"` // k8s.<cid>.<aid>.<root> or *.<cid>.<aid>.<root>
+	Type   string   `json:"type"` // A or AAAA
+	Values []string `json:"values"`
+}
+
+// ClusterDetail is GET /v1/clusters/{cid}.
+type ClusterDetail struct {
+	Cluster
+	CustomDomains []string     `json:"customDomains,omitempty"`
+	DNSRecords    []DNSRecord  `json:"dnsRecords"`
+	Nodes         []Node       `json:"nodes"`
+	VPNServices   []VPNService `json:"vpnServices"`
+}
+
+// Node is a node of a cluster.
+type Node struct {
+	NID               string    `json:"nid"`
+	CID               string    `json:"cid"`
+	Name              string    `json:"name"`
+	Roles             []string  `json:"roles"`
+	Status            string    `json:"status"`    // ready or no_heartbeat
+	IngressIP         string    `json:"ingressIp"` // declared, else detected public (what devices dial)
+	DeclaredIngressIP string    `json:"declaredIngressIp,omitempty"`
+	PublicIP          string    `json:"publicIp,omitempty"` // detected public address
+	Published         bool      `json:"published"`          // in the public DNS records
+	HostsVPN          bool      `json:"hostsVpn"`
+	LastHeartbeat     time.Time `json:"lastHeartbeat,omitzero"`
+}
+
+// NodeIngressRequest is PUT /v1/clusters/{cid}/nodes/{nid}/ingress.
+type NodeIngressRequest struct {
+	IngressIP string `json:"ingressIp,omitempty"`
+	Published *bool  `json:"published,omitempty"`
+}
+
+// DeletePreflight is GET /v1/clusters/{cid}/nodes/{nid}/delete-preflight.
+type DeletePreflight struct {
+	Warnings []string `json:"warnings"` // advisory only; never blocks
+	Refusals []string `json:"refusals"` // what DELETE would refuse, and why
+}
+
+// VPN service states.
+const (
+	ServiceInstalling = "installing" // waiting for the target gateway
+	ServiceServing    = "serving"
+	ServiceFailed     = "failed"
+)
+
+// VPNService is a cluster's WireGuard user-VPN server.
+type VPNService struct {
+	ID          string `json:"id"`
+	CID         string `json:"cid"`
+	Name        string `json:"name"`
+	NodeID      string `json:"nodeId"`
+	Port        int    `json:"port"`
+	State       string `json:"state"`
+	Error       string `json:"error,omitempty"`
+	PublicKey   string `json:"publicKey,omitempty"` // the hosting gateway's key
+	Endpoint    string `json:"endpoint,omitempty"`  // ingress address:port devices dial
+	AddressKind string `json:"addressKind,omitempty"`
+	Subnet      string `json:"subnet"`  // the cluster's VPN subnet, CIDR
+	Address     string `json:"address"` // the server's address inside Subnet
+	Devices     int    `json:"devices"` // connected devices (joined, live session)
+	Version     uint64 `json:"version"` // for long-polling with ?since=
+}
+
+// AddVPNServiceRequest is POST /v1/clusters/{cid}/services/wireguard.
+type AddVPNServiceRequest struct {
+	Name         string `json:"name"`
+	TargetNodeID string `json:"targetNodeId"`
+	Port         int    `json:"port,omitempty"` // 0 means DefaultVPNPort
+}
+
+// MoveRequest is the body of .../services/wireguard/{id}/move-plan and .../moves.
+type MoveRequest struct {
+	TargetNodeID string `json:"targetNodeId"`
+}
+
+// MovePlan says, before anything moves, what devices will be given.
+type MovePlan struct {
+	FromNodeID          string   `json:"fromNodeId"`
+	TargetNodeID        string   `json:"targetNodeId"`
+	Endpoint            string   `json:"endpoint"`
+	AddressKind         string   `json:"addressKind"` // private or public
+	PreviousEndpoint    string   `json:"previousEndpoint"`
+	PreviousAddressKind string   `json:"previousAddressKind"`
+	Warnings            []string `json:"warnings"`
+}
+
+// Move states.
+const (
+	MovePreparing = "preparing" // target gateway bringing the server up
+	MoveSwitching = "switching" // devices told; waiting for their handshakes
+	MoveDone      = "done"
+	MoveFailed    = "failed"
+)
+
+// MoveDevices counts devices switched to the new node.
+type MoveDevices struct {
+	Total    int `json:"total"`
+	Switched int `json:"switched"`
+}
+
+// MoveStep is one line of a move's progress.
+type MoveStep struct {
+	At   time.Time `json:"at"`
+	Text string    `json:"text"`
+}
+
+// Move is a move of a VPN service to another node (GET /v1/moves/{id}).
+type Move struct {
+	ID           string      `json:"id"`
+	CID          string      `json:"cid"`
+	ServiceID    string      `json:"serviceId"`
+	FromNodeID   string      `json:"fromNodeId"`
+	TargetNodeID string      `json:"targetNodeId"`
+	State        string      `json:"state"`
+	Error        string      `json:"error,omitempty"`
+	Endpoint     string      `json:"endpoint"`
+	AddressKind  string      `json:"addressKind"`
+	Warnings     []string    `json:"warnings"`
+	Devices      MoveDevices `json:"devices"`
+	SwitchMs     int64       `json:"switchMs"` // command to last device's handshake; 0 until then
+	StartedAt    time.Time   `json:"startedAt"`
+	FinishedAt   time.Time   `json:"finishedAt,omitzero"`
+	Steps        []MoveStep  `json:"steps"`
+	Version      uint64      `json:"version"`
+}
+
+// RegisterDeviceRequest is POST /v1/devices. Only the public key is sent.
+// Registering the same public key again returns the same device. The
+// caller's session is bound to the device.
+type RegisterDeviceRequest struct {
+	PublicKey string `json:"publicKey"` // base64 WireGuard public key
+	Name      string `json:"name"`      // hostname
+	OS        string `json:"os"`        // runtime.GOOS
+}
+
+// Device is a registered device.
+type Device struct {
+	ID        string `json:"id"`
+	User      string `json:"user"`
+	Name      string `json:"name"`
+	OS        string `json:"os"`
+	PublicKey string `json:"publicKey"`
+	Address   string `json:"address"` // the device's one tunnel address, e.g. 100.96.0.2
+}
+
+// VPNConfig is what a device needs to reach a cluster's VPN server.
+// Ready is false while the service has no serving gateway (no key yet).
+type VPNConfig struct {
+	ServiceID string   `json:"serviceId"`
+	NodeID    string   `json:"nodeId"`
+	PublicKey string   `json:"publicKey"`
+	Endpoint  string   `json:"endpoint"` // ip:port
+	Subnet    string   `json:"subnet"`   // CIDR, routed through wg1
+	Address   string   `json:"address"`  // the VPN server's address inside Subnet
+	DNS       string   `json:"dns"`      // cluster DNS server (the VPN server's address)
+	Domains   []string `json:"domains"`  // names that resolve through the tunnel
+	Ready     bool     `json:"ready"`
+}
+
+// ClusterConfig is one cluster a device has joined.
+type ClusterConfig struct {
+	CID    string    `json:"cid"`
+	AID    string    `json:"aid"`
+	Name   string    `json:"name"`
+	Domain string    `json:"domain"`
+	VPN    VPNConfig `json:"vpn"`
+}
+
+// SessionInfo describes the sign-in a token belongs to.
+type SessionInfo struct {
+	ID        string    `json:"id"`
+	User      string    `json:"user"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// DeviceMap is GET /v1/devices/{id}/map: everything a device's daemon needs,
+// versioned for the long-poll.
+type DeviceMap struct {
+	Version  uint64          `json:"version"`
+	Device   Device          `json:"device"`
+	Session  SessionInfo     `json:"session"`
+	Clusters []ClusterConfig `json:"clusters"` // joined clusters, by cid
+}
+
+// GatewayPeer is a device the VPN server must accept.
+type GatewayPeer struct {
+	DeviceID  string `json:"deviceId"`
+	PublicKey string `json:"publicKey"`
+	Address   string `json:"address"` // device tunnel address (allowed IP /32)
+}
+
+// Gateway roles for the service a gateway serves.
+const (
+	GatewayActive   = "active"   // devices are told to dial this node
+	GatewayStandby  = "standby"  // target of a move: come up, report ready
+	GatewayDraining = "draining" // old node of a move: keep serving until told to stop
+)
+
+// GatewayService is the VPN server a gateway must run.
+type GatewayService struct {
+	ServiceID  string        `json:"serviceId"`
+	CID        string        `json:"cid"`
+	Role       string        `json:"role"`
+	MoveID     string        `json:"moveId,omitempty"`
+	Port       int           `json:"port"`
+	Subnet     string        `json:"subnet"`     // cluster VPN subnet, CIDR
+	Address    string        `json:"address"`    // server address inside Subnet
+	DevicePool string        `json:"devicePool"` // route replies to devices through the interface
+	Domains    []string      `json:"domains"`    // names the cluster DNS answers with Address
+	Peers      []GatewayPeer `json:"peers"`
+}
+
+// GatewayMap is GET /v1/gateway/map: what a node's gateway must do.
+type GatewayMap struct {
+	Version uint64          `json:"version"`
+	NodeID  string          `json:"nodeId"`
+	CID     string          `json:"cid"`
+	Serve   *GatewayService `json:"serve,omitempty"` // nil: serve nothing
+}
+
+// PeerHandshake is a device's latest handshake seen by a gateway.
+type PeerHandshake struct {
+	PublicKey string    `json:"publicKey"`
+	At        time.Time `json:"at"`
+}
+
+// GatewayReport is POST /v1/gateway/report: heartbeat plus facts. Gateways
+// send it on every change they see and as a heartbeat (every 10 s).
+type GatewayReport struct {
+	PublicKey  string          `json:"publicKey"`
+	Version    string          `json:"version"`
+	PublicIP   string          `json:"publicIp,omitempty"` // detected
+	ServiceID  string          `json:"serviceId,omitempty"`
+	Listening  bool            `json:"listening"` // UDP socket bound, interface up
+	ListenPort int             `json:"listenPort,omitempty"`
+	MapVersion uint64          `json:"mapVersion"` // the GatewayMap this report reflects
+	Error      string          `json:"error,omitempty"`
+	Handshakes []PeerHandshake `json:"handshakes,omitempty"`
+}
+
+// OAuth client ids known to control.
+const (
+	ClientCLI     = "runos-cli"
+	ClientDesktop = "runos-desktop"
+)
+
+// Query parameters of the long-polls.
+const (
+	ParamSince = "since" // last version seen; answer when newer
+	ParamWait  = "wait"  // seconds to hold the request; default 60, max 300
+)

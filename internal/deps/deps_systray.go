@@ -1,0 +1,5 @@
+//go:build !darwin || cgo
+
+package deps
+
+import _ "fyne.io/systray"

@@ -1,0 +1,135 @@
+// Package localapi holds the wire types of the daemon's local API (HTTP/JSON
+// over a unix socket, a named pipe on Windows) and the Go client that cli/
+// and desktop/ use.
+//
+// Routes (all JSON; errors are {"error": {"code","message","hint"}} as in
+// control/api):
+//
+//	GET    /v1/status            Status
+//	GET    /v1/watch             stream: one Status per line (NDJSON), the current one first,
+//	                             then one on every change; never polls
+//	POST   /v1/session           SessionRequest: hand a signed-in session to the daemon;
+//	                             answers Status (after the device is registered)
+//	DELETE /v1/session           disconnect every cluster and end the session on the server
+//	POST   /v1/connect           ConnectRequest: join a cluster; answers Status once control
+//	                             accepted the join (the handshake follows: watch for peerUp)
+//	POST   /v1/disconnect        ConnectRequest: leave a cluster
+//	GET    /v1/version           Version
+//
+// Reading (GET) is open to every local user; changing state is for root,
+// the operator recorded at install and members of the runos group.
+package localapi
+
+import "time"
+
+// Session states.
+const (
+	SessionSignedIn  = "signed-in"
+	SessionSignedOut = "signed-out"
+	SessionExpired   = "expired"
+)
+
+// Cluster connection states.
+const (
+	ClusterConnecting   = "connecting"
+	ClusterConnected    = "connected"
+	ClusterDisconnected = "disconnected"
+	ClusterError        = "error"
+)
+
+// HandshakeFresh is how recent a WireGuard handshake must be for peerUp.
+const HandshakeFresh = 180 * time.Second
+
+// Status is the daemon's whole observable state, derived by one function.
+type Status struct {
+	Seq      uint64          `json:"seq"` // increases on every change
+	Version  string          `json:"version"`
+	Session  Session         `json:"session"`
+	Tunnel   Tunnel          `json:"tunnel"`
+	DNS      DNS             `json:"dns"`
+	Clusters []ClusterStatus `json:"clusters"` // wanted or reachable clusters, by cid
+	Warnings []string        `json:"warnings,omitempty"`
+}
+
+// Session is the sign-in the daemon holds.
+type Session struct {
+	State     string    `json:"state"` // signed-in, signed-out or expired
+	User      string    `json:"user,omitempty"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	APIURL    string    `json:"apiUrl,omitempty"`
+	DeviceID  string    `json:"deviceId,omitempty"`
+	Error     string    `json:"error,omitempty"` // e.g. control unreachable
+}
+
+// Tunnel is the wg1 interface.
+type Tunnel struct {
+	Interface string   `json:"interface"` // wg1
+	Up        bool     `json:"up"`
+	Addresses []string `json:"addresses"` // the device's tunnel address(es), CIDR
+	PublicKey string   `json:"publicKey,omitempty"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// DNS is the split-DNS state.
+type DNS struct {
+	Mode   string `json:"mode"`             // e.g. systemd-resolved, resolv.conf, resolver-files, nrpt, off
+	Reason string `json:"reason,omitempty"` // why that mode was chosen
+	Error  string `json:"error,omitempty"`
+}
+
+// Server is a cluster's VPN server as the device sees it.
+type Server struct {
+	NodeID    string `json:"nodeId"`
+	Endpoint  string `json:"endpoint"`
+	PublicKey string `json:"publicKey"`
+	Address   string `json:"address"` // the VPN server's address inside the cluster's subnet
+}
+
+// ClusterDNS is how a connected cluster's names resolve.
+type ClusterDNS struct {
+	Server  string   `json:"server"`
+	Domains []string `json:"domains"`
+}
+
+// ClusterStatus is one cluster's connection.
+type ClusterStatus struct {
+	CID           string     `json:"cid"`
+	Name          string     `json:"name,omitempty"`
+	State         string     `json:"state"` // connecting, connected, disconnected or error
+	Wanted        bool       `json:"wanted"` // the user asked for it
+	PeerUp        bool       `json:"peerUp"` // handshake within HandshakeFresh, read from the device
+	LastHandshake time.Time  `json:"lastHandshake,omitzero"`
+	Server        Server     `json:"server"`
+	Subnet        string     `json:"subnet,omitempty"`
+	DNS           ClusterDNS `json:"dns"`
+	Error         string     `json:"error,omitempty"`
+}
+
+// SessionRequest hands a session obtained by the CLI or desktop to the daemon.
+type SessionRequest struct {
+	APIURL      string    `json:"apiUrl"`
+	AccessToken string    `json:"accessToken"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	User        string    `json:"user,omitempty"`
+}
+
+// ConnectRequest names a cluster.
+type ConnectRequest struct {
+	CID string `json:"cid"`
+}
+
+// Version is the daemon's build.
+type Version struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Date    string `json:"date"`
+}
+
+// Error codes of the local API.
+const (
+	CodeForbidden = "forbidden"  // caller may only read
+	CodeSignedOut = "signed_out" // needs `runos vpn up`
+	CodeInvalid   = "invalid"
+	CodeNotFound  = "not_found"
+	CodeControl   = "control" // control refused or failed; message says why
+)
