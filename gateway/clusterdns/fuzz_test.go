@@ -13,7 +13,9 @@ type fakeWriter struct {
 	out    *dns.Msg
 }
 
-func (w *fakeWriter) LocalAddr() net.Addr       { return &net.UDPAddr{IP: net.IPv4(100, 100, 1, 1), Port: 53} }
+func (w *fakeWriter) LocalAddr() net.Addr {
+	return &net.UDPAddr{IP: net.IPv4(100, 100, 1, 1), Port: 53}
+}
 func (w *fakeWriter) RemoteAddr() net.Addr      { return w.remote }
 func (w *fakeWriter) WriteMsg(m *dns.Msg) error { w.out = m; return nil }
 func (w *fakeWriter) Write([]byte) (int, error) { panic("the handler must use WriteMsg") }
