@@ -1,0 +1,353 @@
+package menu
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+// Texts the tests and the docs share.
+const (
+	TitleSignInNeeded = "Sign-in needed"
+	TitleConnect      = "Connect"
+	TitleDisconnect   = "Disconnect"
+	TitleSignIn       = "Sign in…"
+	TitleConsole      = "Open RunOS console"
+	TitleQuit         = "Quit"
+	InstallCommand    = "sudo runos vpn install"
+)
+
+// maxTitle keeps rows readable; the whole text goes in the tooltip.
+const maxTitle = 72
+
+// Build derives the menu from s; now formats "until when".
+func Build(s State, now time.Time) Menu {
+	m := Menu{
+		Status:  Item{Title: statusLine(s, now)},
+		Notices: notices(s, now),
+		Toggle:  toggle(s),
+		Console: Item{Title: TitleConsole, Enabled: s.ConsoleURL != "", Click: Op{Kind: OpOpenConsole}},
+		Quit:    Item{Title: TitleQuit, Enabled: true, Click: Op{Kind: OpQuit}},
+	}
+	if s.ConsoleURL != "" {
+		m.Console.Tooltip = s.ConsoleURL
+	}
+	if s.Link == LinkUp {
+		for _, c := range s.Status.Clusters {
+			m.Clusters = append(m.Clusters, clusterRow(s, c))
+		}
+	}
+	m.Icon, m.Tooltip = summary(s)
+	return m
+}
+
+func signedIn(s State) bool {
+	return s.Link == LinkUp && s.Status.Session.State == localapi.SessionSignedIn
+}
+
+func statusLine(s State, now time.Time) string {
+	switch {
+	case s.Link == LinkStarting:
+		return "Reaching the RunOS VPN service…"
+	case s.Link == LinkNoDaemon:
+		return "The RunOS VPN service is not running"
+	case s.Link == LinkLost:
+		return "Lost the RunOS VPN service, reconnecting…"
+	case s.SigningIn:
+		return "Signing in… finish in your browser"
+	case signedIn(s):
+		ses := s.Status.Session
+		who := "Signed in"
+		if ses.User != "" {
+			who += " as " + ses.User
+		}
+		if ses.ExpiresAt.IsZero() {
+			return who
+		}
+		return who + " until " + when(ses.ExpiresAt, now)
+	}
+	return TitleSignInNeeded
+}
+
+// when formats a time near now the way a menu says it: "14:05" today,
+// "Tue 14:05" within a week, else "2 Jan 14:05".
+func when(t, now time.Time) string {
+	t = t.In(now.Location())
+	y1, m1, d1 := t.Date()
+	y2, m2, d2 := now.Date()
+	switch {
+	case y1 == y2 && m1 == m2 && d1 == d2:
+		return t.Format("15:04")
+	case t.After(now) && t.Sub(now) < 6*24*time.Hour:
+		return t.Format("Mon 15:04")
+	}
+	return t.Format("2 Jan 15:04")
+}
+
+func info(text string) Item {
+	it := Item{Title: clip(text)}
+	if it.Title != text {
+		it.Tooltip = text
+	}
+	return it
+}
+
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= maxTitle {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:maxTitle-1]) + "…"
+}
+
+func notices(s State, now time.Time) []Item {
+	var out []Item
+	if s.ConfigErr != "" {
+		out = append(out, info("Config: "+s.ConfigErr))
+	}
+	switch s.Link {
+	case LinkNoDaemon:
+		out = append(out,
+			info("Install or start it: "+InstallCommand),
+			Item{Title: "Try again", Enabled: true, Click: Op{Kind: OpRetry}, Tooltip: s.LinkErr})
+		return out
+	case LinkLost, LinkStarting:
+		return out
+	}
+	st := s.Status
+	if s.ReadOnly {
+		hint := s.ReadHint
+		if hint == "" {
+			hint = "ask an admin to run: " + InstallCommand + " --operator " + orUser(s.OSUser)
+		}
+		out = append(out, info("You may only view the VPN status"), info("To change it, "+lowerFirst(hint)))
+	}
+	if st.Session.State == localapi.SessionExpired && !s.SigningIn {
+		line := "Your sign-in has ended (a sign-in lasts 24 hours)"
+		if !st.Session.ExpiresAt.IsZero() {
+			line = "Your sign-in ended at " + when(st.Session.ExpiresAt, now) + " (a sign-in lasts 24 hours)"
+		}
+		out = append(out, info(line))
+	}
+	if st.Session.Error != "" {
+		out = append(out, info("Control: "+st.Session.Error))
+	}
+	if st.Tunnel.Error != "" {
+		out = append(out, info("Tunnel: "+st.Tunnel.Error))
+	}
+	if st.DNS.Error != "" {
+		out = append(out, info("DNS: "+st.DNS.Error))
+	}
+	for _, w := range st.Warnings {
+		out = append(out, info(w))
+	}
+	if s.Err != "" {
+		out = append(out, info("Failed: "+s.Err))
+	}
+	return out
+}
+
+func orUser(u string) string {
+	if u == "" {
+		return "$USER"
+	}
+	return u
+}
+
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	return strings.ToLower(string(r)) + s[n:]
+}
+
+// wantedAny reports whether the user asked for any cluster: then the
+// toggle is "Disconnect".
+func wantedAny(st *localapi.Status) bool {
+	for _, c := range st.Clusters {
+		if c.Wanted || c.State == localapi.ClusterConnected || c.State == localapi.ClusterConnecting {
+			return true
+		}
+	}
+	return false
+}
+
+func (s State) busy(kind OpKind) bool {
+	for _, b := range s.Busy {
+		if b.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+func toggle(s State) Item {
+	up := Op{Kind: OpUp}
+	switch {
+	case s.Link != LinkUp:
+		return Item{Title: TitleConnect}
+	case s.SigningIn:
+		return Item{Title: "Cancel sign-in", Enabled: true, Click: Op{Kind: OpCancelSignIn},
+			Tooltip: "Stop waiting for the sign-in in your browser"}
+	case s.busy(OpDown):
+		return Item{Title: "Disconnecting…"}
+	case s.busy(OpUp):
+		return Item{Title: "Connecting…"}
+	}
+	st := s.Status
+	var it Item
+	switch {
+	case st.Session.State == localapi.SessionExpired:
+		// A fresh sign-in is needed: the toggle says so, and nothing opens
+		// a browser until the user clicks it.
+		it = Item{Title: TitleSignIn, Click: up, Tooltip: "Sign in in your browser, then connect"}
+	case st.Session.State != localapi.SessionSignedIn:
+		it = Item{Title: TitleConnect, Click: up, Tooltip: "Sign in in your browser, then connect your default cluster"}
+	case wantedAny(st):
+		it = Item{Title: TitleDisconnect, Click: Op{Kind: OpDown}, Tooltip: "Disconnect every cluster and end the session"}
+	default:
+		it = Item{Title: TitleConnect, Click: up, Tooltip: "Connect your default cluster"}
+	}
+	it.Enabled = !s.ReadOnly
+	return it
+}
+
+// trouble is what a cluster row adds after its cid, "" when all is well.
+func trouble(s State, c localapi.ClusterStatus) string {
+	for _, b := range s.Busy {
+		if b.CID != c.CID {
+			continue
+		}
+		switch b.Kind {
+		case OpDisconnect:
+			return "disconnecting…"
+		case OpUp:
+			if s.SigningIn {
+				return "signing in…"
+			}
+			return "connecting…"
+		case OpConnect:
+			if c.State != localapi.ClusterConnected {
+				return "connecting…"
+			}
+		}
+	}
+	switch c.State {
+	case localapi.ClusterConnecting:
+		return "connecting…"
+	case localapi.ClusterConnected:
+		if !c.PeerUp {
+			return "no handshake"
+		}
+	case localapi.ClusterError:
+		if c.Error != "" {
+			return c.Error
+		}
+		return "error"
+	}
+	return ""
+}
+
+func clusterRow(s State, c localapi.ClusterStatus) Item {
+	// The row is the cid, as in the docs ("ky3 — no handshake"); the
+	// cluster's name goes in the tooltip.
+	full := c.CID
+	if t := trouble(s, c); t != "" {
+		full += " — " + t
+	}
+	it := info(full)
+	it.Checkable = true
+	it.Checked = c.State == localapi.ClusterConnected
+	on := c.Wanted || c.State == localapi.ClusterConnected || c.State == localapi.ClusterConnecting
+	ses := s.Status.Session.State
+	switch {
+	case on && ses == localapi.SessionSignedIn:
+		it.Click = Op{Kind: OpDisconnect, CID: c.CID}
+	case ses == localapi.SessionSignedIn:
+		it.Click = Op{Kind: OpConnect, CID: c.CID}
+	default:
+		// `runos vpn up --cid`: sign in, then connect this cluster.
+		it.Click = Op{Kind: OpUp, CID: c.CID}
+	}
+	busy := s.busyOn(it.Click) || s.SigningIn
+	it.Enabled = !s.ReadOnly && !busy
+	if it.Tooltip == "" {
+		it.Tooltip = rowTooltip(c)
+	}
+	if c.Name != "" && c.Name != c.CID {
+		it.Tooltip = c.Name + ": " + it.Tooltip
+	}
+	return it
+}
+
+func rowTooltip(c localapi.ClusterStatus) string {
+	switch {
+	case c.State == localapi.ClusterConnected && c.PeerUp:
+		return fmt.Sprintf("Connected through %s (%s)", c.Server.NodeID, c.Server.Endpoint)
+	case c.State == localapi.ClusterConnected:
+		return fmt.Sprintf("No WireGuard handshake with %s (%s) in the last %s", c.Server.NodeID, c.Server.Endpoint, localapi.HandshakeFresh)
+	case c.Error != "":
+		return c.Error
+	}
+	return "Click to connect"
+}
+
+// summary picks the icon and the tray tooltip.
+func summary(s State) (Icon, string) {
+	const app = "RunOS VPN"
+	switch {
+	case s.Link == LinkStarting:
+		return IconDisconnected, app
+	case s.Link != LinkUp:
+		return IconError, app + ": the service is not running"
+	case s.SigningIn:
+		return IconSignIn, app + ": signing in"
+	}
+	st := s.Status
+	var up, connecting, bad []string
+	for _, c := range st.Clusters {
+		switch {
+		case c.State == localapi.ClusterConnected && c.PeerUp:
+			up = append(up, c.CID)
+		case c.State == localapi.ClusterConnecting:
+			connecting = append(connecting, c.CID)
+		case c.State == localapi.ClusterConnected, c.State == localapi.ClusterError && c.Wanted:
+			bad = append(bad, c.CID)
+		}
+	}
+	for _, b := range s.Busy {
+		if b.Kind == OpUp || b.Kind == OpConnect {
+			connecting = append(connecting, b.CID)
+		}
+	}
+	switch {
+	case len(bad) > 0 || st.Tunnel.Error != "" || s.Err != "":
+		return IconError, app + ": trouble" + list(" with ", bad)
+	case st.Session.State == localapi.SessionExpired:
+		return IconSignIn, app + ": sign-in needed"
+	case len(connecting) > 0:
+		return IconConnecting, app + ": connecting" + list(" to ", connecting)
+	case len(up) > 0:
+		return IconConnected, app + ": connected" + list(" to ", up)
+	}
+	return IconDisconnected, app + ": disconnected"
+}
+
+func list(prefix string, cids []string) string {
+	var named []string
+	for _, c := range cids {
+		if c != "" && !slices.Contains(named, c) {
+			named = append(named, c)
+		}
+	}
+	if len(named) == 0 {
+		return ""
+	}
+	return prefix + strings.Join(named, ", ")
+}

@@ -1,0 +1,550 @@
+package menu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+var (
+	loc     = time.FixedZone("CET", 3600)
+	now     = time.Date(2026, 3, 10, 9, 30, 0, 0, loc)
+	expires = time.Date(2026, 3, 10, 14, 5, 0, 0, loc)
+)
+
+func cluster(cid, state string, wanted, peerUp bool) localapi.ClusterStatus {
+	return localapi.ClusterStatus{CID: cid, Name: "tc3-" + cid, State: state, Wanted: wanted, PeerUp: peerUp,
+		Server: localapi.Server{NodeID: "n1", Endpoint: "198.51.100.21:32768"}}
+}
+
+func status(seq uint64, session string, cs ...localapi.ClusterStatus) *localapi.Status {
+	st := &localapi.Status{Seq: seq, Session: localapi.Session{State: session}, Clusters: cs}
+	if session != localapi.SessionSignedOut {
+		st.Session.User = "ana@example.com"
+		st.Session.ExpiresAt = expires
+	}
+	return st
+}
+
+// run applies events in order and returns the final state and every op
+// they asked for.
+func run(t *testing.T, s State, evs ...Event) (State, []Op) {
+	t.Helper()
+	var all []Op
+	for _, ev := range evs {
+		var ops []Op
+		s, ops = Apply(s, ev)
+		all = append(all, ops...)
+	}
+	return s, all
+}
+
+func titles(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Title)
+	}
+	return out
+}
+
+func hasNotice(m Menu, sub string) bool {
+	for _, it := range m.Notices {
+		if strings.Contains(it.Title, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStarting(t *testing.T) {
+	m := Build(State{}, now)
+	if m.Status.Title != "Reaching the RunOS VPN service…" || m.Toggle.Enabled || len(m.Clusters) != 0 {
+		t.Fatalf("starting menu: %+v", m)
+	}
+	if m.Quit.Title != TitleQuit || !m.Quit.Enabled || m.Quit.Click.Kind != OpQuit {
+		t.Fatalf("quit: %+v", m.Quit)
+	}
+}
+
+func TestDaemonNotRunning(t *testing.T) {
+	err := fmt.Errorf("%w (socket /run/runos/vpnd.sock: connect: no such file); start it with: sudo runos vpn install", localapi.ErrNoDaemon)
+	s, ops := run(t, State{}, LostEvent{Err: err})
+	if len(ops) != 0 {
+		t.Fatalf("ops %v", ops)
+	}
+	m := Build(s, now)
+	if m.Status.Title != "The RunOS VPN service is not running" {
+		t.Fatalf("status %q", m.Status.Title)
+	}
+	if !hasNotice(m, "Install or start it: sudo runos vpn install") {
+		t.Fatalf("no install command in %q", titles(m.Notices))
+	}
+	retry := m.Notices[len(m.Notices)-1]
+	if retry.Click.Kind != OpRetry || !retry.Enabled {
+		t.Fatalf("no retry: %+v", retry)
+	}
+	if m.Toggle.Enabled || m.Icon != IconError || len(m.Clusters) != 0 {
+		t.Fatalf("menu %+v", m)
+	}
+	// A click that raced the daemon going away does nothing.
+	if _, ops := Apply(s, ClickEvent{Op: Op{Kind: OpUp}}); len(ops) != 0 {
+		t.Fatalf("up without a daemon: %v", ops)
+	}
+	if _, ops := Apply(s, ClickEvent{Op: Op{Kind: OpRetry}}); !slices.Equal(ops, []Op{{Kind: OpRetry}}) {
+		t.Fatalf("retry: %v", ops)
+	}
+}
+
+func TestStreamLostThenBack(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionSignedIn)}, LostEvent{Err: errors.New("unexpected EOF")})
+	m := Build(s, now)
+	if m.Status.Title != "Lost the RunOS VPN service, reconnecting…" || m.Toggle.Enabled {
+		t.Fatalf("lost: %+v", m)
+	}
+	s, _ = Apply(s, StatusEvent{status(1, localapi.SessionSignedIn)}) // a restarted daemon starts its seq again
+	if Build(s, now).Status.Title != "Signed in as ana@example.com until 14:05" {
+		t.Fatalf("after reconnect: %q", Build(s, now).Status.Title)
+	}
+}
+
+func TestSignedInDisconnected(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(3, localapi.SessionSignedIn,
+		cluster("ky3", localapi.ClusterDisconnected, false, false),
+		cluster("xym", localapi.ClusterDisconnected, false, false))})
+	m := Build(s, now)
+	if m.Status.Title != "Signed in as ana@example.com until 14:05" {
+		t.Fatalf("status %q", m.Status.Title)
+	}
+	if m.Toggle.Title != TitleConnect || !m.Toggle.Enabled || m.Toggle.Click != (Op{Kind: OpUp}) {
+		t.Fatalf("toggle %+v", m.Toggle)
+	}
+	if got := titles(m.Clusters); !slices.Equal(got, []string{"ky3", "xym"}) {
+		t.Fatalf("rows %q", got)
+	}
+	for _, r := range m.Clusters {
+		if !r.Checkable || r.Checked || !r.Enabled || r.Click.Kind != OpConnect {
+			t.Fatalf("row %+v", r)
+		}
+	}
+	if m.Icon != IconDisconnected || len(m.Notices) != 0 {
+		t.Fatalf("icon %v notices %q", m.Icon, titles(m.Notices))
+	}
+	if !strings.HasPrefix(m.Clusters[0].Tooltip, "tc3-ky3: ") {
+		t.Fatalf("tooltip %q", m.Clusters[0].Tooltip)
+	}
+}
+
+func TestConnected(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(3, localapi.SessionSignedIn,
+		cluster("ky3", localapi.ClusterConnected, true, true),
+		cluster("xym", localapi.ClusterDisconnected, false, false))})
+	m := Build(s, now)
+	if m.Toggle.Title != TitleDisconnect || m.Toggle.Click != (Op{Kind: OpDown}) {
+		t.Fatalf("toggle %+v", m.Toggle)
+	}
+	ky3, xym := m.Clusters[0], m.Clusters[1]
+	if ky3.Title != "ky3" || !ky3.Checked || ky3.Click != (Op{Kind: OpDisconnect, CID: "ky3"}) {
+		t.Fatalf("ky3 %+v", ky3)
+	}
+	if xym.Checked || xym.Click != (Op{Kind: OpConnect, CID: "xym"}) {
+		t.Fatalf("xym %+v", xym)
+	}
+	if m.Icon != IconConnected || m.Tooltip != "RunOS VPN: connected to ky3" {
+		t.Fatalf("icon %v %q", m.Icon, m.Tooltip)
+	}
+}
+
+func TestNoHandshake(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(3, localapi.SessionSignedIn,
+		cluster("ky3", localapi.ClusterConnected, true, false))})
+	m := Build(s, now)
+	if m.Clusters[0].Title != "ky3 — no handshake" || !m.Clusters[0].Checked {
+		t.Fatalf("row %+v", m.Clusters[0])
+	}
+	if !strings.Contains(m.Clusters[0].Tooltip, "No WireGuard handshake with n1") {
+		t.Fatalf("tooltip %q", m.Clusters[0].Tooltip)
+	}
+	if m.Icon != IconError || m.Tooltip != "RunOS VPN: trouble with ky3" {
+		t.Fatalf("icon %v %q", m.Icon, m.Tooltip)
+	}
+}
+
+func TestClusterConnectingAndError(t *testing.T) {
+	bad := cluster("xym", localapi.ClusterError, true, false)
+	bad.Error = "connect xym: gateway n1 unreachable: no route to host"
+	s, _ := run(t, State{}, StatusEvent{status(3, localapi.SessionSignedIn,
+		cluster("ky3", localapi.ClusterConnecting, true, false), bad)})
+	m := Build(s, now)
+	if got := titles(m.Clusters); !slices.Equal(got, []string{"ky3 — connecting…", "xym — connect xym: gateway n1 unreachable: no route to host"}) {
+		t.Fatalf("rows %q", got)
+	}
+	if m.Clusters[0].Checked || m.Clusters[0].Click.Kind != OpDisconnect || m.Clusters[1].Click.Kind != OpDisconnect {
+		t.Fatalf("rows %+v", m.Clusters)
+	}
+	if m.Icon != IconError {
+		t.Fatalf("icon %v", m.Icon)
+	}
+	// Only connecting: the connecting icon.
+	s, _ = Apply(s, StatusEvent{status(4, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterConnecting, true, false))})
+	if m := Build(s, now); m.Icon != IconConnecting || m.Tooltip != "RunOS VPN: connecting to ky3" {
+		t.Fatalf("icon %v %q", m.Icon, m.Tooltip)
+	}
+}
+
+func TestLongErrorIsClipped(t *testing.T) {
+	bad := cluster("xym", localapi.ClusterError, true, false)
+	bad.Error = strings.Repeat("very long reason ", 20)
+	s, _ := run(t, State{}, StatusEvent{status(3, localapi.SessionSignedIn, bad)})
+	row := Build(s, now).Clusters[0]
+	if n := len([]rune(row.Title)); n != maxTitle || !strings.HasSuffix(row.Title, "…") {
+		t.Fatalf("title %d runes: %q", n, row.Title)
+	}
+	if !strings.Contains(row.Tooltip, strings.TrimSpace(bad.Error)) {
+		t.Fatalf("tooltip lost the error: %q", row.Tooltip)
+	}
+}
+
+func TestSessionExpired(t *testing.T) {
+	s, ops := run(t, State{}, StatusEvent{status(3, localapi.SessionExpired,
+		cluster("ky3", localapi.ClusterDisconnected, true, false))})
+	if len(ops) != 0 {
+		t.Fatalf("ops %v", ops)
+	}
+	m := Build(s, now)
+	if m.Status.Title != TitleSignInNeeded || m.Toggle.Title != TitleSignIn || m.Toggle.Click != (Op{Kind: OpUp}) || !m.Toggle.Enabled {
+		t.Fatalf("menu %+v", m)
+	}
+	if !hasNotice(m, "Your sign-in ended at 14:05 (a sign-in lasts 24 hours)") {
+		t.Fatalf("notices %q", titles(m.Notices))
+	}
+	if m.Icon != IconSignIn {
+		t.Fatalf("icon %v", m.Icon)
+	}
+	// A row signs in and then connects that cluster (`runos vpn up --cid ky3`).
+	if row := m.Clusters[0]; row.Click != (Op{Kind: OpUp, CID: "ky3"}) || row.Checked || !row.Enabled {
+		t.Fatalf("row %+v", row)
+	}
+}
+
+func TestSignedOut(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionSignedOut)})
+	m := Build(s, now)
+	if m.Status.Title != TitleSignInNeeded || m.Toggle.Title != TitleConnect || m.Toggle.Click != (Op{Kind: OpUp}) {
+		t.Fatalf("menu %+v", m)
+	}
+	if m.Icon != IconDisconnected {
+		t.Fatalf("icon %v", m.Icon)
+	}
+}
+
+func TestSignInInProgress(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionExpired, cluster("ky3", localapi.ClusterDisconnected, true, false))})
+	s, ops := Apply(s, ClickEvent{Op: Op{Kind: OpUp}})
+	if !slices.Equal(ops, []Op{{Kind: OpUp}}) {
+		t.Fatalf("ops %v", ops)
+	}
+	if m := Build(s, now); m.Toggle.Title != "Connecting…" || m.Toggle.Enabled {
+		t.Fatalf("toggle %+v", m.Toggle)
+	}
+	// A second click while the first runs does nothing: one sign-in at a time.
+	if _, ops := Apply(s, ClickEvent{Op: Op{Kind: OpUp}}); len(ops) != 0 {
+		t.Fatalf("second up: %v", ops)
+	}
+	if _, ops := Apply(s, ClickEvent{Op: Op{Kind: OpUp, CID: "ky3"}}); len(ops) != 0 {
+		t.Fatalf("row up during up: %v", ops)
+	}
+	s, _ = Apply(s, SignInEvent{Active: true})
+	m := Build(s, now)
+	if m.Status.Title != "Signing in… finish in your browser" || m.Icon != IconSignIn {
+		t.Fatalf("menu %+v", m)
+	}
+	if m.Toggle.Title != "Cancel sign-in" || m.Toggle.Click.Kind != OpCancelSignIn || !m.Toggle.Enabled {
+		t.Fatalf("toggle %+v", m.Toggle)
+	}
+	if m.Clusters[0].Enabled {
+		t.Fatalf("row enabled during sign-in: %+v", m.Clusters[0])
+	}
+	if hasNotice(m, "Your sign-in ended") {
+		t.Fatalf("expiry notice while signing in: %q", titles(m.Notices))
+	}
+	_, ops = Apply(s, ClickEvent{Op: Op{Kind: OpCancelSignIn}})
+	if !slices.Equal(ops, []Op{{Kind: OpCancelSignIn}}) {
+		t.Fatalf("cancel: %v", ops)
+	}
+	// The user cancels: no error shown, back to "Sign in…".
+	s, _ = run(t, s, SignInEvent{}, DoneEvent{Op: Op{Kind: OpUp}, Err: fmt.Errorf("sign in: %w", context.Canceled)})
+	if m := Build(s, now); m.Toggle.Title != TitleSignIn || len(s.Busy) != 0 || s.Err != "" {
+		t.Fatalf("after cancel: %+v busy %v err %q", m.Toggle, s.Busy, s.Err)
+	}
+}
+
+func TestSignedInWithTheCLIWhileBrowserWaits(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionExpired)}, ClickEvent{Op: Op{Kind: OpUp}}, SignInEvent{Active: true})
+	s, ops := Apply(s, StatusEvent{status(2, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterConnecting, true, false))})
+	if !slices.Equal(ops, []Op{{Kind: OpCancelSignIn}}) {
+		t.Fatalf("ops %v", ops)
+	}
+	s, _ = run(t, s, SignInEvent{}, DoneEvent{Op: Op{Kind: OpUp}, Err: context.Canceled})
+	m := Build(s, now)
+	if m.Toggle.Title != TitleDisconnect || m.Clusters[0].Title != "ky3 — connecting…" || s.Err != "" {
+		t.Fatalf("menu %+v", m)
+	}
+}
+
+func TestToggleAndRowClicks(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionSignedIn,
+		cluster("ky3", localapi.ClusterConnected, true, true),
+		cluster("xym", localapi.ClusterDisconnected, false, false))})
+	m := Build(s, now)
+	s2, ops := Apply(s, ClickEvent{Op: m.Clusters[1].Click})
+	if !slices.Equal(ops, []Op{{Kind: OpConnect, CID: "xym"}}) {
+		t.Fatalf("ops %v", ops)
+	}
+	m2 := Build(s2, now)
+	if m2.Clusters[1].Title != "xym — connecting…" || m2.Clusters[1].Enabled || m2.Icon != IconConnecting {
+		t.Fatalf("busy row %+v icon %v", m2.Clusters[1], m2.Icon)
+	}
+	if _, ops := Apply(s2, ClickEvent{Op: Op{Kind: OpConnect, CID: "xym"}}); len(ops) != 0 {
+		t.Fatalf("double click: %v", ops)
+	}
+	// Another row still works while xym connects.
+	if _, ops := Apply(s2, ClickEvent{Op: m.Clusters[0].Click}); !slices.Equal(ops, []Op{{Kind: OpDisconnect, CID: "ky3"}}) {
+		t.Fatalf("ky3: %v", ops)
+	}
+	s3, ops := Apply(s2, ClickEvent{Op: m.Toggle.Click})
+	if !slices.Equal(ops, []Op{{Kind: OpDown}}) {
+		t.Fatalf("down: %v", ops)
+	}
+	m3 := Build(s3, now)
+	if m3.Toggle.Title != "Disconnecting…" || m3.Toggle.Enabled {
+		t.Fatalf("toggle %+v", m3.Toggle)
+	}
+	// While the session ends nothing else starts.
+	if _, ops := Apply(s3, ClickEvent{Op: Op{Kind: OpConnect, CID: "ky3"}}); len(ops) != 0 {
+		t.Fatalf("connect during down: %v", ops)
+	}
+	s4, _ := run(t, s3, DoneEvent{Op: Op{Kind: OpDown}, Status: status(2, localapi.SessionSignedOut,
+		cluster("ky3", localapi.ClusterDisconnected, false, false), cluster("xym", localapi.ClusterDisconnected, false, false))})
+	if m := Build(s4, now); m.Toggle.Title != TitleConnect || m.Status.Title != TitleSignInNeeded || m.Clusters[0].Checked {
+		t.Fatalf("after down %+v", m)
+	}
+	if slices.Contains(s4.Busy, Op{Kind: OpDown}) {
+		t.Fatalf("busy %v", s4.Busy)
+	}
+}
+
+func TestStaleAnswerIgnored(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(5, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterConnected, true, true))})
+	s, _ = Apply(s, DoneEvent{Op: Op{Kind: OpConnect, CID: "ky3"}, Status: status(4, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterConnecting, true, false))})
+	if s.Status.Seq != 5 {
+		t.Fatalf("stale answer replaced status: seq %d", s.Status.Seq)
+	}
+}
+
+func TestReadOnlyUser(t *testing.T) {
+	s, _ := run(t, State{OSUser: "bob"}, StatusEvent{status(1, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterDisconnected, false, false))},
+		ClickEvent{Op: Op{Kind: OpConnect, CID: "ky3"}})
+	forbidden := &api.Error{Status: 403, Code: localapi.CodeForbidden, Message: "user bob may only read the VPN status",
+		Hint: "Ask an admin to run: sudo runos vpn install --operator bob"}
+	s, _ = Apply(s, DoneEvent{Op: Op{Kind: OpConnect, CID: "ky3"}, Err: fmt.Errorf("connect ky3: %w", forbidden)})
+	m := Build(s, now)
+	if !hasNotice(m, "You may only view the VPN status") || !hasNotice(m, "To change it, ask an admin to run: sudo runos vpn install --operator bob") {
+		t.Fatalf("notices %q", titles(m.Notices))
+	}
+	if m.Toggle.Enabled || m.Clusters[0].Enabled || hasNotice(m, "Failed") {
+		t.Fatalf("menu %+v", m)
+	}
+	if _, ops := Apply(s, ClickEvent{Op: Op{Kind: OpUp}}); len(ops) != 0 {
+		t.Fatalf("up while read-only: %v", ops)
+	}
+	// Without a hint from the daemon, the menu names the command itself.
+	s.ReadHint = ""
+	if m := Build(s, now); !hasNotice(m, "To change it, ask an admin to run: sudo runos vpn install --operator bob") {
+		t.Fatalf("notices %q", titles(m.Notices))
+	}
+	// A daemon restart may come back with other operators: try again.
+	s, _ = run(t, s, LostEvent{Err: errors.New("EOF")}, StatusEvent{status(1, localapi.SessionSignedIn)})
+	if s.ReadOnly || !Build(s, now).Toggle.Enabled {
+		t.Fatalf("still read-only after restart")
+	}
+}
+
+func TestErrorShownUntilNextClick(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterDisconnected, false, false))},
+		ClickEvent{Op: Op{Kind: OpConnect, CID: "ky3"}},
+		DoneEvent{Op: Op{Kind: OpConnect, CID: "ky3"}, Err: errors.New("connect ky3: control refused: no VPN service on this cluster")})
+	m := Build(s, now)
+	if !hasNotice(m, "Failed: connect ky3: control refused: no VPN service on this cluster") || m.Icon != IconError {
+		t.Fatalf("notices %q icon %v", titles(m.Notices), m.Icon)
+	}
+	if !m.Clusters[0].Enabled {
+		t.Fatalf("row disabled after failure")
+	}
+	s, _ = Apply(s, ClickEvent{Op: Op{Kind: OpConnect, CID: "ky3"}})
+	if hasNotice(Build(s, now), "Failed") {
+		t.Fatalf("error kept after the next click")
+	}
+}
+
+func TestOperationFindsNoDaemon(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionSignedIn)}, ClickEvent{Op: Op{Kind: OpUp}},
+		DoneEvent{Op: Op{Kind: OpUp}, Err: fmt.Errorf("connect: %w", localapi.ErrNoDaemon)})
+	if s.Link != LinkNoDaemon || Build(s, now).Status.Title != "The RunOS VPN service is not running" {
+		t.Fatalf("state %+v", s)
+	}
+}
+
+func TestDaemonNotices(t *testing.T) {
+	st := status(1, localapi.SessionSignedIn)
+	st.Session.Error = "control unreachable: dial tcp 198.51.100.10:443: i/o timeout"
+	st.Tunnel.Error = "create wg1: operation not permitted"
+	st.DNS.Error = "another program keeps rewriting resolv.conf"
+	st.Warnings = []string{"daemon version v0.2.0 differs from this app's dev"}
+	s, _ := run(t, State{ConfigErr: "config file /x: key \"cid\": invalid cid"}, StatusEvent{st})
+	want := []string{
+		"Config: config file /x: key \"cid\": invalid cid",
+		"Control: control unreachable: dial tcp 198.51.100.10:443: i/o timeout",
+		"Tunnel: create wg1: operation not permitted",
+		"DNS: another program keeps rewriting resolv.conf",
+		"daemon version v0.2.0 differs from this app's dev",
+	}
+	m := Build(s, now)
+	if got := titles(m.Notices); !slices.Equal(got, want) {
+		t.Fatalf("notices\n got %q\nwant %q", got, want)
+	}
+	for _, n := range m.Notices {
+		if n.Enabled || n.Click.Kind != OpNone {
+			t.Fatalf("notice is clickable: %+v", n)
+		}
+	}
+}
+
+func TestConsole(t *testing.T) {
+	if m := Build(State{}, now); m.Console.Enabled || m.Console.Title != TitleConsole {
+		t.Fatalf("console without URL: %+v", m.Console)
+	}
+	m := Build(State{ConsoleURL: "https://console.example.com"}, now)
+	if !m.Console.Enabled || m.Console.Click.Kind != OpOpenConsole {
+		t.Fatalf("console %+v", m.Console)
+	}
+	if _, ops := Apply(State{ConsoleURL: "https://console.example.com"}, ClickEvent{Op: Op{Kind: OpOpenConsole}}); !slices.Equal(ops, []Op{{Kind: OpOpenConsole}}) {
+		t.Fatalf("ops %v", ops)
+	}
+	if _, ops := Apply(State{}, ClickEvent{Op: Op{Kind: OpOpenConsole}}); len(ops) != 0 {
+		t.Fatalf("console without a URL: %v", ops)
+	}
+}
+
+// The docs: "At login it reconnects silently and never opens a browser;
+// when a fresh sign-in is needed it stays disconnected until you sign in
+// from the toggle or the CLI."
+func TestAtLoginSessionExpiredStaysDisconnectedOpensNothing(t *testing.T) {
+	s, ops := run(t, State{AtLogin: true},
+		LostEvent{Err: localapi.ErrNoDaemon}, // the daemon starts after the desktop
+		StatusEvent{status(1, localapi.SessionExpired, cluster("ky3", localapi.ClusterDisconnected, true, false))},
+		StatusEvent{status(2, localapi.SessionExpired, cluster("ky3", localapi.ClusterDisconnected, true, false))})
+	if len(ops) != 0 {
+		t.Fatalf("at login with an expired session asked for %v", ops)
+	}
+	m := Build(s, now)
+	if m.Toggle.Title != TitleSignIn || m.Status.Title != TitleSignInNeeded || m.Clusters[0].Checked {
+		t.Fatalf("menu %+v", m)
+	}
+	// The user signs in with the CLI (`runos vpn up`): the menu follows,
+	// and the desktop starts nothing of its own.
+	s, ops = run(t, s,
+		StatusEvent{status(3, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterConnecting, true, false))},
+		StatusEvent{status(4, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterConnected, true, true))})
+	if len(ops) != 0 {
+		t.Fatalf("ops after the CLI signed in: %v", ops)
+	}
+	m = Build(s, now)
+	if m.Toggle.Title != TitleDisconnect || !m.Clusters[0].Checked || m.Icon != IconConnected {
+		t.Fatalf("menu did not follow: %+v", m)
+	}
+}
+
+func TestAtLoginSessionValidReconnects(t *testing.T) {
+	s, ops := run(t, State{AtLogin: true},
+		StatusEvent{status(7, localapi.SessionSignedIn,
+			cluster("ky3", localapi.ClusterDisconnected, true, false), // wanted, not restored
+			cluster("xym", localapi.ClusterConnecting, true, false),   // the daemon restores it
+			cluster("abc", localapi.ClusterDisconnected, false, false))})
+	if !slices.Equal(ops, []Op{{Kind: OpConnect, CID: "ky3"}}) {
+		t.Fatalf("ops %v", ops)
+	}
+	if m := Build(s, now); m.Clusters[0].Title != "ky3 — connecting…" || m.Clusters[0].Enabled {
+		t.Fatalf("row %+v", m.Clusters[0])
+	}
+	// Decided once: later statuses (and a daemon restart) start nothing more.
+	_, ops = run(t, s, DoneEvent{Op: Op{Kind: OpConnect, CID: "ky3"}},
+		StatusEvent{status(8, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterDisconnected, true, false))},
+		LostEvent{Err: localapi.ErrNoDaemon},
+		StatusEvent{status(1, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterDisconnected, true, false))})
+	if len(ops) != 0 {
+		t.Fatalf("later ops %v", ops)
+	}
+}
+
+func TestAtLoginWaitsForTheDaemon(t *testing.T) {
+	_, ops := run(t, State{AtLogin: true},
+		LostEvent{Err: localapi.ErrNoDaemon}, LostEvent{Err: localapi.ErrNoDaemon},
+		StatusEvent{status(1, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterDisconnected, true, false))})
+	if !slices.Equal(ops, []Op{{Kind: OpConnect, CID: "ky3"}}) {
+		t.Fatalf("ops %v", ops)
+	}
+}
+
+func TestAtLoginNothingWanted(t *testing.T) {
+	_, ops := run(t, State{AtLogin: true}, StatusEvent{status(1, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterDisconnected, false, false))})
+	if len(ops) != 0 {
+		t.Fatalf("ops %v", ops)
+	}
+	_, ops = run(t, State{AtLogin: true}, StatusEvent{status(1, localapi.SessionSignedOut)})
+	if len(ops) != 0 {
+		t.Fatalf("ops %v", ops)
+	}
+}
+
+func TestNotAtLoginNoReconnect(t *testing.T) {
+	_, ops := run(t, State{}, StatusEvent{status(1, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterDisconnected, true, false))})
+	if len(ops) != 0 {
+		t.Fatalf("ops %v", ops)
+	}
+}
+
+func TestWhen(t *testing.T) {
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{expires, "14:05"},
+		{expires.UTC(), "14:05"}, // shown in the local zone
+		{now.Add(20 * time.Hour), "Wed 05:30"},
+		{now.Add(-20 * time.Hour), "9 Mar 13:30"},
+		{now.Add(10 * 24 * time.Hour), "20 Mar 09:30"},
+	} {
+		if got := when(tc.t, now); got != tc.want {
+			t.Errorf("when(%v) = %q, want %q", tc.t, got, tc.want)
+		}
+	}
+}
+
+func TestEqual(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterConnected, true, true))})
+	a, b := Build(s, now), Build(s, now)
+	if !a.Equal(b) {
+		t.Fatal("same state, different menus")
+	}
+	b.Clusters[0].Checked = false
+	if a.Equal(b) {
+		t.Fatal("a changed row compares equal")
+	}
+}
