@@ -15,10 +15,10 @@ type Link int
 
 // Links to the daemon.
 const (
-	LinkStarting   Link = iota // nothing heard yet
-	LinkUp                     // following the daemon's stream
-	LinkNoDaemon               // the socket cannot be reached: the daemon is not running
-	LinkLost                   // the stream broke (e.g. the daemon restarts); reconnecting
+	LinkStarting Link = iota // nothing heard yet
+	LinkUp                   // following the daemon's stream
+	LinkNoDaemon             // the socket cannot be reached: the daemon is not running
+	LinkLost                 // the stream broke (e.g. the daemon restarts); reconnecting
 )
 
 // State is everything the menu is built from. Apply is the only thing that
@@ -32,11 +32,11 @@ type State struct {
 
 	// The daemon.
 	Link      Link
-	LinkErr   string            // why the daemon cannot be reached
-	Status    *localapi.Status  // the latest status while Link is LinkUp; read-only
-	ReadOnly  bool              // the daemon refused a change: this user may only read
-	ReadHint  string            // what grants access (from the daemon's refusal)
-	loginDone bool              // the at-login decision has been taken
+	LinkErr   string           // why the daemon cannot be reached
+	Status    *localapi.Status // the latest status while Link is LinkUp; read-only
+	ReadOnly  bool             // the daemon refused a change: this user may only read
+	ReadHint  string           // what grants access (from the daemon's refusal)
+	loginDone bool             // the at-login decision has been taken
 
 	// The user.
 	SigningIn bool   // a browser sign-in is in progress
