@@ -1,0 +1,4 @@
+package icons
+
+// The Windows notification area loads icons from .ico files.
+const trayExt = ".ico"
