@@ -1,0 +1,106 @@
+package hub
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+func closed(w *Watch) bool {
+	select {
+	case <-w.C():
+		return true
+	default:
+		return false
+	}
+}
+
+func TestPublishWakesOnlyItsTopics(t *testing.T) {
+	h := New(10, map[string]uint64{Cluster("ky3"): 7})
+	if v := h.Version(Cluster("ky3"), Device("d1")); v != 7 {
+		t.Fatalf("initial version = %d, want 7", v)
+	}
+	ky3 := h.Watch(Device("d1"), Cluster("ky3"))
+	xym := h.Watch(Device("d2"), Cluster("xym"))
+	h.Publish(11, []string{Cluster("ky3"), Gateway("ky3", "n1")})
+	if !closed(ky3) {
+		t.Fatal("watcher of cluster:ky3 not woken")
+	}
+	if closed(xym) {
+		t.Fatal("watcher of cluster:xym woken by a ky3 change")
+	}
+	if v := h.Version(Device("d1"), Cluster("ky3")); v != 11 {
+		t.Fatalf("version = %d, want 11", v)
+	}
+	if h.Global() != 11 {
+		t.Fatalf("global = %d", h.Global())
+	}
+	// A woken watch is gone; the other is still registered until stopped.
+	if n := h.Watchers(); n != 1 {
+		t.Fatalf("watchers = %d, want 1", n)
+	}
+	xym.Stop()
+	xym.Stop()
+	ky3.Stop()
+	if n := h.Watchers(); n != 0 {
+		t.Fatalf("watchers after stop = %d", n)
+	}
+}
+
+func TestStalePublishKeepsNewerVersion(t *testing.T) {
+	h := New(0, nil)
+	h.Publish(5, []string{Move("m1")})
+	h.Publish(3, []string{Move("m1")})
+	if v := h.Version(Move("m1")); v != 5 {
+		t.Fatalf("version = %d, want 5", v)
+	}
+	if h.Global() != 5 {
+		t.Fatalf("global = %d, want 5", h.Global())
+	}
+}
+
+func TestOneWakeForManyTopics(t *testing.T) {
+	h := New(0, nil)
+	w := h.Watch(Device("a"), Session("s"), Cluster("c"))
+	h.Publish(1, []string{Device("a"), Session("s"), Cluster("c")}) // closes once, no panic
+	if !closed(w) {
+		t.Fatal("not woken")
+	}
+}
+
+func TestConcurrentWatchersAllWoken(t *testing.T) {
+	h := New(0, nil)
+	const n = 1000
+	var wg sync.WaitGroup
+	ready := make(chan struct{}, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := h.Watch(Device(fmt.Sprint(i)), Cluster("ky3"))
+			ready <- struct{}{}
+			<-w.C()
+		}()
+	}
+	for range n {
+		<-ready
+	}
+	h.Publish(1, []string{Cluster("ky3")})
+	wg.Wait()
+	if h.Watchers() != 0 {
+		t.Fatalf("watchers left: %d", h.Watchers())
+	}
+}
+
+func BenchmarkPublishTo10000(b *testing.B) {
+	h := New(0, nil)
+	for b.Loop() {
+		b.StopTimer()
+		ws := make([]*Watch, 10000)
+		for i := range ws {
+			ws[i] = h.Watch(Device(fmt.Sprint(i)), Cluster("ky3"))
+		}
+		b.StartTimer()
+		h.Publish(h.Global()+1, []string{Cluster("ky3")})
+	}
+}

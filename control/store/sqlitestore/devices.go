@@ -1,0 +1,212 @@
+package sqlitestore
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store"
+)
+
+func isNotFound(err error) bool {
+	return errors.Is(err, sql.ErrNoRows) || errors.Is(err, store.ErrNotFound)
+}
+
+const deviceCols = "id, user, name, os, public_key, addr_index, address, session_id, created_at"
+
+func scanDevice(row interface{ Scan(...any) error }) (model.Device, error) {
+	var d model.Device
+	var addr string
+	var sid sql.NullString
+	var created int64
+	if err := row.Scan(&d.ID, &d.User, &d.Name, &d.OS, &d.PublicKey, &d.AddrIndex, &addr, &sid, &created); err != nil {
+		return d, err
+	}
+	d.Address = parseAddr(addr)
+	d.SessionID = sid.String
+	d.CreatedAt = tm(created)
+	return d, nil
+}
+
+func (t *tx) Device(id string) (model.Device, error) {
+	d, err := scanDevice(t.q.QueryRowContext(t.ctx, "SELECT "+deviceCols+" FROM devices WHERE id = ?", id))
+	return d, one(err, "device "+id)
+}
+
+func (t *tx) DeviceByKey(publicKey string) (model.Device, error) {
+	d, err := scanDevice(t.q.QueryRowContext(t.ctx, "SELECT "+deviceCols+" FROM devices WHERE public_key = ?", publicKey))
+	return d, one(err, "device with that public key")
+}
+
+func (t *tx) DevicesOfSession(sessionID string) ([]model.Device, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+deviceCols+" FROM devices WHERE session_id = ? ORDER BY id", sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("devices of session: %w", err)
+	}
+	defer rows.Close()
+	var out []model.Device
+	for rows.Next() {
+		d, err := scanDevice(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) DeviceClusters(deviceID string) ([]string, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT cid FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
+	if err != nil {
+		return nil, fmt.Errorf("clusters of device %s: %w", deviceID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var cid string
+		if err := rows.Scan(&cid); err != nil {
+			return nil, err
+		}
+		out = append(out, cid)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) FreeDeviceAddrIndex(lo, hi int) (int, error) {
+	return freeIndex(t, "devices", "addr_index", lo, hi)
+}
+
+func (t *tx) CountDevices() (int, error) {
+	var n int
+	return n, t.q.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM devices").Scan(&n)
+}
+
+func deviceArgs(d model.Device) []any {
+	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, addrText(d.Address), nullable(d.SessionID), ts(d.CreatedAt)}
+}
+
+func (t *tx) PutDevice(d model.Device) error {
+	_, err := t.exec("INSERT INTO devices ("+deviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", append([]any{d.ID}, deviceArgs(d)...)...)
+	return constraint(err, "device "+d.ID)
+}
+
+func (t *tx) UpdateDevice(d model.Device) error {
+	res, err := t.exec(`UPDATE devices SET user = ?, name = ?, os = ?, public_key = ?, addr_index = ?, address = ?,
+		session_id = ?, created_at = ? WHERE id = ?`, append(deviceArgs(d), d.ID)...)
+	return mustAffect(res, err, "device "+d.ID)
+}
+
+func (t *tx) JoinCluster(deviceID, cid string) (bool, error) {
+	res, err := t.exec("INSERT OR IGNORE INTO memberships (device_id, cid) VALUES (?, ?)", deviceID, cid)
+	if err != nil {
+		return false, fmt.Errorf("join %s to %s: %w", deviceID, cid, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+func (t *tx) LeaveCluster(deviceID, cid string) (bool, error) {
+	res, err := t.exec("DELETE FROM memberships WHERE device_id = ? AND cid = ?", deviceID, cid)
+	if err != nil {
+		return false, fmt.Errorf("leave %s from %s: %w", deviceID, cid, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
+	rows, err := t.q.QueryContext(t.ctx, `SELECT d.id, d.public_key, d.address
+		FROM memberships m
+		JOIN devices d ON d.id = m.device_id
+		JOIN sessions s ON s.id = d.session_id
+		WHERE m.cid = ? AND s.state = 'live' AND s.expires_at > ?
+		ORDER BY d.id`, cid, ts(now))
+	if err != nil {
+		return nil, fmt.Errorf("peers of %s: %w", cid, err)
+	}
+	defer rows.Close()
+	var out []model.Peer
+	for rows.Next() {
+		var p model.Peer
+		var addr string
+		if err := rows.Scan(&p.DeviceID, &p.PublicKey, &addr); err != nil {
+			return nil, err
+		}
+		p.Address = parseAddr(addr)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// Sessions.
+
+const sessionCols = "id, token_hash, user, client_id, state, created_at, expires_at, ended_at"
+
+func scanSession(row interface{ Scan(...any) error }) (model.Session, error) {
+	var s model.Session
+	var created, expires, ended int64
+	err := row.Scan(&s.ID, &s.TokenHash, &s.User, &s.ClientID, &s.State, &created, &expires, &ended)
+	s.CreatedAt, s.ExpiresAt, s.EndedAt = tm(created), tm(expires), tm(ended)
+	return s, err
+}
+
+func (t *tx) Session(id string) (model.Session, error) {
+	s, err := scanSession(t.q.QueryRowContext(t.ctx, "SELECT "+sessionCols+" FROM sessions WHERE id = ?", id))
+	return s, one(err, "session "+id)
+}
+
+func (t *tx) SessionByToken(hash string) (model.Session, error) {
+	s, err := scanSession(t.q.QueryRowContext(t.ctx, "SELECT "+sessionCols+" FROM sessions WHERE token_hash = ?", hash))
+	return s, one(err, "session")
+}
+
+func (t *tx) LiveSessionsExpiringBy(at time.Time) ([]model.Session, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= ? ORDER BY expires_at", ts(at))
+	if err != nil {
+		return nil, fmt.Errorf("expiring sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []model.Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) NextExpiry() (time.Time, bool, error) {
+	var n sql.NullInt64
+	if err := t.q.QueryRowContext(t.ctx, "SELECT MIN(expires_at) FROM sessions WHERE state = 'live'").Scan(&n); err != nil {
+		return time.Time{}, false, fmt.Errorf("next session expiry: %w", err)
+	}
+	if !n.Valid {
+		return time.Time{}, false, nil
+	}
+	return tm(n.Int64), true, nil
+}
+
+func (t *tx) PutSession(s model.Session) error {
+	_, err := t.exec("INSERT INTO sessions ("+sessionCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		s.ID, s.TokenHash, s.User, s.ClientID, s.State, ts(s.CreatedAt), ts(s.ExpiresAt), ts(s.EndedAt))
+	return constraint(err, "session "+s.ID)
+}
+
+func (t *tx) UpdateSession(s model.Session) error {
+	res, err := t.exec("UPDATE sessions SET state = ?, expires_at = ?, ended_at = ? WHERE id = ?",
+		s.State, ts(s.ExpiresAt), ts(s.EndedAt), s.ID)
+	return mustAffect(res, err, "session "+s.ID)
+}
+
+func (t *tx) DeleteSessionsEndedBefore(at time.Time) (int, error) {
+	res, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at < ?", ts(at))
+	if err != nil {
+		return 0, fmt.Errorf("forget old sessions: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}

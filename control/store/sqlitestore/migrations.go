@@ -1,0 +1,163 @@
+package sqlitestore
+
+// migrations are numbered from 1 and applied in order, each in its own
+// transaction, recorded in schema_migrations. Never edit one that shipped:
+// append a new one.
+var migrations = []string{
+	1: `
+CREATE TABLE meta (
+	id      INTEGER PRIMARY KEY CHECK (id = 1),
+	version INTEGER NOT NULL
+);
+INSERT INTO meta (id, version) VALUES (1, 0);
+
+CREATE TABLE topics (
+	topic   TEXT PRIMARY KEY,
+	version INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE accounts (
+	aid                 TEXT PRIMARY KEY,
+	name                TEXT NOT NULL,
+	operator_token_hash TEXT UNIQUE
+);
+
+CREATE TABLE users (
+	email         TEXT PRIMARY KEY,
+	password_hash TEXT NOT NULL,
+	operator      INTEGER NOT NULL
+);
+
+CREATE TABLE user_accounts (
+	email TEXT NOT NULL REFERENCES users(email) ON DELETE CASCADE,
+	aid   TEXT NOT NULL REFERENCES accounts(aid) ON DELETE CASCADE,
+	PRIMARY KEY (email, aid)
+) WITHOUT ROWID;
+
+CREATE TABLE clusters (
+	cid            TEXT PRIMARY KEY,
+	aid            TEXT NOT NULL REFERENCES accounts(aid),
+	name           TEXT NOT NULL,
+	domain_root    TEXT NOT NULL,
+	is_configured  INTEGER NOT NULL,
+	user_vpn       TEXT NOT NULL,
+	custom_domains TEXT NOT NULL
+);
+CREATE INDEX clusters_aid ON clusters(aid);
+
+CREATE TABLE nodes (
+	cid                   TEXT NOT NULL REFERENCES clusters(cid) ON DELETE CASCADE,
+	nid                   TEXT NOT NULL,
+	name                  TEXT NOT NULL,
+	roles                 TEXT NOT NULL,
+	declared_ingress      TEXT NOT NULL,
+	public_ip             TEXT NOT NULL,
+	detected_ip           TEXT NOT NULL,
+	published             INTEGER NOT NULL,
+	enrollment_token_hash TEXT NOT NULL UNIQUE,
+	last_heartbeat        INTEGER NOT NULL,
+	gateway_key           TEXT NOT NULL,
+	gateway_version       TEXT NOT NULL,
+	PRIMARY KEY (cid, nid)
+);
+
+CREATE TABLE services (
+	id           TEXT PRIMARY KEY,
+	cid          TEXT NOT NULL UNIQUE REFERENCES clusters(cid),
+	name         TEXT NOT NULL,
+	node_id      TEXT NOT NULL,
+	port         INTEGER NOT NULL,
+	state        TEXT NOT NULL,
+	error        TEXT NOT NULL,
+	public_key   TEXT NOT NULL,
+	subnet_index INTEGER NOT NULL UNIQUE,
+	subnet       TEXT NOT NULL,
+	created_at   INTEGER NOT NULL,
+	seeded       INTEGER NOT NULL,
+	FOREIGN KEY (cid, node_id) REFERENCES nodes(cid, nid)
+);
+
+CREATE TABLE moves (
+	id              TEXT PRIMARY KEY,
+	cid             TEXT NOT NULL,
+	service_id      TEXT NOT NULL REFERENCES services(id),
+	from_node       TEXT NOT NULL,
+	target_node     TEXT NOT NULL,
+	state           TEXT NOT NULL,
+	error           TEXT NOT NULL,
+	endpoint        TEXT NOT NULL,
+	address_kind    TEXT NOT NULL,
+	warnings        TEXT NOT NULL,
+	total           INTEGER NOT NULL,
+	switched        INTEGER NOT NULL,
+	switch_ms       INTEGER NOT NULL,
+	prepare_version INTEGER NOT NULL,
+	started_at      INTEGER NOT NULL,
+	switched_at     INTEGER NOT NULL,
+	last_handshake  INTEGER NOT NULL,
+	finished_at     INTEGER NOT NULL,
+	steps           TEXT NOT NULL
+);
+CREATE INDEX moves_in_flight ON moves(service_id) WHERE state IN ('preparing', 'switching');
+
+CREATE TABLE move_switched (
+	move_id    TEXT NOT NULL REFERENCES moves(id) ON DELETE CASCADE,
+	public_key TEXT NOT NULL,
+	PRIMARY KEY (move_id, public_key)
+) WITHOUT ROWID;
+
+CREATE TABLE sessions (
+	id         TEXT PRIMARY KEY,
+	token_hash TEXT NOT NULL UNIQUE,
+	user       TEXT NOT NULL REFERENCES users(email) ON DELETE CASCADE,
+	client_id  TEXT NOT NULL,
+	state      TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,
+	ended_at   INTEGER NOT NULL
+);
+CREATE INDEX sessions_live_expiry ON sessions(expires_at) WHERE state = 'live';
+CREATE INDEX sessions_ended ON sessions(ended_at) WHERE state <> 'live';
+
+CREATE TABLE devices (
+	id         TEXT PRIMARY KEY,
+	user       TEXT NOT NULL REFERENCES users(email) ON DELETE CASCADE,
+	name       TEXT NOT NULL,
+	os         TEXT NOT NULL,
+	public_key TEXT NOT NULL UNIQUE,
+	addr_index INTEGER NOT NULL UNIQUE,
+	address    TEXT NOT NULL,
+	session_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX devices_session ON devices(session_id);
+
+CREATE TABLE memberships (
+	device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+	cid       TEXT NOT NULL REFERENCES clusters(cid) ON DELETE CASCADE,
+	PRIMARY KEY (device_id, cid)
+) WITHOUT ROWID;
+CREATE INDEX memberships_cid ON memberships(cid, device_id);
+
+CREATE TABLE oauth_codes (
+	code_hash      TEXT PRIMARY KEY,
+	client_id      TEXT NOT NULL,
+	redirect_uri   TEXT NOT NULL,
+	code_challenge TEXT NOT NULL,
+	user           TEXT NOT NULL,
+	expires_at     INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE oauth_device_codes (
+	device_code_hash TEXT PRIMARY KEY,
+	user_code        TEXT NOT NULL UNIQUE,
+	client_id        TEXT NOT NULL,
+	user             TEXT NOT NULL,
+	approved         INTEGER NOT NULL,
+	denied           INTEGER NOT NULL,
+	expires_at       INTEGER NOT NULL,
+	interval_ns      INTEGER NOT NULL,
+	last_poll        INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
+}

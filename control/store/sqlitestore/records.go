@@ -1,0 +1,284 @@
+package sqlitestore
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store"
+)
+
+func (t *tx) GlobalVersion() (uint64, error) {
+	var v uint64
+	return v, one(t.q.QueryRowContext(t.ctx, "SELECT version FROM meta WHERE id = 1").Scan(&v), "global version")
+}
+
+func (t *tx) TopicVersion(topics ...string) (uint64, error) {
+	if len(topics) == 0 {
+		return 0, nil
+	}
+	args := make([]any, len(topics))
+	for i, s := range topics {
+		args[i] = s
+	}
+	var v uint64
+	q := "SELECT COALESCE(MAX(version), 0) FROM topics WHERE topic IN (" + placeholders(len(topics)) + ")"
+	return v, one(t.q.QueryRowContext(t.ctx, q, args...).Scan(&v), "topic version")
+}
+
+func (t *tx) AllTopicVersions() (map[string]uint64, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT topic, version FROM topics")
+	if err != nil {
+		return nil, fmt.Errorf("topic versions: %w", err)
+	}
+	defer rows.Close()
+	m := map[string]uint64{}
+	for rows.Next() {
+		var k string
+		var v uint64
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		m[k] = v
+	}
+	return m, rows.Err()
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// jsonText and fromJSON keep small lists (roles, domains, steps) in TEXT.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain slices of strings and structs go here
+	}
+	return string(b)
+}
+
+func fromJSON(s string, v any) error {
+	if s == "" {
+		return nil
+	}
+	return json.Unmarshal([]byte(s), v)
+}
+
+func addrText(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+func parseAddr(s string) netip.Addr {
+	a, _ := netip.ParseAddr(s) // written by addrText; "" is the zero Addr
+	return a
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Accounts and users.
+
+func (t *tx) Account(aid string) (model.Account, error) {
+	var a model.Account
+	var hash sql.NullString
+	err := t.q.QueryRowContext(t.ctx, "SELECT aid, name, operator_token_hash FROM accounts WHERE aid = ?", aid).
+		Scan(&a.AID, &a.Name, &hash)
+	a.OperatorTokenHash = hash.String
+	return a, one(err, "account "+aid)
+}
+
+func (t *tx) AccountByOperatorToken(hash string) (model.Account, error) {
+	var a model.Account
+	var h sql.NullString
+	err := t.q.QueryRowContext(t.ctx, "SELECT aid, name, operator_token_hash FROM accounts WHERE operator_token_hash = ?", hash).
+		Scan(&a.AID, &a.Name, &h)
+	a.OperatorTokenHash = h.String
+	return a, one(err, "operator token")
+}
+
+func (t *tx) PutAccount(a model.Account) error {
+	_, err := t.exec("INSERT INTO accounts (aid, name, operator_token_hash) VALUES (?, ?, ?)",
+		a.AID, a.Name, nullable(a.OperatorTokenHash))
+	return constraint(err, "account "+a.AID)
+}
+
+func (t *tx) User(email string) (model.User, error) {
+	var u model.User
+	var op int
+	err := t.q.QueryRowContext(t.ctx, "SELECT email, password_hash, operator FROM users WHERE email = ?", email).
+		Scan(&u.Email, &u.PasswordHash, &op)
+	if err != nil {
+		return u, one(err, "user "+email)
+	}
+	u.Operator = op != 0
+	rows, err := t.q.QueryContext(t.ctx, "SELECT aid FROM user_accounts WHERE email = ? ORDER BY aid", email)
+	if err != nil {
+		return u, fmt.Errorf("user %s: %w", email, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var aid string
+		if err := rows.Scan(&aid); err != nil {
+			return u, err
+		}
+		u.Accounts = append(u.Accounts, aid)
+	}
+	return u, rows.Err()
+}
+
+func (t *tx) PutUser(u model.User) error {
+	if _, err := t.exec("INSERT INTO users (email, password_hash, operator) VALUES (?, ?, ?)",
+		u.Email, u.PasswordHash, b2i(u.Operator)); err != nil {
+		return constraint(err, "user "+u.Email)
+	}
+	for _, aid := range u.Accounts {
+		if _, err := t.exec("INSERT INTO user_accounts (email, aid) VALUES (?, ?)", u.Email, aid); err != nil {
+			return constraint(err, "user "+u.Email+" in account "+aid)
+		}
+	}
+	return nil
+}
+
+// Clusters.
+
+const clusterCols = "cid, aid, name, domain_root, is_configured, user_vpn, custom_domains"
+
+func scanCluster(row interface{ Scan(...any) error }) (model.Cluster, error) {
+	var c model.Cluster
+	var conf int
+	var domains string
+	if err := row.Scan(&c.CID, &c.AID, &c.Name, &c.DomainRoot, &conf, &c.UserVPN, &domains); err != nil {
+		return c, err
+	}
+	c.IsConfigured = conf != 0
+	return c, fromJSON(domains, &c.CustomDomains)
+}
+
+func (t *tx) Cluster(cid string) (model.Cluster, error) {
+	c, err := scanCluster(t.q.QueryRowContext(t.ctx, "SELECT "+clusterCols+" FROM clusters WHERE cid = ?", cid))
+	return c, one(err, "cluster "+cid)
+}
+
+func (t *tx) Clusters(aids []string) ([]model.Cluster, error) {
+	if len(aids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(aids))
+	for i, a := range aids {
+		args[i] = a
+	}
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+clusterCols+" FROM clusters WHERE aid IN ("+placeholders(len(aids))+") ORDER BY cid", args...)
+	if err != nil {
+		return nil, fmt.Errorf("clusters: %w", err)
+	}
+	defer rows.Close()
+	var out []model.Cluster
+	for rows.Next() {
+		c, err := scanCluster(rows)
+		if err != nil {
+			return nil, fmt.Errorf("clusters: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) PutCluster(c model.Cluster) error {
+	_, err := t.exec("INSERT INTO clusters ("+clusterCols+") VALUES (?, ?, ?, ?, ?, ?, ?)",
+		c.CID, c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, jsonText(nonNil(c.CustomDomains)))
+	return constraint(err, "cluster "+c.CID)
+}
+
+func (t *tx) UpdateCluster(c model.Cluster) error {
+	res, err := t.exec("UPDATE clusters SET aid = ?, name = ?, domain_root = ?, is_configured = ?, user_vpn = ?, custom_domains = ? WHERE cid = ?",
+		c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, jsonText(nonNil(c.CustomDomains)), c.CID)
+	return mustAffect(res, err, "cluster "+c.CID)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Nodes.
+
+const nodeCols = "cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash, last_heartbeat, gateway_key, gateway_version"
+
+func scanNode(row interface{ Scan(...any) error }) (model.Node, error) {
+	var n model.Node
+	var roles, declared, public, detected string
+	var published int
+	var hb int64
+	if err := row.Scan(&n.CID, &n.NID, &n.Name, &roles, &declared, &public, &detected, &published,
+		&n.EnrollmentTokenHash, &hb, &n.GatewayKey, &n.GatewayVersion); err != nil {
+		return n, err
+	}
+	n.DeclaredIngress, n.PublicIP, n.DetectedIP = parseAddr(declared), parseAddr(public), parseAddr(detected)
+	n.Published = published != 0
+	n.LastHeartbeat = tm(hb)
+	return n, fromJSON(roles, &n.Roles)
+}
+
+func (t *tx) Node(cid, nid string) (model.Node, error) {
+	n, err := scanNode(t.q.QueryRowContext(t.ctx, "SELECT "+nodeCols+" FROM nodes WHERE cid = ? AND nid = ?", cid, nid))
+	return n, one(err, "node "+nid+" of cluster "+cid)
+}
+
+func (t *tx) NodeByEnrollmentToken(hash string) (model.Node, error) {
+	n, err := scanNode(t.q.QueryRowContext(t.ctx, "SELECT "+nodeCols+" FROM nodes WHERE enrollment_token_hash = ?", hash))
+	return n, one(err, "enrollment token")
+}
+
+func (t *tx) Nodes(cid string) ([]model.Node, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+nodeCols+" FROM nodes WHERE cid = ? ORDER BY nid", cid)
+	if err != nil {
+		return nil, fmt.Errorf("nodes of %s: %w", cid, err)
+	}
+	defer rows.Close()
+	var out []model.Node
+	for rows.Next() {
+		n, err := scanNode(rows)
+		if err != nil {
+			return nil, fmt.Errorf("nodes of %s: %w", cid, err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+func nodeArgs(n model.Node) []any {
+	return []any{n.Name, jsonText(nonNil(n.Roles)), addrText(n.DeclaredIngress), addrText(n.PublicIP), addrText(n.DetectedIP),
+		b2i(n.Published), n.EnrollmentTokenHash, ts(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion}
+}
+
+func (t *tx) PutNode(n model.Node) error {
+	_, err := t.exec("INSERT INTO nodes ("+nodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		append([]any{n.CID, n.NID}, nodeArgs(n)...)...)
+	return constraint(err, "node "+n.NID+" of cluster "+n.CID)
+}
+
+func (t *tx) UpdateNode(n model.Node) error {
+	res, err := t.exec(`UPDATE nodes SET name = ?, roles = ?, declared_ingress = ?, public_ip = ?, detected_ip = ?,
+		published = ?, enrollment_token_hash = ?, last_heartbeat = ?, gateway_key = ?, gateway_version = ?
+		WHERE cid = ? AND nid = ?`, append(nodeArgs(n), n.CID, n.NID)...)
+	return mustAffect(res, err, "node "+n.NID+" of cluster "+n.CID)
+}
+
+func (t *tx) DeleteNode(cid, nid string) error {
+	res, err := t.exec("DELETE FROM nodes WHERE cid = ? AND nid = ?", cid, nid)
+	return mustAffect(res, err, "node "+nid+" of cluster "+cid)
+}
+
+var _ store.Writer = (*tx)(nil)

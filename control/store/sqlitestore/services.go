@@ -1,0 +1,185 @@
+package sqlitestore
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store"
+)
+
+const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded"
+
+func scanService(row interface{ Scan(...any) error }) (model.Service, error) {
+	var s model.Service
+	var subnet string
+	var created int64
+	var seeded int
+	if err := row.Scan(&s.ID, &s.CID, &s.Name, &s.NodeID, &s.Port, &s.State, &s.Error, &s.PublicKey,
+		&s.SubnetIndex, &subnet, &created, &seeded); err != nil {
+		return s, err
+	}
+	s.Subnet, _ = netip.ParsePrefix(subnet)
+	s.CreatedAt = tm(created)
+	s.Seeded = seeded != 0
+	return s, nil
+}
+
+func (t *tx) Service(id string) (model.Service, error) {
+	s, err := scanService(t.q.QueryRowContext(t.ctx, "SELECT "+serviceCols+" FROM services WHERE id = ?", id))
+	return s, one(err, "service "+id)
+}
+
+func (t *tx) Services(cid string) ([]model.Service, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+serviceCols+" FROM services WHERE cid = ? ORDER BY id", cid)
+	if err != nil {
+		return nil, fmt.Errorf("services of %s: %w", cid, err)
+	}
+	defer rows.Close()
+	var out []model.Service
+	for rows.Next() {
+		s, err := scanService(rows)
+		if err != nil {
+			return nil, fmt.Errorf("services of %s: %w", cid, err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) FreeServiceSubnetIndex(lo, hi int) (int, error) {
+	return freeIndex(t, "services", "subnet_index", lo, hi)
+}
+
+// freeIndex finds a free integer in [lo, hi] for table.col (which has a
+// UNIQUE index): one past the highest in use while that fits (one index
+// lookup), else the lowest gap (a scan, only once the pool wrapped).
+func freeIndex(t *tx, table, col string, lo, hi int) (int, error) {
+	var top sql.NullInt64
+	if err := t.q.QueryRowContext(t.ctx, fmt.Sprintf("SELECT MAX(%s) FROM %s", col, table)).Scan(&top); err != nil {
+		return 0, fmt.Errorf("allocate %s: %w", col, err)
+	}
+	if !top.Valid || int(top.Int64) < lo {
+		return lo, nil
+	}
+	if n := int(top.Int64) + 1; n <= hi {
+		return n, nil
+	}
+	var n int
+	q := fmt.Sprintf(`SELECT v FROM (
+		SELECT ? AS v WHERE NOT EXISTS (SELECT 1 FROM %[1]s WHERE %[2]s = ?)
+		UNION ALL
+		SELECT a.%[2]s + 1 FROM %[1]s a WHERE a.%[2]s >= ? AND a.%[2]s < ?
+			AND NOT EXISTS (SELECT 1 FROM %[1]s b WHERE b.%[2]s = a.%[2]s + 1)
+	) ORDER BY v LIMIT 1`, table, col)
+	if err := t.q.QueryRowContext(t.ctx, q, lo, lo, lo, hi).Scan(&n); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, store.ErrPoolFull
+		}
+		return 0, fmt.Errorf("allocate %s: %w", col, err)
+	}
+	return n, nil
+}
+
+func serviceArgs(s model.Service) []any {
+	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), ts(s.CreatedAt), b2i(s.Seeded)}
+}
+
+func (t *tx) PutService(s model.Service) error {
+	_, err := t.exec("INSERT INTO services ("+serviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		append([]any{s.ID}, serviceArgs(s)...)...)
+	return constraint(err, "service "+s.ID)
+}
+
+func (t *tx) UpdateService(s model.Service) error {
+	res, err := t.exec(`UPDATE services SET cid = ?, name = ?, node_id = ?, port = ?, state = ?, error = ?,
+		public_key = ?, subnet_index = ?, subnet = ?, created_at = ?, seeded = ? WHERE id = ?`,
+		append(serviceArgs(s), s.ID)...)
+	return mustAffect(res, err, "service "+s.ID)
+}
+
+// Moves.
+
+const moveCols = `id, cid, service_id, from_node, target_node, state, error, endpoint, address_kind, warnings,
+	total, switched, switch_ms, prepare_version, started_at, switched_at, last_handshake, finished_at, steps`
+
+func scanMove(row interface{ Scan(...any) error }) (model.Move, error) {
+	var m model.Move
+	var warnings, steps string
+	var started, switched, last, finished int64
+	if err := row.Scan(&m.ID, &m.CID, &m.ServiceID, &m.FromNodeID, &m.TargetNodeID, &m.State, &m.Error,
+		&m.Endpoint, &m.AddressKind, &warnings, &m.Total, &m.Switched, &m.SwitchMs, &m.PrepareVersion,
+		&started, &switched, &last, &finished, &steps); err != nil {
+		return m, err
+	}
+	m.StartedAt, m.SwitchedAt, m.LastHandshake, m.FinishedAt = tm(started), tm(switched), tm(last), tm(finished)
+	if err := fromJSON(warnings, &m.Warnings); err != nil {
+		return m, err
+	}
+	return m, fromJSON(steps, &m.Steps)
+}
+
+func (t *tx) Move(id string) (model.Move, error) {
+	m, err := scanMove(t.q.QueryRowContext(t.ctx, "SELECT "+moveCols+" FROM moves WHERE id = ?", id))
+	return m, one(err, "move "+id)
+}
+
+func (t *tx) InFlightMove(serviceID string) (model.Move, error) {
+	m, err := scanMove(t.q.QueryRowContext(t.ctx, "SELECT "+moveCols+
+		" FROM moves WHERE service_id = ? AND state IN ('preparing', 'switching') ORDER BY started_at DESC LIMIT 1", serviceID))
+	return m, one(err, "move of service "+serviceID)
+}
+
+func (t *tx) InFlightMoves() ([]model.Move, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+moveCols+" FROM moves WHERE state IN ('preparing', 'switching') ORDER BY started_at")
+	if err != nil {
+		return nil, fmt.Errorf("moves in flight: %w", err)
+	}
+	defer rows.Close()
+	var out []model.Move
+	for rows.Next() {
+		m, err := scanMove(rows)
+		if err != nil {
+			return nil, fmt.Errorf("moves in flight: %w", err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func moveArgs(m model.Move) []any {
+	return []any{m.CID, m.ServiceID, m.FromNodeID, m.TargetNodeID, m.State, m.Error, m.Endpoint, m.AddressKind,
+		jsonText(nonNil(m.Warnings)), m.Total, m.Switched, m.SwitchMs, m.PrepareVersion,
+		ts(m.StartedAt), ts(m.SwitchedAt), ts(m.LastHandshake), ts(m.FinishedAt), jsonText(m.Steps)}
+}
+
+func (t *tx) PutMove(m model.Move) error {
+	_, err := t.exec("INSERT INTO moves ("+moveCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		append([]any{m.ID}, moveArgs(m)...)...)
+	return constraint(err, "move "+m.ID)
+}
+
+func (t *tx) UpdateMove(m model.Move) error {
+	res, err := t.exec(`UPDATE moves SET cid = ?, service_id = ?, from_node = ?, target_node = ?, state = ?, error = ?,
+		endpoint = ?, address_kind = ?, warnings = ?, total = ?, switched = ?, switch_ms = ?, prepare_version = ?,
+		started_at = ?, switched_at = ?, last_handshake = ?, finished_at = ?, steps = ? WHERE id = ?`,
+		append(moveArgs(m), m.ID)...)
+	return mustAffect(res, err, "move "+m.ID)
+}
+
+func (t *tx) MoveSwitched(moveID, publicKey string) (bool, error) {
+	var n int
+	err := t.q.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM move_switched WHERE move_id = ? AND public_key = ?", moveID, publicKey).Scan(&n)
+	return n > 0, err
+}
+
+func (t *tx) AddMoveSwitched(moveID, publicKey string) (bool, error) {
+	res, err := t.exec("INSERT OR IGNORE INTO move_switched (move_id, public_key) VALUES (?, ?)", moveID, publicKey)
+	if err != nil {
+		return false, fmt.Errorf("move %s: %w", moveID, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}

@@ -1,0 +1,128 @@
+// Package store is the interface between control's logic and its database.
+// The logic (control/server) composes small typed reads and writes inside
+// one transaction per change; the store knows SQL and nothing of the rules,
+// so that a PostgreSQL implementation (DESIGN.md "Scale") implements the
+// same methods and the rules stay where they are. control/store/sqlitestore
+// is the SQLite implementation.
+//
+// Versions: every Update that touched a topic bumps the global version once
+// and records it as the version of each topic touched, in the same
+// transaction (docs/internals.md "Push"). The caller hands the returned
+// Change to the hub after the commit.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/oauth"
+)
+
+// ErrNotFound is returned for a missing record.
+var ErrNotFound = errors.New("not found")
+
+// ErrExists is returned when a unique key is already taken.
+var ErrExists = errors.New("already exists")
+
+// ErrPoolFull is returned when an address pool has nothing left.
+var ErrPoolFull = errors.New("address pool exhausted")
+
+// Change is what a committed Update touched.
+type Change struct {
+	Version uint64   // 0 when no topic was touched
+	Topics  []string // distinct, in the order first touched
+}
+
+// Store is control's database.
+type Store interface {
+	// View runs fn in a read-only transaction: one consistent snapshot.
+	View(ctx context.Context, fn func(Reader) error) error
+	// Update runs fn in one read-write transaction, committed when fn
+	// returns nil and rolled back otherwise (so a refusal changes nothing).
+	Update(ctx context.Context, fn func(Writer) error) (Change, error)
+	// Grants is the OAuth server's store of pending codes.
+	Grants() oauth.GrantStore
+	Close() error
+}
+
+// Reader reads inside a transaction.
+type Reader interface {
+	// Versions: the global one, and the newest of the given topics.
+	GlobalVersion() (uint64, error)
+	TopicVersion(topics ...string) (uint64, error)
+	AllTopicVersions() (map[string]uint64, error)
+
+	Account(aid string) (model.Account, error)
+	AccountByOperatorToken(hash string) (model.Account, error)
+	User(email string) (model.User, error)
+
+	Cluster(cid string) (model.Cluster, error)
+	Clusters(aids []string) ([]model.Cluster, error) // by cid
+
+	Node(cid, nid string) (model.Node, error)
+	Nodes(cid string) ([]model.Node, error) // by nid
+	NodeByEnrollmentToken(hash string) (model.Node, error)
+
+	Service(id string) (model.Service, error)
+	Services(cid string) ([]model.Service, error)
+	// FreeServiceSubnetIndex is the lowest subnet index in [lo, hi] no service uses.
+	FreeServiceSubnetIndex(lo, hi int) (int, error) // ErrPoolFull when none
+
+	Move(id string) (model.Move, error)
+	InFlightMove(serviceID string) (model.Move, error)
+	InFlightMoves() ([]model.Move, error)
+	MoveSwitched(moveID, publicKey string) (bool, error)
+
+	Device(id string) (model.Device, error)
+	DeviceByKey(publicKey string) (model.Device, error)
+	DeviceClusters(deviceID string) ([]string, error) // joined cids
+	// FreeDeviceAddrIndex is the lowest address index in [lo, hi] no device uses.
+	FreeDeviceAddrIndex(lo, hi int) (int, error) // ErrPoolFull when none
+	CountDevices() (int, error)
+
+	Session(id string) (model.Session, error)
+	SessionByToken(hash string) (model.Session, error)
+	// LiveSessionsExpiringBy lists live sessions whose expiry is at or before t.
+	LiveSessionsExpiringBy(t time.Time) ([]model.Session, error)
+	// NextExpiry is the earliest expiry of a live session (ok=false: none).
+	NextExpiry() (t time.Time, ok bool, err error)
+
+	// Peers are the devices joined to cid whose bound session is live at now.
+	Peers(cid string, now time.Time) ([]model.Peer, error)
+	DevicesOfSession(sessionID string) ([]model.Device, error)
+}
+
+// Writer reads and writes inside one transaction.
+type Writer interface {
+	Reader
+	// Touch records that this change concerns topics.
+	Touch(topics ...string)
+
+	PutAccount(model.Account) error // ErrExists when the aid is taken
+	PutUser(model.User) error
+	PutCluster(model.Cluster) error
+	UpdateCluster(model.Cluster) error
+	PutNode(model.Node) error
+	UpdateNode(model.Node) error
+	DeleteNode(cid, nid string) error
+
+	PutService(model.Service) error
+	UpdateService(model.Service) error
+
+	PutMove(model.Move) error
+	UpdateMove(model.Move) error
+	// AddMoveSwitched records a device's key as switched; false if it already was.
+	AddMoveSwitched(moveID, publicKey string) (bool, error)
+
+	PutDevice(model.Device) error
+	UpdateDevice(model.Device) error
+	JoinCluster(deviceID, cid string) (joined bool, err error) // false: already joined
+	LeaveCluster(deviceID, cid string) (left bool, err error)
+
+	PutSession(model.Session) error
+	UpdateSession(model.Session) error
+	// DeleteSessionsEndedBefore forgets sessions that ended or expired before t.
+	DeleteSessionsEndedBefore(t time.Time) (int, error)
+}
