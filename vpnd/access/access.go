@@ -1,0 +1,149 @@
+// Package access decides who may steer the daemon through its local API.
+//
+// Reading (GET) is open to every local user. Changing state (a session,
+// connect, disconnect, down) is for root, the operator recorded at install
+// (operator.json in the state directory, written by `runos vpn install`
+// through WriteOperator) and members of the runos group. Every request that
+// carries a browser's Origin or Referer header, or a Host other than the one
+// the local API client sends, is refused: a web page must not be able to
+// drive the daemon, not even through a DNS-rebound name.
+package access
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/vpnd/store"
+)
+
+// Host is the only Host header the daemon answers (the localapi client's).
+const Host = "local.runos"
+
+// Group is the group whose members may steer the daemon.
+const Group = "runos"
+
+// OperatorFile is the operator record inside the state directory.
+const OperatorFile = "operator.json"
+
+// Operator is the user recorded at install who may steer the daemon.
+type Operator struct {
+	UID  int    `json:"uid"`
+	User string `json:"user"`
+}
+
+// WriteOperator records op as the machine's operator in stateDir (0600,
+// atomically). `runos vpn install` calls it with the invoking user.
+func WriteOperator(stateDir string, op Operator) error {
+	if op.UID < 0 || op.User == "" {
+		return fmt.Errorf("operator: want a uid and a user name, have %+v", op)
+	}
+	d, err := store.Open(stateDir)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(op)
+	return store.WriteFile(filepath.Join(d.Path, OperatorFile), append(b, '\n'))
+}
+
+// ReadOperator returns the recorded operator, or nil when none is recorded.
+func ReadOperator(stateDir string) (*Operator, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, OperatorFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("operator record: %w", err)
+	}
+	var op Operator
+	if err := json.Unmarshal(b, &op); err != nil || op.User == "" {
+		return nil, fmt.Errorf("operator record %s is malformed; re-run: sudo runos vpn install --operator USER", filepath.Join(stateDir, OperatorFile))
+	}
+	return &op, nil
+}
+
+// Caller is who is on the other end of a local API connection.
+type Caller struct {
+	Cred platform.PeerCred
+	Err  error // the kernel did not say; such a caller may only read
+}
+
+// Policy holds the facts a decision needs, injected so decisions are tested
+// without real users.
+type Policy struct {
+	Operator func() (*Operator, error)             // the recorded operator, nil if none
+	InGroup  func(uid, gid int, group string) bool // is the user a member of group
+	UserName func(uid int) string                  // for messages; "" when unknown
+}
+
+// Refusal is a request the daemon will not serve.
+type Refusal struct {
+	Status  int
+	Code    string // localapi.CodeForbidden
+	Message string
+	Hint    string
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+const codeForbidden = "forbidden" // localapi.CodeForbidden; this package must not import the API it guards
+
+// Check returns nil when caller may make request r, else why not.
+func (p Policy) Check(r *http.Request, c Caller) *Refusal {
+	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+		return &Refusal{Status: http.StatusForbidden, Code: codeForbidden,
+			Message: "requests from web pages are refused (the request carries an Origin or Referer header)",
+			Hint:    "use the runos CLI or RunOS Desktop"}
+	}
+	if r.Host != Host {
+		return &Refusal{Status: http.StatusForbidden, Code: codeForbidden,
+			Message: fmt.Sprintf("host %q refused: the daemon answers only requests for %s", r.Host, Host),
+			Hint:    "curl --unix-socket " + platform.SocketPath() + " http://" + Host + "/v1/status"}
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return nil
+	}
+	if c.Err == nil && p.mayChange(c.Cred) {
+		return nil
+	}
+	who := "this user"
+	name := ""
+	if c.Err == nil && c.Cred.UID >= 0 {
+		if p.UserName != nil {
+			name = p.UserName(c.Cred.UID)
+		}
+		who = "uid " + strconv.Itoa(c.Cred.UID)
+		if name != "" {
+			who = name + " (" + who + ")"
+		}
+	}
+	if name == "" {
+		name = "$USER"
+	}
+	msg := fmt.Sprintf("%s may only read the VPN status: changing it is for root, the operator recorded at install and members of the %s group", who, Group)
+	if c.Err != nil {
+		msg = fmt.Sprintf("the caller's identity is unknown (%v), so it may only read the VPN status", c.Err)
+	}
+	return &Refusal{Status: http.StatusForbidden, Code: codeForbidden, Message: msg,
+		Hint: "ask an administrator to run: sudo runos vpn install --operator " + name}
+}
+
+func (p Policy) mayChange(c platform.PeerCred) bool {
+	if c.Admin {
+		return true
+	}
+	if c.UID < 0 {
+		return false
+	}
+	if p.Operator != nil {
+		if op, err := p.Operator(); err == nil && op != nil && op.UID == c.UID {
+			return true
+		}
+	}
+	return p.InGroup != nil && p.InGroup(c.UID, c.GID, Group)
+}

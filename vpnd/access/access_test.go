@@ -1,0 +1,129 @@
+package access
+
+import (
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/runos/vpn/platform"
+)
+
+func TestCheck(t *testing.T) {
+	pol := Policy{
+		Operator: func() (*Operator, error) { return &Operator{UID: 1000, User: "alice"}, nil },
+		InGroup:  func(uid, gid int, g string) bool { return g == Group && (uid == 1002 || gid == 500) },
+		UserName: func(uid int) string { return map[int]string{1000: "alice", 1001: "bob", 1002: "carol"}[uid] },
+	}
+	user := func(uid int) Caller { return Caller{Cred: platform.PeerCred{UID: uid, GID: 100}} }
+	root := Caller{Cred: platform.PeerCred{UID: 0, GID: 0, Admin: true}}
+	unknown := Caller{Cred: platform.PeerCred{UID: -1, GID: -1}, Err: errors.New("no SO_PEERCRED")}
+
+	for _, tc := range []struct {
+		name    string
+		method  string
+		host    string
+		headers map[string]string
+		caller  Caller
+		allow   bool
+		inMsg   string // the refusal says this (message or hint)
+	}{
+		{"anyone reads status", "GET", Host, nil, user(1001), true, ""},
+		{"unknown identity reads", "GET", Host, nil, unknown, true, ""},
+		{"root changes", "POST", Host, nil, root, true, ""},
+		{"operator changes", "POST", Host, nil, user(1000), true, ""},
+		{"group member changes", "DELETE", Host, nil, user(1002), true, ""},
+		{"primary group runos", "POST", Host, nil, Caller{Cred: platform.PeerCred{UID: 1003, GID: 500}}, true, ""},
+		{"other user refused", "POST", Host, nil, user(1001), false, "sudo runos vpn install --operator bob"},
+		{"other user named in message", "POST", Host, nil, user(1001), false, "bob (uid 1001) may only read"},
+		{"nameless user gets $USER", "POST", Host, nil, user(4242), false, "--operator $USER"},
+		{"unknown identity refused", "POST", Host, nil, unknown, false, "identity is unknown"},
+		{"origin refused even for root", "GET", Host, map[string]string{"Origin": "https://evil.example"}, root, false, "web pages"},
+		{"referer refused", "POST", Host, map[string]string{"Referer": "https://evil.example/x"}, root, false, "web pages"},
+		{"null origin refused", "GET", Host, map[string]string{"Origin": "null"}, root, false, "web pages"},
+		{"rebound host refused", "GET", "evil.example", nil, root, false, "answers only requests for local.runos"},
+		{"localhost host refused", "POST", "localhost", nil, root, false, "local.runos"},
+		{"host with port refused", "GET", "local.runos:8080", nil, root, false, "local.runos"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "http://local.runos/v1/status", nil)
+			r.Host = tc.host
+			for k, v := range tc.headers {
+				r.Header.Set(k, v)
+			}
+			ref := pol.Check(r, tc.caller)
+			if tc.allow {
+				if ref != nil {
+					t.Fatalf("refused: %+v", ref)
+				}
+				return
+			}
+			if ref == nil {
+				t.Fatal("allowed")
+			}
+			if ref.Status != 403 || ref.Code != "forbidden" {
+				t.Errorf("refusal %+v", ref)
+			}
+			if !strings.Contains(ref.Message+" "+ref.Hint, tc.inMsg) {
+				t.Errorf("refusal %q / %q does not say %q", ref.Message, ref.Hint, tc.inMsg)
+			}
+		})
+	}
+}
+
+func TestOperatorFailsClosed(t *testing.T) {
+	pol := Policy{Operator: func() (*Operator, error) { return nil, errors.New("malformed") }}
+	r := httptest.NewRequest("POST", "http://local.runos/v1/connect", nil)
+	if pol.Check(r, Caller{Cred: platform.PeerCred{UID: 1000}}) == nil {
+		t.Error("a broken operator record let a user change state")
+	}
+	pol = Policy{} // no facts at all: only root
+	if pol.Check(r, Caller{Cred: platform.PeerCred{UID: 1000}}) == nil {
+		t.Error("empty policy let a user change state")
+	}
+	if pol.Check(r, Caller{Cred: platform.PeerCred{UID: 0, Admin: true}}) != nil {
+		t.Error("empty policy refused root")
+	}
+}
+
+func TestOperatorFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if op, err := ReadOperator(dir); op != nil || err != nil {
+		t.Fatalf("no record: %v %v", op, err)
+	}
+	if err := WriteOperator(dir, Operator{UID: 1000, User: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, OperatorFile))
+	if strings.TrimSpace(string(b)) != `{"uid":1000,"user":"alice"}` {
+		t.Errorf("operator.json = %s", b)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, OperatorFile)); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode().Perm())
+	}
+	op, err := ReadOperator(dir)
+	if err != nil || *op != (Operator{UID: 1000, User: "alice"}) {
+		t.Errorf("read back %v %v", op, err)
+	}
+	if err := WriteOperator(dir, Operator{UID: 5}); err == nil {
+		t.Error("operator without a name accepted")
+	}
+	os.WriteFile(filepath.Join(dir, OperatorFile), []byte("{"), 0o600)
+	if _, err := ReadOperator(dir); err == nil || !strings.Contains(err.Error(), "runos vpn install --operator") {
+		t.Errorf("malformed record: %v", err)
+	}
+}
+
+func TestSystemPolicyRoot(t *testing.T) {
+	// The real user database: root exists everywhere; no runos group is
+	// needed for this to hold.
+	p := SystemPolicy(t.TempDir())
+	if p.UserName(0) != "root" {
+		t.Errorf("UserName(0) = %q", p.UserName(0))
+	}
+	if p.InGroup(0, 0, "no-such-group-runos-test") {
+		t.Error("member of a group that does not exist")
+	}
+}

@@ -1,0 +1,183 @@
+package state
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/vpnd/localapi"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+const (
+	// expiryWarning: status warns during the session's last hour.
+	expiryWarning = time.Hour
+	// noHandshakeGrace: a configured peer with no handshake yet is only
+	// reported as trouble after this long (one lost initiation is normal).
+	noHandshakeGrace = 15 * time.Second
+)
+
+// Derive returns the daemon's status (Seq is the caller's to set).
+func Derive(in *Inputs) localapi.Status {
+	st := localapi.Status{
+		Version: in.Version,
+		Session: deriveSession(in),
+		Tunnel:  deriveTunnel(in),
+		DNS:     deriveDNS(in.DNS),
+	}
+	live := sessionState(in) == signedIn
+	cs := joined(in.Map)
+	names := map[string]string{}
+	cids := slices.Clone(in.Prefs.Wanted)
+	for _, a := range in.Accounts {
+		if names[a.CID] == "" {
+			names[a.CID] = a.Name
+		}
+		cids = append(cids, a.CID)
+	}
+	for cid, c := range cs {
+		if c.cc.Name != "" {
+			names[cid] = c.cc.Name
+		}
+		cids = append(cids, cid)
+	}
+	slices.Sort(cids)
+	cids = slices.Compact(cids)
+	for _, cid := range cids {
+		wanted := slices.Contains(in.Prefs.Wanted, cid)
+		cst := localapi.ClusterStatus{CID: cid, Name: names[cid], Wanted: wanted, State: localapi.ClusterDisconnected,
+			DNS: localapi.ClusterDNS{Domains: []string{}}}
+		if wanted && live {
+			deriveCluster(in, &cst, cs[cid])
+		}
+		st.Clusters = append(st.Clusters, cst)
+	}
+	if st.Clusters == nil {
+		st.Clusters = []localapi.ClusterStatus{}
+	}
+	st.Warnings = warnings(in)
+	return st
+}
+
+func deriveSession(in *Inputs) localapi.Session {
+	s := localapi.Session{State: localapi.SessionSignedOut}
+	switch sessionState(in) {
+	case signedOut:
+		return s
+	case expired:
+		s.State = localapi.SessionExpired
+		s.Error = in.SessionErr
+	case signedIn:
+		s.State = localapi.SessionSignedIn
+		s.Error = in.ControlErr
+	}
+	s.User, s.ExpiresAt, s.APIURL, s.DeviceID = in.Prefs.User, in.Prefs.ExpiresAt, in.Prefs.APIURL, in.Prefs.DeviceID
+	return s
+}
+
+func deriveTunnel(in *Inputs) localapi.Tunnel {
+	t := localapi.Tunnel{Interface: in.Device.Interface, Up: in.Device.Up, Error: in.Device.Err, Addresses: []string{}}
+	if t.Interface == "" {
+		t.Interface = in.Interface
+	}
+	for _, a := range in.Device.Addresses {
+		t.Addresses = append(t.Addresses, a.String())
+	}
+	if in.Device.PublicKey != (wgtypes.Key{}) && in.Device.Up {
+		t.PublicKey = in.Device.PublicKey.String()
+	}
+	if _, err := deviceAddress(in.Map); err != nil && sessionState(in) == signedIn && t.Error == "" {
+		t.Error = err.Error()
+	}
+	return t
+}
+
+func deriveDNS(s dnsplit.Status) localapi.DNS {
+	if s.Mode == "" {
+		return localapi.DNS{Mode: "off", Reason: "no split-DNS configurator", Error: s.Error}
+	}
+	return localapi.DNS{Mode: s.Mode, Reason: s.Reason, Error: s.Error}
+}
+
+// deriveCluster fills in a wanted cluster's connection while the session is live.
+func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
+	if c == nil {
+		// Not joined yet (the join is in flight or failed).
+		cst.State = localapi.ClusterConnecting
+		if e := in.JoinErrs[cst.CID]; e != "" {
+			cst.State = localapi.ClusterError
+			cst.Error = e
+		}
+		return
+	}
+	v := c.cc.VPN
+	cst.Server = localapi.Server{NodeID: v.NodeID, Endpoint: v.Endpoint, PublicKey: v.PublicKey, Address: v.Address}
+	cst.Subnet = v.Subnet
+	cst.DNS = localapi.ClusterDNS{Server: v.DNS, Domains: slices.Clone(v.Domains)}
+	if cst.DNS.Domains == nil {
+		cst.DNS.Domains = []string{}
+	}
+	switch {
+	case c.err != nil:
+		cst.State = localapi.ClusterError
+		cst.Error = c.err.Error()
+		return
+	case !v.Ready:
+		cst.State = localapi.ClusterConnecting
+		cst.Error = "waiting for the cluster's VPN server to come up"
+		return
+	}
+	if _, err := deviceAddress(in.Map); err != nil || in.Map.Device.Address == "" {
+		cst.State = localapi.ClusterConnecting
+		return
+	}
+	r, ok := in.Device.Peer(c.peer.PublicKey)
+	if !ok {
+		// Not on the device yet: being configured, or a move to a new
+		// server key that is being applied right now.
+		cst.State = localapi.ClusterConnecting
+		return
+	}
+	cst.State = localapi.ClusterConnected
+	cst.LastHandshake = r.LastHandshake
+	cst.PeerUp = fresh(r.LastHandshake, in.Now)
+	if cst.PeerUp {
+		return
+	}
+	switch {
+	case r.LastHandshake.IsZero() && in.Now.Sub(r.AddedAt) >= noHandshakeGrace:
+		cst.Error = fmt.Sprintf("no handshake with the VPN server at %s yet: is UDP %d reachable from here?",
+			v.Endpoint, c.peer.Endpoint.Port())
+	case !r.LastHandshake.IsZero():
+		cst.Error = fmt.Sprintf("no handshake with the VPN server at %s for more than %s",
+			v.Endpoint, localapi.HandshakeFresh)
+	}
+}
+
+func warnings(in *Inputs) []string {
+	var w []string
+	switch sessionState(in) {
+	case expired:
+		w = append(w, "the session expired: run `runos vpn up` to sign in again (your clusters reconnect)")
+	case signedIn:
+		if e := in.Prefs.ExpiresAt; !e.IsZero() && e.Sub(in.Now) <= expiryWarning {
+			w = append(w, fmt.Sprintf("the session ends at %s, in less than an hour: run `runos vpn up` to sign in again",
+				e.UTC().Format("2006-01-02 15:04 UTC")))
+		}
+	}
+	if in.DNS.Error != "" {
+		w = append(w, "dns: "+in.DNS.Error)
+	}
+	return w
+}
+
+// Prefixes renders prefixes for logs.
+func Prefixes(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
+}

@@ -1,0 +1,572 @@
+package state
+
+import (
+	"encoding/json"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/store"
+	"github.com/runos/vpn/vpnd/wgcfg"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+var (
+	t0   = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	key1 = mustKey("n1")
+	key2 = mustKey("n2")
+	keyX = mustKey("xym")
+)
+
+func mustKey(seed string) wgtypes.Key {
+	var k wgtypes.Key
+	copy(k[:], seed)
+	k[31] = 1
+	return k
+}
+
+func vpn(node string, k wgtypes.Key, ep, subnet, addr string) api.VPNConfig {
+	return api.VPNConfig{ServiceID: "s-" + subnet, NodeID: node, PublicKey: k.String(), Endpoint: ep, Subnet: subnet,
+		Address: addr, DNS: addr, Domains: []string{"ky3.rjwrn.example.com"}, Ready: true}
+}
+
+var (
+	ky3n1 = api.ClusterConfig{CID: "ky3", AID: "rjwrn", Name: "tc3-ky3", Domain: "ky3.rjwrn.example.com",
+		VPN: vpn("n1", key1, "10.77.0.21:32768", "100.100.1.0/24", "100.100.1.1")}
+	ky3n2 = api.ClusterConfig{CID: "ky3", AID: "rjwrn", Name: "tc3-ky3", Domain: "ky3.rjwrn.example.com",
+		VPN: vpn("n2", key2, "198.51.100.22:32768", "100.100.1.0/24", "100.100.1.1")}
+	xym = api.ClusterConfig{CID: "xym", AID: "rjwrn", Name: "tc2-xym", Domain: "xym.rjwrn.example.com",
+		VPN: api.VPNConfig{NodeID: "n1", PublicKey: keyX.String(), Endpoint: "198.51.100.31:32768", Subnet: "100.100.2.0/24",
+			Address: "100.100.2.1", DNS: "100.100.2.1", Domains: []string{"xym.rjwrn.example.com"}, Ready: true}}
+	accounts = []api.Cluster{{CID: "ky3", Name: "tc3-ky3"}, {CID: "xym", Name: "tc2-xym"}, {CID: "abc", Name: "spare"}}
+)
+
+func signedInPrefs(wanted ...string) store.Prefs {
+	return store.Prefs{APIURL: "https://198.51.100.10", AccessToken: "tok", ExpiresAt: t0.Add(20 * time.Hour),
+		User: "alice@example.com", DeviceID: "d1", Wanted: wanted}
+}
+
+func dmap(cs ...api.ClusterConfig) *api.DeviceMap {
+	return &api.DeviceMap{Version: 7, Device: api.Device{ID: "d1", Address: "100.96.0.2"}, Clusters: cs}
+}
+
+func device(peers ...wgcfg.PeerReport) wgcfg.Report {
+	return wgcfg.Report{Interface: "wg1", Up: true, PublicKey: mustKey("me"),
+		Addresses: []netip.Prefix{netip.MustParsePrefix("100.96.0.2/32")}, Peers: peers}
+}
+
+func peer(k wgtypes.Key, hs time.Time) wgcfg.PeerReport {
+	return wgcfg.PeerReport{PublicKey: k, LastHandshake: hs, AddedAt: t0.Add(-time.Second)}
+}
+
+func base() Inputs {
+	return Inputs{Now: t0, Version: "v1", Interface: "wg1", Accounts: accounts, Device: device()}
+}
+
+// want is the part of a cluster's status a case checks.
+type want struct {
+	state  string
+	peerUp bool
+	node   string
+	err    string // substring; "" means no error
+}
+
+func TestDerive(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		in       func(*Inputs)
+		session  string
+		sessErr  string
+		clusters map[string]want
+		peers    []wgtypes.Key // Want's peers, in order
+		dns      int           // Want's DNS routes
+		warn     string
+	}{
+		{
+			name:     "signed out",
+			in:       func(in *Inputs) {},
+			session:  localapi.SessionSignedOut,
+			clusters: map[string]want{"abc": {state: "disconnected"}, "ky3": {state: "disconnected"}, "xym": {state: "disconnected"}},
+		},
+		{
+			name:     "signed in, map not here yet",
+			in:       func(in *Inputs) { in.Prefs = signedInPrefs("ky3") },
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connecting"}, "xym": {state: "disconnected"}},
+		},
+		{
+			name: "signed in, nothing wanted",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs()
+				in.Map = dmap()
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "disconnected"}},
+		},
+		{
+			name: "connecting: joined, peer not on the device yet",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n1)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connecting", node: "n1"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "connected, fresh handshake",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n1)
+				in.Device = device(peer(key1, t0.Add(-10*time.Second)))
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connected", peerUp: true, node: "n1"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "connected, no handshake yet (within the grace)",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n1)
+				in.Device = device(peer(key1, time.Time{}))
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connected", node: "n1"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "connected, no handshake after the grace",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n1)
+				p := peer(key1, time.Time{})
+				p.AddedAt = t0.Add(-time.Minute)
+				in.Device = device(p)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connected", node: "n1", err: "no handshake with the VPN server at 10.77.0.21:32768 yet: is UDP 32768 reachable"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "handshake 179 s old: still up",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n1)
+				in.Device = device(peer(key1, t0.Add(-179*time.Second)))
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connected", peerUp: true, node: "n1"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "handshake older than 180 s: peerUp false",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n1)
+				in.Device = device(peer(key1, t0.Add(-181*time.Second)))
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connected", node: "n1", err: "for more than 3m0s"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "handshake exactly 180 s old: peerUp false",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n1)
+				in.Device = device(peer(key1, t0.Add(-180*time.Second)))
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connected", node: "n1", err: "no handshake"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "expired by the local clock: everything torn down, wanted kept",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Prefs.ExpiresAt = t0
+				in.Map = dmap(ky3n1)
+				in.Device = device(peer(key1, t0.Add(-time.Second)))
+			},
+			session:  localapi.SessionExpired,
+			clusters: map[string]want{"ky3": {state: "disconnected"}},
+			warn:     "run `runos vpn up` to sign in again",
+		},
+		{
+			name: "expired: control said session_expired",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3", "xym")
+				in.SessionEnded = true
+				in.SessionErr = "control ended the session: session expired"
+				in.Map = dmap(ky3n1, xym)
+			},
+			session:  localapi.SessionExpired,
+			sessErr:  "session expired",
+			clusters: map[string]want{"ky3": {state: "disconnected"}, "xym": {state: "disconnected"}},
+			warn:     "the session expired",
+		},
+		{
+			name: "join error: unknown cid",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3", "zzz9")
+				in.Map = dmap(ky3n1)
+				in.JoinErrs = map[string]string{"zzz9": "cluster zzz9 not found"}
+				in.Device = device(peer(key1, t0))
+			},
+			session: localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connected", peerUp: true, node: "n1"},
+				"zzz9": {state: "error", err: "cluster zzz9 not found"}},
+			peers: []wgtypes.Key{key1},
+			dns:   1,
+		},
+		{
+			name: "control unreachable: the tunnels keep working",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n1)
+				in.ControlErr = "control https://198.51.100.10 unreachable: connection refused"
+				in.Device = device(peer(key1, t0.Add(-time.Minute)))
+			},
+			session:  localapi.SessionSignedIn,
+			sessErr:  "unreachable",
+			clusters: map[string]want{"ky3": {state: "connected", peerUp: true, node: "n1"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "control unreachable before the first map",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.ControlErr = "control https://198.51.100.10 unreachable: no route to host"
+			},
+			session:  localapi.SessionSignedIn,
+			sessErr:  "no route to host",
+			clusters: map[string]want{"ky3": {state: "connecting"}},
+		},
+		{
+			name: "a move in flight: the map names n2, the device still has n1",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n2)
+				in.Device = device(peer(key1, t0.Add(-time.Second)))
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connecting", node: "n2"}},
+			peers:    []wgtypes.Key{key2},
+			dns:      1,
+		},
+		{
+			name: "a move applied, new handshake",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n2)
+				in.Device = device(peer(key2, t0))
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connected", peerUp: true, node: "n2"}},
+			peers:    []wgtypes.Key{key2},
+			dns:      1,
+		},
+		{
+			name: "the service has no serving gateway yet",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				c := ky3n1
+				c.VPN = api.VPNConfig{Subnet: "100.100.1.0/24", Ready: false}
+				in.Map = dmap(c)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connecting", err: "waiting for the cluster's VPN server"}},
+		},
+		{
+			name: "two clusters connected",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3", "xym")
+				in.Map = dmap(xym, ky3n1)
+				in.Device = device(peer(key1, t0), peer(keyX, t0))
+			},
+			session: localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connected", peerUp: true, node: "n1"},
+				"xym": {state: "connected", peerUp: true, node: "n1"}, "abc": {state: "disconnected"}},
+			peers: []wgtypes.Key{key1, keyX},
+			dns:   2,
+		},
+		{
+			name: "joined on control but not wanted here: not configured",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Map = dmap(ky3n1, xym)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connecting", node: "n1"}, "xym": {state: "disconnected"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "bad server key from control",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				c := ky3n1
+				c.VPN.PublicKey = "not-a-key"
+				in.Map = dmap(c)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "error", node: "n1", err: "bad server key"}},
+		},
+		{
+			name: "bad endpoint from control",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				c := ky3n1
+				c.VPN.Endpoint = "ingress.example:32768"
+				in.Map = dmap(c)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "error", node: "n1", err: "bad endpoint"}},
+		},
+		{
+			name: "a domain that would inject resolver lines",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				c := ky3n1
+				c.VPN.Domains = []string{"ky3.example.com\nnameserver 203.0.113.66"}
+				in.Map = dmap(c)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "error", node: "n1", err: "bad domain"}},
+		},
+		{
+			name: "two clusters with the same server key",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3", "xym")
+				x := xym
+				x.VPN.PublicKey = key1.String()
+				in.Map = dmap(ky3n1, x)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connecting", node: "n1"}, "xym": {state: "error", node: "n1", err: "same server key as ky3"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "two clusters with overlapping subnets",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3", "xym")
+				x := xym
+				x.VPN.Subnet, x.VPN.Address, x.VPN.DNS = "100.100.0.0/16", "100.100.2.1", "100.100.2.1"
+				in.Map = dmap(ky3n1, x)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connecting", node: "n1"}, "xym": {state: "error", node: "n1", err: "overlaps"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+		},
+		{
+			name: "last hour of the session warns",
+			in: func(in *Inputs) {
+				in.Prefs = signedInPrefs("ky3")
+				in.Prefs.ExpiresAt = t0.Add(59 * time.Minute)
+				in.Map = dmap(ky3n1)
+			},
+			session:  localapi.SessionSignedIn,
+			clusters: map[string]want{"ky3": {state: "connecting", node: "n1"}},
+			peers:    []wgtypes.Key{key1},
+			dns:      1,
+			warn:     "the session ends at 2026-07-01 12:59 UTC, in less than an hour",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := base()
+			tc.in(&in)
+			st := Derive(&in)
+			if st.Session.State != tc.session {
+				t.Errorf("session.state = %q, want %q", st.Session.State, tc.session)
+			}
+			if !strings.Contains(st.Session.Error, tc.sessErr) || (tc.sessErr == "" && st.Session.Error != "") {
+				t.Errorf("session.error = %q, want %q", st.Session.Error, tc.sessErr)
+			}
+			byCID := map[string]localapi.ClusterStatus{}
+			var order []string
+			for _, c := range st.Clusters {
+				byCID[c.CID] = c
+				order = append(order, c.CID)
+			}
+			for i := 1; i < len(order); i++ {
+				if order[i-1] >= order[i] {
+					t.Errorf("clusters not sorted by cid: %v", order)
+				}
+			}
+			for cid, w := range tc.clusters {
+				c, ok := byCID[cid]
+				if !ok {
+					t.Errorf("%s missing from status (have %v)", cid, order)
+					continue
+				}
+				if c.State != w.state || c.PeerUp != w.peerUp || c.Server.NodeID != w.node {
+					t.Errorf("%s: state %q peerUp %v node %q; want %q %v %q", cid, c.State, c.PeerUp, c.Server.NodeID, w.state, w.peerUp, w.node)
+				}
+				if (w.err == "") != (c.Error == "") || !strings.Contains(c.Error, w.err) {
+					t.Errorf("%s: error %q, want %q", cid, c.Error, w.err)
+				}
+				if c.Wanted != contains(in.Prefs.Wanted, cid) {
+					t.Errorf("%s: wanted %v", cid, c.Wanted)
+				}
+			}
+			plan := Want(&in)
+			var keys []wgtypes.Key
+			for _, p := range plan.Tunnel.Peers {
+				keys = append(keys, p.PublicKey)
+			}
+			if !reflect.DeepEqual(keys, tc.peers) {
+				t.Errorf("Want peers %v, want %v", keys, tc.peers)
+			}
+			if len(plan.Tunnel.Routes) != len(tc.peers) {
+				t.Errorf("routes %v for %d peers", plan.Tunnel.Routes, len(tc.peers))
+			}
+			if len(tc.peers) > 0 && !reflect.DeepEqual(plan.Tunnel.Addresses, []netip.Prefix{netip.MustParsePrefix("100.96.0.2/32")}) {
+				t.Errorf("addresses %v", plan.Tunnel.Addresses)
+			}
+			if len(plan.DNS) != tc.dns {
+				t.Errorf("DNS routes %v, want %d", plan.DNS, tc.dns)
+			}
+			w := strings.Join(st.Warnings, "; ")
+			if (tc.warn == "") != (w == "") || !strings.Contains(w, tc.warn) {
+				t.Errorf("warnings %q, want %q", w, tc.warn)
+			}
+			if _, err := json.Marshal(st); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDeriveDetails(t *testing.T) {
+	in := base()
+	in.Prefs = signedInPrefs("ky3")
+	in.Map = dmap(ky3n1)
+	in.Device = device(peer(key1, t0.Add(-5*time.Second)))
+	in.DNS = dnsplit.Status{Mode: "resolv.conf", Reason: "no systemd-resolved"}
+	st := Derive(&in)
+	c := st.Clusters[1] // abc, ky3, xym
+	if c.CID != "ky3" || c.Name != "tc3-ky3" {
+		t.Fatalf("first cluster %+v", c)
+	}
+	wantServer := localapi.Server{NodeID: "n1", Endpoint: "10.77.0.21:32768", PublicKey: key1.String(), Address: "100.100.1.1"}
+	if c.Server != wantServer || c.Subnet != "100.100.1.0/24" || !c.LastHandshake.Equal(t0.Add(-5*time.Second)) {
+		t.Errorf("cluster %+v", c)
+	}
+	if c.DNS.Server != "100.100.1.1" || !reflect.DeepEqual(c.DNS.Domains, []string{"ky3.rjwrn.example.com"}) {
+		t.Errorf("dns %+v", c.DNS)
+	}
+	if st.Tunnel.Interface != "wg1" || !st.Tunnel.Up || !reflect.DeepEqual(st.Tunnel.Addresses, []string{"100.96.0.2/32"}) || st.Tunnel.PublicKey == "" {
+		t.Errorf("tunnel %+v", st.Tunnel)
+	}
+	if st.DNS.Mode != "resolv.conf" || st.Session.User != "alice@example.com" || st.Session.DeviceID != "d1" {
+		t.Errorf("status %+v", st)
+	}
+	if st.Version != "v1" {
+		t.Errorf("version %q", st.Version)
+	}
+
+	// DNS off when no configurator; signed-out shows no user.
+	in = base()
+	st = Derive(&in)
+	if st.DNS.Mode != "off" || st.Session.User != "" || st.Tunnel.Addresses == nil || st.Clusters == nil {
+		t.Errorf("signed out: %+v", st)
+	}
+
+	// A bad device address keeps everything down and says why.
+	in = base()
+	in.Prefs = signedInPrefs("ky3")
+	in.Map = dmap(ky3n1)
+	in.Map.Device.Address = "banana"
+	st = Derive(&in)
+	if !strings.Contains(st.Tunnel.Error, "unusable tunnel address") || len(Want(&in).Tunnel.Peers) != 0 {
+		t.Errorf("bad address: %+v", st.Tunnel)
+	}
+
+	// Derive is pure: same inputs, same status.
+	in = base()
+	in.Prefs = signedInPrefs("ky3", "xym")
+	in.Map = dmap(ky3n1, xym)
+	a, b := Derive(&in), Derive(&in)
+	if !reflect.DeepEqual(a, b) {
+		t.Error("Derive is not deterministic")
+	}
+}
+
+func TestFastReadAndNextChange(t *testing.T) {
+	in := base()
+	in.Prefs = signedInPrefs("ky3")
+	if FastRead(&in) {
+		t.Error("fast read with no map")
+	}
+	in.Map = dmap(ky3n1)
+	if !FastRead(&in) {
+		t.Error("no fast read while the peer is not configured")
+	}
+	in.Device = device(peer(key1, time.Time{}))
+	if !FastRead(&in) {
+		t.Error("no fast read while the peer has no handshake")
+	}
+	if got := NextChange(&in); !got.Equal(t0.Add(-time.Second + noHandshakeGrace)) {
+		t.Errorf("NextChange = %v, want the end of the grace", got)
+	}
+	in.Device = device(peer(key1, t0.Add(-10*time.Second)))
+	if FastRead(&in) {
+		t.Error("fast read with a fresh handshake")
+	}
+	if got := NextChange(&in); !got.Equal(t0.Add(170 * time.Second)) {
+		t.Errorf("NextChange = %v, want when the handshake goes stale", got)
+	}
+	in.Device = device(peer(key1, t0.Add(-200*time.Second)))
+	if !FastRead(&in) {
+		t.Error("no fast read with a stale handshake")
+	}
+	if got := NextChange(&in); !got.Equal(in.Prefs.ExpiresAt.Add(-expiryWarning)) {
+		t.Errorf("NextChange = %v, want the last-hour warning", got)
+	}
+	in.Prefs.ExpiresAt = t0.Add(30 * time.Minute)
+	if got := NextChange(&in); !got.Equal(t0.Add(30 * time.Minute)) {
+		t.Errorf("NextChange = %v, want the expiry", got)
+	}
+	in.Now = t0.Add(31 * time.Minute)
+	if !NextChange(&in).IsZero() || FastRead(&in) {
+		t.Error("expired session still has pending changes or fast reads")
+	}
+}
+
+func TestCheckDomain(t *testing.T) {
+	for _, ok := range []string{"ky3.rjwrn.example.com", "k8s.ky3.rjwrn.example.com", "a", "x_y.example", strings.Repeat("a", 63) + ".b"} {
+		if checkDomain(ok) != nil {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"", ".", "a..b", ".a", "a.", "a b", "a\nb", "*.ky3", strings.Repeat("a", 64), strings.Repeat("a.", 130)} {
+		if checkDomain(bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+// Package state derives everything the daemon shows and does from its
+// inputs, with pure functions: Derive gives the Status of the local API,
+// Want gives the tunnel and DNS configuration to apply, and NextChange says
+// when time alone will change either. Nothing else sets a status field, so
+// the status can never disagree with the facts it was derived from.
+package state
+
+import (
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/vpnd/store"
+	"github.com/runos/vpn/vpnd/wgcfg"
+)
+
+// Inputs are every fact the daemon's state depends on.
+type Inputs struct {
+	Now       time.Time
+	Version   string // the daemon's build
+	Interface string // the tunnel's name (wg1)
+
+	// Prefs: the session handed over and the clusters the user wants.
+	Prefs store.Prefs
+	// SessionEnded is set when control refused the session's token
+	// (401 session_expired or unauthorized); SessionErr says what it said.
+	SessionEnded bool
+	SessionErr   string
+
+	Map        *api.DeviceMap    // the last device map from control; nil before the first
+	Accounts   []api.Cluster     // GET /v1/clusters: the account's clusters
+	ControlErr string            // the last exchange with control failed: why ("" when it worked)
+	JoinErrs   map[string]string // by cid: control refused or failed the join
+
+	Device wgcfg.Report   // what the WireGuard device reports
+	DNS    dnsplit.Status // the split-DNS configurator; Mode "" means off
+}
+
+// SignedIn reports whether the session is live at in.Now.
+func (in *Inputs) SignedIn() bool {
+	return sessionState(in) == signedIn
+}
+
+type session int
+
+const (
+	signedOut session = iota
+	signedIn
+	expired
+)
+
+func sessionState(in *Inputs) session {
+	switch {
+	case in.Prefs.AccessToken == "":
+		return signedOut
+	case in.SessionEnded:
+		return expired
+	case !in.Prefs.ExpiresAt.IsZero() && !in.Now.Before(in.Prefs.ExpiresAt):
+		return expired
+	}
+	return signedIn
+}

@@ -1,0 +1,156 @@
+// Package store keeps the daemon's state directory: the device key and the
+// prefs (what the user asked for and the session handed over), each file
+// 0600 in a 0700 directory and written atomically, so a crash leaves either
+// the old file or the new one, never half of one.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// File names inside the state directory.
+const (
+	KeyFile   = "device.key"
+	PrefsFile = "prefs.json"
+)
+
+// Dir is the daemon's state directory.
+type Dir struct{ Path string }
+
+// Open creates the directory (0700) if needed and tightens its mode if it
+// was looser: it holds the device's private key.
+func Open(path string) (Dir, error) {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return Dir{}, fmt.Errorf("state dir %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o700); err != nil {
+		return Dir{}, fmt.Errorf("state dir %s: %w", path, err)
+	}
+	return Dir{Path: path}, nil
+}
+
+// WriteFile writes data to path atomically with mode 0600: a temporary file
+// in the same directory, synced, then renamed over path.
+func WriteFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	ok = true
+	return nil
+}
+
+// Key returns the device's private key, generating and storing it on first
+// use. The key never leaves this file: only its public half is sent.
+func (d Dir) Key() (wgtypes.Key, error) {
+	p := filepath.Join(d.Path, KeyFile)
+	b, err := os.ReadFile(p)
+	switch {
+	case err == nil:
+		k, perr := wgtypes.ParseKey(string(trimSpace(b)))
+		if perr != nil {
+			// Not the key's bytes in the message: only that it is malformed.
+			return wgtypes.Key{}, fmt.Errorf("device key %s is malformed; move it away to make a new device", p)
+		}
+		return k, nil
+	case errors.Is(err, os.ErrNotExist):
+		k, gerr := wgtypes.GeneratePrivateKey()
+		if gerr != nil {
+			return wgtypes.Key{}, fmt.Errorf("generate device key: %w", gerr)
+		}
+		if werr := WriteFile(p, []byte(k.String()+"\n")); werr != nil {
+			return wgtypes.Key{}, werr
+		}
+		return k, nil
+	default:
+		return wgtypes.Key{}, fmt.Errorf("device key: %w", err)
+	}
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// Prefs is what survives a restart of the daemon: the session handed over
+// and the clusters the user wants. A restart with a valid session reconnects
+// the same clusters without a browser.
+type Prefs struct {
+	APIURL      string    `json:"apiUrl,omitempty"`
+	AccessToken string    `json:"accessToken,omitempty"`
+	ExpiresAt   time.Time `json:"expiresAt,omitzero"`
+	User        string    `json:"user,omitempty"`
+	DeviceID    string    `json:"deviceId,omitempty"`
+	Wanted      []string  `json:"wanted,omitempty"` // cids, sorted
+}
+
+// Clone returns a deep copy.
+func (p Prefs) Clone() Prefs {
+	p.Wanted = slices.Clone(p.Wanted)
+	return p
+}
+
+// LoadPrefs reads prefs.json; a missing file is empty prefs. A file that
+// does not parse is moved aside (prefs.json.corrupt) so that the daemon
+// starts signed out instead of not at all; the error says so.
+func (d Dir) LoadPrefs() (Prefs, error) {
+	p := filepath.Join(d.Path, PrefsFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return Prefs{}, nil
+	}
+	if err != nil {
+		return Prefs{}, fmt.Errorf("prefs: %w", err)
+	}
+	var pr Prefs
+	if err := json.Unmarshal(b, &pr); err != nil {
+		bad := p + ".corrupt"
+		_ = os.Rename(p, bad)
+		return Prefs{}, fmt.Errorf("prefs %s does not parse (%v); moved it to %s and starting signed out", p, err, bad)
+	}
+	slices.Sort(pr.Wanted)
+	pr.Wanted = slices.Compact(pr.Wanted)
+	return pr, nil
+}
+
+// SavePrefs writes prefs.json atomically (0600).
+func (d Dir) SavePrefs(pr Prefs) error {
+	b, err := json.MarshalIndent(pr, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFile(filepath.Join(d.Path, PrefsFile), append(b, '\n'))
+}
