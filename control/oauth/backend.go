@@ -60,7 +60,11 @@ type GrantStore interface {
 	PutDeviceCode(ctx context.Context, d DeviceCode) error
 	DeviceCodeByUserCode(ctx context.Context, userCode string) (DeviceCode, error)
 	DeviceCodeByHash(ctx context.Context, deviceCodeHash string) (DeviceCode, error)
-	// UpdateDeviceCode replaces the entry with the same DeviceCodeHash.
+	// UpdateDeviceCode replaces the entry with the same DeviceCodeHash
+	// (ErrNotFound if there is none).
 	UpdateDeviceCode(ctx context.Context, d DeviceCode) error
+	// DeleteDeviceCode removes the entry, returning ErrNotFound if it was
+	// already gone: the server redeems an approval only after a delete that
+	// succeeded, so that two racing polls cannot both get a session.
 	DeleteDeviceCode(ctx context.Context, deviceCodeHash string) error
 }

@@ -1,10 +1,16 @@
 package oauth
 
 import (
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
+
+	"github.com/runos/vpn/control/api"
 )
 
 // Config configures a Server. Zero tunables take the defaults below.
@@ -15,22 +21,149 @@ type Config struct {
 	Logger  *slog.Logger
 	Now     func() time.Time // nil: time.Now
 
-	CodeTTL        time.Duration // authorization code lifetime; default 2m
-	DeviceCodeTTL  time.Duration // device code lifetime; default 10m
+	CodeTTL        time.Duration // authorization code lifetime; default 2m, at most 10m
+	DeviceCodeTTL  time.Duration // device code lifetime; default 10m, at most 1h
 	DeviceInterval time.Duration // minimum between device token polls; default 5s
+	PageTTL        time.Duration // how long a login page may be submitted; default 15m
+
+	// Slow-down of wrong passwords (see throttle.go). After UserFailures
+	// wrong passwords for one user, or AddrFailures from one source address,
+	// each further attempt within FailureDelay (doubling per failure, up to
+	// MaxFailureDelay) of the last failure is refused without checking the
+	// password. Defaults: 5, 20, 1s, 5m.
+	UserFailures    int
+	AddrFailures    int
+	FailureDelay    time.Duration
+	MaxFailureDelay time.Duration
+
+	// Secret keys the login pages' CSRF tokens. Replicas behind one
+	// address must share it; nil: 32 random bytes for this process.
+	Secret []byte
 }
 
 // Server is the authorization server. It is safe for concurrent use.
 type Server struct {
-	cfg Config
+	cfg      Config
+	issuer   *url.URL
+	log      *slog.Logger
+	now      func() time.Time
+	secret   []byte
+	throttle *throttle
+	mux      *http.ServeMux
 }
 
-// New checks cfg and returns a Server.
+// clients are the public clients control knows (no secrets: RFC 8252 §8.4).
+var clients = map[string]string{
+	api.ClientCLI:     "the RunOS CLI",
+	api.ClientDesktop: "RunOS Desktop",
+}
+
+// New checks cfg, fills in defaults and returns a Server.
 func New(cfg Config) (*Server, error) {
-	return nil, errors.New("oauth: New is not implemented yet")
+	iss, err := checkIssuer(cfg.Issuer)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Backend == nil || cfg.Store == nil {
+		return nil, errors.New("oauth: Config needs a Backend and a Store")
+	}
+	setDefault(&cfg.CodeTTL, 2*time.Minute)
+	setDefault(&cfg.DeviceCodeTTL, 10*time.Minute)
+	setDefault(&cfg.DeviceInterval, 5*time.Second)
+	setDefault(&cfg.PageTTL, 15*time.Minute)
+	setDefault(&cfg.FailureDelay, time.Second)
+	setDefault(&cfg.MaxFailureDelay, 5*time.Minute)
+	if cfg.UserFailures <= 0 {
+		cfg.UserFailures = 5
+	}
+	if cfg.AddrFailures <= 0 {
+		cfg.AddrFailures = 20
+	}
+	// The memory store keeps entries for at most two hours; longer
+	// lifetimes would also make a stolen code worth more.
+	if cfg.CodeTTL > 10*time.Minute {
+		return nil, fmt.Errorf("oauth: CodeTTL %v is longer than the 10m an authorization code may live", cfg.CodeTTL)
+	}
+	if cfg.DeviceCodeTTL > time.Hour {
+		return nil, fmt.Errorf("oauth: DeviceCodeTTL %v is longer than the 1h a device code may live", cfg.DeviceCodeTTL)
+	}
+	if cfg.DeviceInterval < time.Second || cfg.DeviceInterval%time.Second != 0 {
+		return nil, fmt.Errorf("oauth: DeviceInterval %v must be whole seconds (RFC 8628 gives it in seconds)", cfg.DeviceInterval)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	secret := cfg.Secret
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret)
+	} else if len(secret) < 16 {
+		return nil, errors.New("oauth: Secret must hold at least 16 bytes")
+	}
+	s := &Server{
+		cfg:    cfg,
+		issuer: iss,
+		log:    cfg.Logger,
+		now:    cfg.Now,
+		secret: secret,
+		throttle: newThrottle(throttlePolicy{
+			userFree: cfg.UserFailures,
+			addrFree: cfg.AddrFailures,
+			base:     cfg.FailureDelay,
+			max:      cfg.MaxFailureDelay,
+		}),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+api.PathAuthorize, s.authorizePage)
+	mux.HandleFunc("POST "+api.PathAuthorize, s.authorizeSubmit)
+	mux.HandleFunc(api.PathToken, s.token)
+	mux.HandleFunc(api.PathDeviceCode, s.deviceCode)
+	mux.HandleFunc("GET "+api.PathDeviceVerify, s.devicePage)
+	mux.HandleFunc("POST "+api.PathDeviceVerify, s.deviceSubmit)
+	mux.HandleFunc("GET "+pathMetadata, s.metadata)
+	s.mux = mux
+	return s, nil
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// checkIssuer accepts an http(s) base URL with no path, query or fragment
+// (RFC 8414 §2), since the endpoints are served at fixed paths from its root.
+func checkIssuer(s string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSuffix(s, "/"))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("oauth: issuer %q: want https://host[:port] with no path", s)
+	}
+	return u, nil
 }
 
 // Handler serves /oauth/* and /.well-known/oauth-authorization-server.
-func (s *Server) Handler() http.Handler {
-	return http.NotFoundHandler()
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) endpoint(path string) string { return s.issuer.String() + path }
+
+const pathMetadata = "/.well-known/oauth-authorization-server"
+
+// metadata is RFC 8414 §3.2.
+func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"issuer":                                         s.issuer.String(),
+		"authorization_endpoint":                         s.endpoint(api.PathAuthorize),
+		"token_endpoint":                                 s.endpoint(api.PathToken),
+		"device_authorization_endpoint":                  s.endpoint(api.PathDeviceCode),
+		"response_types_supported":                       []string{"code"},
+		"response_modes_supported":                       []string{"query"},
+		"grant_types_supported":                          []string{grantAuthorizationCode, grantDeviceCode},
+		"code_challenge_methods_supported":               []string{"S256"},
+		"token_endpoint_auth_methods_supported":          []string{"none"},
+		"authorization_response_iss_parameter_supported": true,
+	})
 }
