@@ -1,0 +1,262 @@
+// Package seed reads, checks and imports the world file (api.World JSON,
+// runos-control --seed). Parsing is strict (unknown fields are errors, so a
+// typo does not silently drop a node); validation reports every problem at
+// once, each with where it is; import is idempotent: what already exists in
+// the store (same key) is left as it is.
+package seed
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/model"
+)
+
+// MaxSize is the largest world file accepted.
+const MaxSize = 16 << 20
+
+// MinTokenLen is the shortest operator or enrollment token accepted: a
+// guessable credential in a world file is a mistake worth stopping on.
+const MinTokenLen = 16
+
+// Parse decodes a world file strictly and validates it.
+func Parse(data []byte) (api.World, error) {
+	var w api.World
+	if len(data) > MaxSize {
+		return w, fmt.Errorf("world file: larger than %d bytes", MaxSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return api.World{}, fmt.Errorf("world file: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return api.World{}, errors.New("world file: trailing data after the JSON object")
+	}
+	if err := Validate(w); err != nil {
+		return api.World{}, err
+	}
+	return w, nil
+}
+
+// Validate reports every problem in w (nil if none).
+func Validate(w api.World) error {
+	v := &validator{}
+	aids := map[string]bool{}
+	tokens := map[string]string{}
+	token := func(where, tok string) {
+		if len(tok) < MinTokenLen {
+			v.add("%s: token too short (at least %d characters)", where, MinTokenLen)
+			return
+		}
+		if prev, ok := tokens[tok]; ok {
+			v.add("%s: same token as %s (every token must be unique)", where, prev)
+			return
+		}
+		tokens[tok] = where
+	}
+	for i, a := range w.Accounts {
+		where := fmt.Sprintf("accounts[%d] (%s)", i, a.AID)
+		if !isLabel(a.AID) {
+			v.add("%s: invalid aid %q: an aid is 1 to 63 lowercase letters, digits and inner hyphens", where, a.AID)
+		}
+		if aids[a.AID] {
+			v.add("%s: duplicate aid %q", where, a.AID)
+		}
+		aids[a.AID] = true
+		if a.OperatorToken != "" {
+			token(where+": operatorToken", a.OperatorToken)
+		}
+	}
+	emails := map[string]bool{}
+	for i, u := range w.Users {
+		where := fmt.Sprintf("users[%d] (%s)", i, u.Email)
+		if at := strings.Index(u.Email, "@"); at <= 0 || at == len(u.Email)-1 || strings.ContainsAny(u.Email, " \t\r\n") {
+			v.add("%s: invalid email %q", where, u.Email)
+		}
+		key := strings.ToLower(u.Email)
+		if emails[key] {
+			v.add("%s: duplicate email %q", where, u.Email)
+		}
+		emails[key] = true
+		switch {
+		case (u.Password == "") == (u.PasswordHash == ""):
+			v.add("%s: give exactly one of password and passwordHash", where)
+		case u.PasswordHash != "":
+			if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil || !strings.HasPrefix(u.PasswordHash, "$2") {
+				v.add("%s: passwordHash is not a bcrypt hash ($2a$/$2b$…)", where)
+			}
+		case len(u.Password) > 72:
+			v.add("%s: password longer than 72 bytes (bcrypt's limit)", where)
+		}
+		if len(u.Accounts) == 0 {
+			v.add("%s: belongs to no account", where)
+		}
+		for _, aid := range u.Accounts {
+			if !aids[aid] {
+				v.add("%s: unknown account %q", where, aid)
+			}
+		}
+	}
+	cids := map[string]bool{}
+	serviceIDs := map[string]bool{}
+	for i, c := range w.Clusters {
+		where := fmt.Sprintf("clusters[%d] (%s)", i, c.CID)
+		if err := api.CheckCID(c.CID); err != nil {
+			v.add("%s: %v", where, err)
+		}
+		if cids[c.CID] {
+			v.add("%s: duplicate cid %q", where, c.CID)
+		}
+		cids[c.CID] = true
+		if !aids[c.AID] {
+			v.add("%s: unknown account %q", where, c.AID)
+		}
+		if !isDomain(c.DomainRoot) {
+			v.add("%s: invalid domainRoot %q", where, c.DomainRoot)
+		}
+		switch c.UserVPN {
+		case api.UserVPNNone, api.UserVPNWireGuard:
+		case api.UserVPNNetBird:
+			if c.VPNService != nil {
+				v.add("%s: userVpn is netbird and a WireGuard vpnService is set: WireGuard and NetBird are mutually exclusive", where)
+			}
+		default:
+			v.add("%s: userVpn %q: want \"wireguard\", \"netbird\" or nothing", where, c.UserVPN)
+		}
+		domains := map[string]bool{}
+		for _, d := range c.CustomDomains {
+			n := model.NormalizeDomain(d)
+			if !isDomain(n) {
+				v.add("%s: invalid custom domain %q", where, d)
+			}
+			if domains[n] {
+				v.add("%s: duplicate custom domain %q", where, d)
+			}
+			domains[n] = true
+		}
+		nids := map[string]bool{}
+		for j, n := range c.Nodes {
+			nw := fmt.Sprintf("%s: nodes[%d] (%s)", where, j, n.NID)
+			if !isLabel(n.NID) {
+				v.add("%s: invalid nid %q: a nid is 1 to 63 lowercase letters, digits and inner hyphens", nw, n.NID)
+			}
+			if nids[n.NID] {
+				v.add("%s: duplicate nid %q", nw, n.NID)
+			}
+			nids[n.NID] = true
+			if len(n.Roles) == 0 {
+				v.add("%s: no roles (want control-plane, worker or both)", nw)
+			}
+			seen := map[string]bool{}
+			for _, r := range n.Roles {
+				if r != api.RoleControlPlane && r != api.RoleWorker {
+					v.add("%s: unknown role %q (want control-plane or worker)", nw, r)
+				}
+				if seen[r] {
+					v.add("%s: role %q twice", nw, r)
+				}
+				seen[r] = true
+			}
+			checkIP(v, nw+": ingressIp", n.IngressIP)
+			checkIP(v, nw+": publicIp", n.PublicIP)
+			token(nw+": enrollmentToken", n.EnrollmentToken)
+		}
+		if s := c.VPNService; s != nil {
+			sw := where + ": vpnService"
+			if !isLabel(s.ID) {
+				v.add("%s: invalid id %q", sw, s.ID)
+			}
+			if serviceIDs[s.ID] {
+				v.add("%s: duplicate service id %q", sw, s.ID)
+			}
+			serviceIDs[s.ID] = true
+			if !nids[s.NodeID] {
+				v.add("%s: VPN service on unknown node %q", sw, s.NodeID)
+			}
+			if s.Port < 0 || s.Port > 65535 {
+				v.add("%s: port %d out of range", sw, s.Port)
+			}
+		}
+	}
+	return v.err()
+}
+
+func checkIP(v *validator, where, s string) {
+	if s == "" {
+		return
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		v.add("%s: %q is not an IP address", where, s)
+		return
+	}
+	if !model.Dialable(a) {
+		v.add("%s: %s is not an address devices could dial", where, a)
+	}
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) add(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf(format, args...))
+}
+
+func (v *validator) err() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("world file: %d problem(s):\n  %w", len(v.errs), joinLines(v.errs))
+}
+
+type lines []error
+
+func (l lines) Error() string {
+	s := make([]string, len(l))
+	for i, e := range l {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n  ")
+}
+
+func (l lines) Unwrap() []error { return l }
+
+func joinLines(errs []error) error { return lines(errs) }
+
+// isLabel: a DNS label in lowercase.
+func isLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// isDomain: two or more lowercase labels.
+func isDomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if !isLabel(p) {
+			return false
+		}
+	}
+	return true
+}
