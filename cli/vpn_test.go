@@ -1,0 +1,262 @@
+package cli
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+func TestVPNUpSignsInAndConnectsConfiguredCluster(t *testing.T) {
+	h := newHarness(t)
+	h.run("config", "set", "cid", "ky3").want(t, 0, nil, nil)
+	r := h.run("vpn", "up")
+	r.want(t, 0, []string{"ky3 is up: VPN server n1 at 10.77.0.21:32768 (100.100.1.1)", "Connected in"},
+		[]string{"Not signed in; signing in.", "Opening " + h.control.URL() + "/oauth/authorize", "Signed in as alice@example.com until"})
+	if len(h.signIns) != 1 || h.signIns[0].clientID != api.ClientCLI || h.signIns[0].issuer != h.control.URL() || !h.signIns[0].hadOpener {
+		t.Errorf("sign-ins %+v", h.signIns)
+	}
+	want := []string{"session alice@example.com " + h.control.URL(), "connect ky3"}
+	if got := h.daemon.Calls(); !slices.Equal(got, want) {
+		t.Errorf("daemon calls %q, want %q", got, want)
+	}
+	// Signed in and connected: up again signs in no more and connects nothing.
+	h.run("vpn", "up").want(t, 0, []string{"ky3 is up"}, nil)
+	if len(h.signIns) != 1 || len(h.daemon.Calls()) != 2 {
+		t.Errorf("second up signed in or connected again: %d sign-ins, calls %q", len(h.signIns), h.daemon.Calls())
+	}
+}
+
+func TestVPNUpNoBrowserUsesDeviceCode(t *testing.T) {
+	h := newHarness(t)
+	r := h.run("vpn", "up", "--no-browser", "--cid", "xym")
+	r.want(t, 0, []string{"xym is up"}, []string{"enter the code WDJB-MJHT", "Waiting for you to sign in with the code above"})
+	if len(h.signIns) != 1 || !h.signIns[0].noBrowser || h.signIns[0].hadOpener {
+		t.Errorf("sign-ins %+v, want one without a browser", h.signIns)
+	}
+}
+
+func TestVPNUpPicksTheOnlyCluster(t *testing.T) {
+	h := newHarness(t)
+	h.control.clusters = h.control.clusters[:1] // the account has only ky3
+	h.run("vpn", "up").want(t, 0, []string{"ky3 is up"}, nil)
+	if !slices.Contains(h.control.Requests(), "GET /v1/clusters") {
+		t.Errorf("up did not list the account's clusters: %q", h.control.Requests())
+	}
+}
+
+func TestVPNUpSeveralClustersSaysHowToChoose(t *testing.T) {
+	h := newHarness(t)
+	r := h.run("vpn", "up")
+	r.want(t, 1, nil, []string{"your account has 2 clusters (ky3, xym)", "--cid <cid>", "runos config set cid <cid>"})
+	if slices.Contains(h.daemon.Calls(), "connect ky3") || slices.Contains(h.daemon.Calls(), "connect xym") {
+		t.Errorf("connected without a choice: %q", h.daemon.Calls())
+	}
+}
+
+func TestVPNUpWaitsForRestoredClusters(t *testing.T) {
+	h := newHarness(t)
+	h.daemon.Set(func(st *localapi.Status) {
+		st.Session = localapi.Session{State: localapi.SessionExpired, User: "alice@example.com", APIURL: h.control.URL(), ExpiresAt: h.now.Add(-time.Minute)}
+	})
+	h.daemon.restoreOnSet = []string{"ky3", "xym"}
+	r := h.run("vpn", "up")
+	r.want(t, 0, []string{"ky3 is up", "xym is up"}, []string{"Your sign-in expired; signing in again.", "Reconnecting ky3, xym."})
+	for _, c := range h.daemon.Calls() {
+		if strings.HasPrefix(c, "connect") {
+			t.Errorf("up connected %q itself; the daemon had restored it", c)
+		}
+	}
+}
+
+func TestVPNUpTimeoutUndoesTheConnect(t *testing.T) {
+	h := newHarness(t)
+	h.daemon.noHandshake["ky3"] = true
+	r := h.run("vpn", "up", "--cid", "ky3", "--timeout", "300ms")
+	r.want(t, 1, nil, []string{
+		"no handshake with ky3 within 300ms: no answer from the VPN server on n1 at 10.77.0.21:32768: check that UDP 32768 is reachable",
+		"Disconnected ky3 again",
+	})
+	if got := h.daemon.Calls(); got[len(got)-1] != "disconnect ky3" {
+		t.Errorf("daemon calls %q, want the connect undone", got)
+	}
+	st, _ := h.daemon.snapshot()
+	if len(st.Clusters) != 0 {
+		t.Errorf("clusters left behind: %+v", st.Clusters)
+	}
+}
+
+func TestVPNUpTimeoutGivesTheDaemonsReason(t *testing.T) {
+	h := newHarness(t)
+	h.daemon.noHandshake["ky3"] = true
+	h.daemon.clusterErr["ky3"] = "control unreachable: dial tcp 198.51.100.10:443: connect: no route to host"
+	h.run("vpn", "up", "--cid", "ky3", "--timeout", "200ms").want(t, 1, nil,
+		[]string{"within 200ms: ky3: control unreachable: dial tcp"})
+}
+
+func TestVPNUpRefusalFromDaemonChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.daemon.connectErr["ky3"] = &api.Error{Status: 409, Code: localapi.CodeControl, Message: "cluster ky3 has no VPN server", Hint: "an operator adds one with runos services wireguard add"}
+	h.run("vpn", "up", "--cid", "ky3").want(t, 1, nil,
+		[]string{"vpn up: connect ky3: cluster ky3 has no VPN server (an operator adds one with runos services wireguard add)"})
+}
+
+func TestVPNUpWithoutAPIURL(t *testing.T) {
+	h := newHarness(t)
+	delete(h.env, "RUNOS_API_URL")
+	h.run("vpn", "up", "--cid", "ky3").want(t, 1, nil, []string{"no control URL configured: run `runos config set api-url https://<control>`"})
+	if len(h.signIns) != 0 {
+		t.Error("signed in without a control URL")
+	}
+}
+
+func TestBadCIDSendsNothing(t *testing.T) {
+	h := newHarness(t)
+	for _, args := range [][]string{
+		{"vpn", "up", "--cid", "KY3"},
+		{"vpn", "connect", "ky"},
+		{"vpn", "disconnect", "ky3!"},
+		{"clusters", "show", "averyveryverylongcid"},
+		{"nodes", "list", "--cid", "k y"},
+	} {
+		h.run(args...).want(t, 2, nil, []string{"a cid is 3 to 16 lowercase letters and digits"})
+	}
+	if c := h.daemon.Calls(); len(c) != 0 {
+		t.Errorf("daemon saw %q", c)
+	}
+	if r := h.control.Requests(); len(r) != 0 {
+		t.Errorf("control saw %q", r)
+	}
+}
+
+func TestVPNConnectSignedOutSaysRunUp(t *testing.T) {
+	h := newHarness(t)
+	h.run("vpn", "connect", "xym").want(t, 1, nil, []string{"connect xym: not signed in: run `runos vpn up` first"})
+	h.daemon.Set(func(st *localapi.Status) {
+		st.Session = localapi.Session{State: localapi.SessionExpired, ExpiresAt: h.now.Add(-time.Hour)}
+	})
+	h.run("vpn", "connect", "xym").want(t, 1, nil, []string{"your sign-in expired at 11:00 UTC: run `runos vpn up` to sign in again"})
+	if c := h.daemon.Calls(); len(c) != 0 {
+		t.Errorf("daemon saw %q", c)
+	}
+}
+
+func signedIn(h *harness) {
+	h.daemon.Set(func(st *localapi.Status) {
+		st.Session = localapi.Session{State: localapi.SessionSignedIn, User: "alice@example.com", APIURL: h.control.URL(), ExpiresAt: h.now.Add(20 * time.Hour)}
+		st.Tunnel.Up = true
+		st.Tunnel.Addresses = []string{"100.96.0.2/32"}
+	})
+}
+
+func TestVPNConnectDisconnectDown(t *testing.T) {
+	h := newHarness(t)
+	signedIn(h)
+	h.run("vpn", "connect", "xym").want(t, 0, []string{"xym is up"}, nil)
+	r := h.run("vpn", "connect", "ky3", "--json")
+	r.want(t, 0, nil, nil)
+	var st localapi.Status
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("connect --json: %v", err)
+	}
+	if len(st.Clusters) != 2 || !st.Clusters[1].PeerUp {
+		t.Errorf("after connect: %+v", st.Clusters)
+	}
+	h.run("vpn", "disconnect", "xym").want(t, 0, []string{"Disconnected xym."}, nil)
+	h.run("vpn", "disconnect", "xym").want(t, 1, nil, []string{"disconnect xym: xym is not connected"})
+	h.run("vpn", "down").want(t, 0, []string{"Disconnected every cluster and ended the session."}, nil)
+	want := []string{"connect xym", "connect ky3", "disconnect xym", "disconnect xym", "end session"}
+	if got := h.daemon.Calls(); !slices.Equal(got, want) {
+		t.Errorf("daemon calls %q, want %q", got, want)
+	}
+}
+
+func TestVPNConnectTimeoutLeavesDaemonAsItWas(t *testing.T) {
+	h := newHarness(t)
+	signedIn(h)
+	h.daemon.noHandshake["xym"] = true
+	h.run("vpn", "connect", "xym", "--timeout", "200ms").want(t, 1, nil, []string{"connect xym: no handshake with xym within 200ms", "Disconnected xym again"})
+	st, _ := h.daemon.snapshot()
+	if len(st.Clusters) != 0 {
+		t.Errorf("clusters left: %+v", st.Clusters)
+	}
+}
+
+func TestNoDaemonSaysHowToStartIt(t *testing.T) {
+	h := newHarness(t)
+	h.env["RUNOS_VPND_SOCKET"] = h.dir + "/none.sock"
+	for _, args := range [][]string{{"vpn", "status"}, {"vpn", "up"}, {"vpn", "connect", "ky3"}, {"vpn", "down"}} {
+		h.run(args...).want(t, 1, nil, []string{"the RunOS VPN daemon is not running", "sudo runos vpn install"})
+	}
+	// --socket overrides the environment.
+	h.run("vpn", "status", "--socket", h.daemon.socket).want(t, 0, []string{"signed out"}, nil)
+}
+
+func TestVPNStatus(t *testing.T) {
+	h := newHarness(t)
+	h.daemon.Set(func(st *localapi.Status) {
+		st.Session = localapi.Session{State: localapi.SessionSignedIn, User: "alice@example.com", APIURL: "https://198.51.100.10", ExpiresAt: h.now.Add(42*time.Minute + 30*time.Second)}
+		st.Tunnel = localapi.Tunnel{Interface: "wg1", Up: true, Addresses: []string{"100.96.0.2/32"}}
+		st.DNS = localapi.DNS{Mode: "resolv.conf", Reason: "no systemd-resolved"}
+		st.Clusters = []localapi.ClusterStatus{
+			{CID: "ky3", State: localapi.ClusterConnected, Wanted: true, PeerUp: true, LastHandshake: h.now.Add(-12 * time.Second),
+				Server: localapi.Server{NodeID: "n1", Endpoint: "10.77.0.21:32768", PublicKey: "k=", Address: "100.100.1.1"}},
+			{CID: "xym", State: localapi.ClusterError, Wanted: true, Error: "no handshake for 3m"},
+		}
+	})
+	r := h.run("vpn", "status")
+	r.want(t, 0, []string{
+		"Session   signed in as alice@example.com until 12:42 UTC (42m left) at https://198.51.100.10",
+		"warning: your sign-in expires in 42m; run `runos vpn up` to renew",
+		"Tunnel    wg1 up, 100.96.0.2/32",
+		"DNS       resolv.conf (no systemd-resolved)",
+		"CID  STATE      PEERUP  HANDSHAKE  NODE  ENDPOINT",
+		"ky3  connected  true    12s ago    n1    10.77.0.21:32768",
+		"xym  error      false   never      -     -",
+		"  xym: no handshake for 3m",
+	}, nil)
+
+	// --json is the daemon's document as is.
+	r = h.run("vpn", "status", "--json")
+	var got map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	sess := got["session"].(map[string]any)
+	cl := got["clusters"].([]any)[0].(map[string]any)
+	if sess["state"] != "signed-in" || got["tunnel"].(map[string]any)["interface"] != "wg1" ||
+		cl["peerUp"] != true || cl["server"].(map[string]any)["address"] != "100.100.1.1" || got["dns"].(map[string]any)["mode"] != "resolv.conf" {
+		t.Errorf("status JSON %s", r.stdout)
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	h := newHarness(t)
+	cases := map[string][]string{
+		"unknown flag: --nope":       {"vpn", "up", "--nope"},
+		"missing CID":                {"vpn", "connect"},
+		"too many arguments":         {"vpn", "connect", "ky3", "xym"},
+		`unknown command "sttaus"`:   {"vpn", "sttaus"},
+		`unknown command "bogus"`:    {"bogus"},
+		"--timeout must be positive": {"vpn", "up", "--timeout", "0s"},
+		"target-node-id":             {"services", "wireguard", "move", "wg1", "--cid", "ky3"},
+		"if any flags in the group":  {"nodes", "ingress", "n1", "--cid", "ky3", "--ingress-published", "--ingress-not-published"},
+		"at least one of the flags":  {"nodes", "ingress", "n1", "--cid", "ky3"},
+		"--log-level":                {"vpnd", "--log-level", "loud"},
+	}
+	for want, args := range cases {
+		h.run(args...).want(t, 2, nil, []string{want, "--help' for usage."})
+	}
+	h.run("vpn", "sttaus").want(t, 2, nil, []string{"did you mean status?"})
+}
+
+func TestHelpExplainsWithExamples(t *testing.T) {
+	h := newHarness(t)
+	h.run("vpn", "up", "--help").want(t, 0, []string{"Examples:", "runos vpn up --no-browser", "--timeout"}, nil)
+	h.run("vpn").want(t, 0, []string{"Available Commands:", "connect", "status"}, nil)
+	h.run().want(t, 0, []string{"runos vpn up", "runos config set cid ky3"}, nil)
+}

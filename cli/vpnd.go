@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runos/vpn/internal/version"
+	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/vpnd"
+)
+
+// Daemon runs the privileged daemon; the real one is package vpnd.
+type Daemon interface {
+	Run(ctx context.Context, cfg vpnd.Config) error
+	Cleanup(ctx context.Context, cfg vpnd.Config) error
+}
+
+type realDaemon struct{}
+
+func (realDaemon) Run(ctx context.Context, cfg vpnd.Config) error     { return vpnd.Run(ctx, cfg) }
+func (realDaemon) Cleanup(ctx context.Context, cfg vpnd.Config) error { return vpnd.Cleanup(ctx, cfg) }
+
+type vpndFlags struct {
+	stateDir, caFile, iface, logLevel string
+	cleanup                           bool
+}
+
+func (a *app) vpndCmd() *cobra.Command {
+	var f vpndFlags
+	c := &cobra.Command{
+		Use:   "vpnd",
+		Short: "Run the VPN daemon (started by the system service)",
+		Long: `Run the privileged VPN daemon in the foreground. The system service
+installed by sudo runos vpn install runs this; you rarely run it by hand.
+
+It owns the tunnel wg1, the device key in its state directory (0700; the
+private key never leaves the machine), the session handed over by runos vpn
+up, each cluster's connection and split DNS, and serves the local API on its
+socket. It stops on SIGINT or SIGTERM and undoes its changes.
+
+--cleanup undoes whatever a previous daemon recorded (DNS, routes, the
+tunnel) and exits: the service runs it after the daemon stops.`,
+		Example: `  sudo runos vpnd --log-level debug
+  sudo runos vpnd --state-dir /tmp/vpnd --socket /tmp/vpnd.sock --interface wg7
+  sudo runos vpnd --cleanup`,
+		Args: exactArgs(),
+		RunE: a.run(func(cmd *cobra.Command, _ []string) error { return a.vpnd(cmd.Context(), f) }),
+	}
+	c.Flags().StringVar(&f.stateDir, "state-dir", platform.DefaultStateDir, "the daemon's state directory (device key, prefs)")
+	c.Flags().StringVar(&a.socket, "socket", "", "the local API socket (default $"+platform.EnvSocket+", else "+platform.DefaultSocketPath+")")
+	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (default $RUNOS_CA_FILE, else the system roots)")
+	c.Flags().StringVar(&f.iface, "interface", "wg1", "the tunnel interface")
+	c.Flags().BoolVar(&f.cleanup, "cleanup", false, "undo what a previous daemon changed, then exit")
+	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	return c
+}
+
+// vpndConfig maps the flags to the daemon's Config.
+func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return vpnd.Config{}, usagef("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	if f.iface == "" {
+		return vpnd.Config{}, usagef("--interface must not be empty")
+	}
+	caFile := f.caFile
+	if caFile == "" {
+		caFile = a.env.Getenv("RUNOS_CA_FILE")
+	}
+	log := slog.New(slog.NewTextHandler(a.env.Stderr, &slog.HandlerOptions{Level: lvl}))
+	return vpnd.Config{
+		StateDir:  f.stateDir,
+		Socket:    a.socketPath(),
+		CAFile:    caFile,
+		Interface: f.iface,
+		Logger:    log,
+		// DNS and Cleanup stay nil here: the split-DNS configurator is
+		// plugged in where dnsplit lands.
+	}, nil
+}
+
+func (a *app) vpnd(ctx context.Context, f vpndFlags) error {
+	cfg, err := a.vpndConfig(f)
+	if err != nil {
+		return err
+	}
+	if f.cleanup {
+		if err := a.env.Daemon.Cleanup(ctx, cfg); err != nil {
+			return fmt.Errorf("vpnd --cleanup: %w", err)
+		}
+		return nil
+	}
+	cfg.Logger.Info("runos vpnd starting", "version", version.String(), "socket", cfg.Socket, "stateDir", cfg.StateDir, "interface", cfg.Interface)
+	if err := a.env.Daemon.Run(ctx, cfg); err != nil {
+		return fmt.Errorf("vpnd: %w", err)
+	}
+	return nil
+}

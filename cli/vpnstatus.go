@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+// expiryWarning is how long before a sign-in lapses status starts warning.
+const expiryWarning = time.Hour
+
+func (a *app) vpnStatusCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show the tunnel, the session and each cluster",
+		Long: `Show what the daemon holds: the session (who, until when), the tunnel
+wg1, split DNS, and each cluster with its state, whether its peer is up
+(peerUp: a live WireGuard handshake within the last 180 s, read from the
+tunnel, not assumed), the last handshake, and the VPN server it dials.
+
+During the last hour of a sign-in it warns; run runos vpn up to renew.
+--json prints the daemon's status document unchanged, for scripts.`,
+		Example: `  runos vpn status
+  runos vpn status --json | jq '.clusters[] | {cid, peerUp}'`,
+		Args: exactArgs(),
+		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
+			st, err := a.daemon().Status(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("vpn status: %w", err)
+			}
+			if asJSON {
+				return printJSON(a.env.Stdout, st)
+			}
+			renderStatus(a.env.Stdout, st, a.env.Now())
+			return nil
+		}),
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the daemon's status as JSON")
+	return c
+}
+
+// sessionLines describes the session, with the expiry warning in the last hour.
+func sessionLines(s localapi.Session, now time.Time) []string {
+	var lines []string
+	switch {
+	case s.State == localapi.SessionExpired || s.State == localapi.SessionSignedIn && !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
+		l := "expired"
+		if !s.ExpiresAt.IsZero() {
+			l += " at " + fmtTime(s.ExpiresAt, now)
+		}
+		lines = append(lines, l+"; run `runos vpn up` to sign in again")
+	case s.State == localapi.SessionSignedIn:
+		l := "signed in"
+		if s.User != "" {
+			l += " as " + s.User
+		}
+		if !s.ExpiresAt.IsZero() {
+			left := s.ExpiresAt.Sub(now)
+			l += fmt.Sprintf(" until %s (%s left)", fmtTime(s.ExpiresAt, now), fmtDuration(left))
+			lines = append(lines, l)
+			if left <= expiryWarning {
+				lines = append(lines, fmt.Sprintf("warning: your sign-in expires in %s; run `runos vpn up` to renew", fmtDuration(left)))
+			}
+		} else {
+			lines = append(lines, l)
+		}
+	default:
+		lines = append(lines, "signed out; run `runos vpn up` to sign in")
+	}
+	if s.APIURL != "" && s.State != localapi.SessionSignedOut {
+		lines[0] += " at " + s.APIURL
+	}
+	if s.Error != "" {
+		lines = append(lines, "error: "+s.Error)
+	}
+	return lines
+}
+
+func tunnelLines(t localapi.Tunnel) []string {
+	name := t.Interface
+	if name == "" {
+		name = "wg1"
+	}
+	l := name + " down"
+	if t.Up {
+		l = name + " up"
+	}
+	if len(t.Addresses) > 0 {
+		l += ", " + strings.Join(t.Addresses, ", ")
+	}
+	lines := []string{l}
+	if t.Error != "" {
+		lines = append(lines, "error: "+t.Error)
+	}
+	return lines
+}
+
+func dnsLines(d localapi.DNS) []string {
+	l := d.Mode
+	if l == "" {
+		l = "off"
+	}
+	if d.Reason != "" {
+		l += " (" + d.Reason + ")"
+	}
+	lines := []string{l}
+	if d.Error != "" {
+		lines = append(lines, "error: "+d.Error)
+	}
+	return lines
+}
+
+// renderStatus is the human form of vpn status.
+func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
+	section := func(name string, lines []string) {
+		for i, l := range lines {
+			if i == 0 {
+				fmt.Fprintf(w, "%-9s %s\n", name, l)
+			} else {
+				fmt.Fprintf(w, "%-9s %s\n", "", l)
+			}
+		}
+	}
+	section("Session", sessionLines(st.Session, now))
+	section("Tunnel", tunnelLines(st.Tunnel))
+	section("DNS", dnsLines(st.DNS))
+	for _, warn := range st.Warnings {
+		fmt.Fprintln(w, "warning: "+warn)
+	}
+	fmt.Fprintln(w)
+	if len(st.Clusters) == 0 {
+		fmt.Fprintln(w, "No clusters. Connect one with `runos vpn connect <cid>`.")
+		return
+	}
+	t := newTable(w, "CID", "STATE", "PEERUP", "HANDSHAKE", "NODE", "ENDPOINT")
+	for _, c := range st.Clusters {
+		t.row(c.CID, c.State, yesNo(c.PeerUp), fmtAgo(c.LastHandshake, now), c.Server.NodeID, c.Server.Endpoint)
+	}
+	t.flush()
+	for _, c := range st.Clusters {
+		if c.Error != "" {
+			fmt.Fprintf(w, "  %s: %s\n", c.CID, c.Error)
+		}
+	}
+}
