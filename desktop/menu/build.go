@@ -89,15 +89,47 @@ func when(t, now time.Time) string {
 }
 
 func info(text string) Item {
-	it := Item{Title: clip(text)}
+	it := Item{Title: clip(strings.Join(strings.Fields(text), " "))}
 	if it.Title != text {
 		it.Tooltip = text
 	}
 	return it
 }
 
+// lines wraps a notice into up to maxLines rows at word boundaries: a
+// tray shows no tooltips on disabled rows, and an error must be readable.
+func lines(text string) []Item {
+	const maxLines = 3
+	var out []Item
+	line := ""
+	for _, w := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= maxTitle:
+			line += " " + w
+		default:
+			out = append(out, Item{Title: clip(line)})
+			line = "    " + w // continuation lines are indented
+		}
+	}
+	if line != "" {
+		out = append(out, Item{Title: clip(line)})
+	}
+	if len(out) > maxLines {
+		out = out[:maxLines]
+		last := &out[maxLines-1]
+		if !strings.HasSuffix(last.Title, "…") {
+			last.Title = clip(last.Title + "…")
+		}
+	}
+	for i := range out {
+		out[i].Tooltip = text
+	}
+	return out
+}
+
 func clip(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
 	if utf8.RuneCountInString(s) <= maxTitle {
 		return s
 	}
@@ -108,13 +140,12 @@ func clip(s string) string {
 func notices(s State, now time.Time) []Item {
 	var out []Item
 	if s.ConfigErr != "" {
-		out = append(out, info("Config: "+s.ConfigErr))
+		out = append(out, lines("Config: "+s.ConfigErr)...)
 	}
 	switch s.Link {
 	case LinkNoDaemon:
-		out = append(out,
-			info("Install or start it: "+InstallCommand),
-			Item{Title: "Try again", Enabled: true, Click: Op{Kind: OpRetry}, Tooltip: s.LinkErr})
+		out = append(out, lines("Install or start it: "+InstallCommand)...)
+		out = append(out, Item{Title: "Try again", Enabled: true, Click: Op{Kind: OpRetry}, Tooltip: s.LinkErr})
 		return out
 	case LinkLost, LinkStarting:
 		return out
@@ -125,29 +156,30 @@ func notices(s State, now time.Time) []Item {
 		if hint == "" {
 			hint = "ask an admin to run: " + InstallCommand + " --operator " + orUser(s.OSUser)
 		}
-		out = append(out, info("You may only view the VPN status"), info("To change it, "+lowerFirst(hint)))
+		out = append(out, lines("You may only view the VPN status")...)
+		out = append(out, lines("To change it, "+lowerFirst(hint))...)
 	}
 	if st.Session.State == localapi.SessionExpired && !s.SigningIn {
 		line := "Your sign-in has ended (a sign-in lasts 24 hours)"
 		if !st.Session.ExpiresAt.IsZero() {
 			line = "Your sign-in ended at " + when(st.Session.ExpiresAt, now) + " (a sign-in lasts 24 hours)"
 		}
-		out = append(out, info(line))
+		out = append(out, lines(line)...)
 	}
 	if st.Session.Error != "" {
-		out = append(out, info("Control: "+st.Session.Error))
+		out = append(out, lines("Control: "+st.Session.Error)...)
 	}
 	if st.Tunnel.Error != "" {
-		out = append(out, info("Tunnel: "+st.Tunnel.Error))
+		out = append(out, lines("Tunnel: "+st.Tunnel.Error)...)
 	}
 	if st.DNS.Error != "" {
-		out = append(out, info("DNS: "+st.DNS.Error))
+		out = append(out, lines("DNS: "+st.DNS.Error)...)
 	}
 	for _, w := range st.Warnings {
-		out = append(out, info(w))
+		out = append(out, lines(w)...)
 	}
 	if s.Err != "" {
-		out = append(out, info("Failed: "+s.Err))
+		out = append(out, lines("Failed: "+s.Err)...)
 	}
 	return out
 }

@@ -54,13 +54,10 @@ func titles(items []Item) []string {
 	return out
 }
 
+// hasNotice looks for sub in the notices as read top to bottom (long ones
+// wrap over several rows).
 func hasNotice(m Menu, sub string) bool {
-	for _, it := range m.Notices {
-		if strings.Contains(it.Title, sub) {
-			return true
-		}
-	}
-	return false
+	return strings.Contains(strings.Join(strings.Fields(strings.Join(titles(m.Notices), " ")), " "), sub)
 }
 
 func TestStarting(t *testing.T) {
@@ -422,6 +419,28 @@ func TestDaemonNotices(t *testing.T) {
 	for _, n := range m.Notices {
 		if n.Enabled || n.Click.Kind != OpNone {
 			t.Fatalf("notice is clickable: %+v", n)
+		}
+	}
+}
+
+func TestLongNoticeWraps(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionSignedIn)})
+	s.Err = "connect: choose a cluster (ky3, xym): click its row, or set a default with: runos config set cid <cid>"
+	m := Build(s, now)
+	if len(m.Notices) != 2 || !hasNotice(m, "Failed: "+s.Err) {
+		t.Fatalf("notices %q", titles(m.Notices))
+	}
+	if !strings.HasPrefix(m.Notices[1].Title, "    ") {
+		t.Fatalf("continuation not indented: %q", m.Notices[1].Title)
+	}
+	s.Err = strings.Repeat("word ", 200)
+	m = Build(s, now)
+	if len(m.Notices) != 3 || !strings.HasSuffix(m.Notices[2].Title, "…") {
+		t.Fatalf("notices %q", titles(m.Notices))
+	}
+	for _, n := range m.Notices {
+		if len([]rune(n.Title)) > maxTitle {
+			t.Fatalf("row too long: %q", n.Title)
 		}
 	}
 }
