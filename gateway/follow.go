@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+)
+
+// pollSlack is how much longer than the long-poll's wait a request may take
+// before it is abandoned as a dead connection.
+const pollSlack = 15 * time.Second
+
+// follow holds the GatewayMap long-poll open and puts every new map in
+// maps. It resumes from the last version it saw after any error, backing
+// off 100 ms doubling to 10 s with jitter; it never polls on a timer.
+func (a *agent) follow(ctx context.Context, maps *mailbox[*api.GatewayMap]) {
+	var since uint64
+	first := true
+	bo := newBackoff()
+	lastErr := ""
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.PollWait+pollSlack)
+		m, err := a.cfg.Control.GatewayMap(pctx, since, a.cfg.PollWait)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d := bo.delay()
+			if msg := err.Error(); msg != lastErr {
+				a.log.Warn("control: gateway map failed; retrying", "err", explainControlErr(err), "since", since, "retryIn", d.Round(time.Millisecond).String())
+				lastErr = msg
+			}
+			sleep(ctx, d)
+			continue
+		}
+		if lastErr != "" {
+			a.log.Info("control: gateway map reachable again", "version", m.Version)
+			lastErr = ""
+		}
+		bo.reset()
+		// A different version (also a lower one: control's store was
+		// reset) is news; the same one is a long-poll that timed out.
+		if first || m.Version != since {
+			maps.put(m)
+		}
+		first = false
+		since = m.Version
+	}
+}
+
+// explainControlErr adds what to do to the errors an operator can fix.
+func explainControlErr(err error) string {
+	switch {
+	case api.IsCode(err, api.CodeUnauthorized), api.IsCode(err, api.CodeForbidden):
+		return err.Error() + ": check that --token-file holds this node's enrollment token"
+	}
+	return err.Error()
+}
+
+// backoff is the delay between retries after errors: 100 ms doubling to
+// 10 s, each delay drawn from its upper half ("equal jitter") so gateways
+// that failed together do not retry together.
+type backoff struct {
+	min, max, cur time.Duration
+	rand          func(n int64) int64
+}
+
+func newBackoff() *backoff {
+	return &backoff{min: 100 * time.Millisecond, max: 10 * time.Second, rand: rand.Int64N}
+}
+
+func (b *backoff) delay() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	half := b.cur / 2
+	return half + time.Duration(b.rand(int64(half)+1))
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// mailbox holds the latest value put in it: a put replaces a value not yet
+// taken, so a slow reader sees the newest map or report, never a backlog.
+type mailbox[T any] struct{ ch chan T }
+
+func newMailbox[T any]() *mailbox[T] { return &mailbox[T]{ch: make(chan T, 1)} }
+
+func (m *mailbox[T]) put(v T) {
+	for {
+		select {
+		case m.ch <- v:
+			return
+		default:
+		}
+		select {
+		case <-m.ch:
+		default:
+		}
+	}
+}

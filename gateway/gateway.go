@@ -1,0 +1,361 @@
+// Package gateway is runos-gateway, the node agent: it follows control's
+// GatewayMap for its node and, when the node hosts the cluster's VPN
+// server (as active, standby during a move, or draining after one), runs
+// the WireGuard server (gateway/wgserver) and the cluster DNS
+// (gateway/clusterdns), and reports back: its public key, whether it is
+// listening, the map version it acted on, and the peers' handshakes.
+//
+// One goroutine owns all state: maps from the long-poll, heartbeats,
+// handshake reads and retries all arrive on channels to it. Reports are
+// derived from that state by one function and posted by another goroutine
+// so a slow control never delays serving.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/gateway/clusterdns"
+	"github.com/runos/vpn/gateway/wgserver"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// Control is the part of control's API a gateway uses (*api.Client).
+type Control interface {
+	GatewayMap(ctx context.Context, since uint64, wait time.Duration) (*api.GatewayMap, error)
+	GatewayReport(ctx context.Context, r api.GatewayReport) error
+}
+
+// Server is the WireGuard server as the agent drives it (*wgserver.Server).
+type Server interface {
+	Apply(wgserver.Spec) error
+	State() (wgserver.State, error)
+	Close() error
+}
+
+// DNS is the cluster DNS as the agent drives it (*clusterdns.Server).
+type DNS interface {
+	Set(*clusterdns.Zone) error
+	Close() error
+}
+
+// Defaults of Config.
+const (
+	DefaultInterface = "wgvpn"
+	DefaultHeartbeat = 10 * time.Second
+	DefaultPollWait  = 60 * time.Second
+)
+
+// Config is what Run needs. Side effects (control, the server, DNS, the
+// address detection) are injected so the agent's logic is testable.
+type Config struct {
+	Control   Control
+	NodeID    string      // checked against the map: a token for another node is a fatal error
+	Key       wgtypes.Key // the node's private key; only its public key leaves this package
+	Interface string      // DefaultInterface when empty
+	Heartbeat time.Duration
+	PollWait  time.Duration // long-poll hold asked of control
+	Version   string        // reported software version
+	Logger    *slog.Logger
+
+	// OpenServer opens the WireGuard server; nil means wgserver.Open.
+	OpenServer func(name string, key wgtypes.Key, log *slog.Logger) (Server, error)
+	// DNS is the cluster DNS; nil means a clusterdns.Server on port 53.
+	DNS DNS
+	// PublicIP detects the node's public address ("" when none); nil: not reported.
+	PublicIP func() string
+}
+
+type agent struct {
+	cfg Config
+	log *slog.Logger
+	pub wgtypes.Key
+
+	want     *api.GatewayMap // latest map from control
+	applied  *plan           // what server and DNS were last set to; nil: not serving
+	srv      Server          // open while serving
+	state    *wgserver.State // last read of the server
+	applyErr error           // why want is not (fully) in effect
+	stateErr error           // why the server could not be read
+	watch    watch
+	retry    *backoff
+	publicIP atomic.Pointer[string]
+}
+
+// Run follows control until ctx ends, then stops serving (the interface,
+// its routes and the DNS go away) and tells control it no longer listens.
+// It returns an error only for what retrying cannot fix.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Control == nil {
+		return errors.New("gateway: no control client")
+	}
+	if cfg.Interface == "" {
+		cfg.Interface = DefaultInterface
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.PollWait <= 0 {
+		cfg.PollWait = DefaultPollWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.OpenServer == nil {
+		cfg.OpenServer = func(name string, key wgtypes.Key, log *slog.Logger) (Server, error) {
+			return wgserver.Open(name, key, log)
+		}
+	}
+	if cfg.DNS == nil {
+		cfg.DNS = clusterdns.NewServer(clusterdns.Port, cfg.Logger)
+	}
+	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: newBackoff()}
+	return a.run(ctx)
+}
+
+func (a *agent) run(ctx context.Context) error {
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	maps := newMailbox[*api.GatewayMap]()
+	reports := newMailbox[api.GatewayReport]()
+	go a.follow(pollCtx, maps)
+	go a.sendReports(pollCtx, reports)
+	if a.cfg.PublicIP != nil {
+		go a.detectPublicIP(pollCtx)
+	}
+	heartbeat := time.NewTicker(a.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	var watchTick *time.Ticker
+	var watchC <-chan time.Time
+	var retryTimer *time.Timer
+	var retryC <-chan time.Time
+	defer func() {
+		if watchTick != nil {
+			watchTick.Stop()
+		}
+		if retryTimer != nil {
+			retryTimer.Stop()
+		}
+	}()
+	// after runs once an event was handled: publish the report and arm or
+	// disarm the watch and the retry, all derived from the state.
+	after := func() {
+		reports.put(a.report())
+		if a.watching(time.Now()) {
+			if watchTick == nil {
+				watchTick = time.NewTicker(watchEvery)
+				watchC = watchTick.C
+			}
+		} else if watchTick != nil {
+			watchTick.Stop()
+			watchTick, watchC = nil, nil
+		}
+		if a.applyErr != nil && a.want != nil && a.retryable() {
+			if retryC == nil {
+				retryTimer = time.NewTimer(a.retry.delay())
+				retryC = retryTimer.C
+			}
+		} else {
+			a.retry.reset()
+			if retryTimer != nil {
+				retryTimer.Stop()
+				retryTimer, retryC = nil, nil
+			}
+		}
+	}
+	after()
+	for {
+		select {
+		case <-ctx.Done():
+			a.stopServing("the gateway is stopping")
+			a.finalReport()
+			return nil
+		case m := <-maps.ch:
+			if m.NodeID != "" && a.cfg.NodeID != "" && m.NodeID != a.cfg.NodeID {
+				a.stopServing("the token belongs to another node")
+				return fmt.Errorf("control says this enrollment token belongs to node %s, not %s: check --node-id and --token-file", m.NodeID, a.cfg.NodeID)
+			}
+			a.log.Debug("map", "version", m.Version, "serve", m.Serve != nil)
+			a.want = m
+			a.reconcile()
+		case <-retryC:
+			retryTimer, retryC = nil, nil
+			a.reconcile()
+		case <-heartbeat.C:
+			a.refresh()
+		case <-watchC:
+			if len(a.refresh()) == 0 && a.watching(time.Now()) {
+				continue // nothing new: no report, keep watching
+			}
+		}
+		after()
+	}
+}
+
+// retryable reports whether applying want again may succeed: a malformed
+// map fails the same way until control sends another.
+func (a *agent) retryable() bool {
+	_, err := planFor(a.want)
+	return err == nil
+}
+
+// reconcile makes the server and DNS match want.
+func (a *agent) reconcile() {
+	p, err := planFor(a.want)
+	if err != nil {
+		a.applyErr = err
+		a.log.Warn("map refused; nothing changed", "err", err)
+		return
+	}
+	if p == nil {
+		a.applyErr = nil
+		a.stopServing("the map no longer asks this node to serve")
+		return
+	}
+	fresh := false
+	if a.srv == nil {
+		srv, err := a.cfg.OpenServer(a.cfg.Interface, a.cfg.Key, a.log)
+		if err != nil {
+			a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
+			a.log.Warn("cannot serve; will retry", "err", a.applyErr)
+			return
+		}
+		a.srv, fresh = srv, true
+	}
+	if err := a.srv.Apply(p.wg); err != nil {
+		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
+		a.log.Warn("cannot serve; will retry", "err", a.applyErr)
+		if fresh {
+			// Never leave a half-made interface behind; the retry opens anew.
+			a.closeServer()
+		}
+		a.refresh()
+		return
+	}
+	a.applyErr = nil
+	if err := a.cfg.DNS.Set(p.zone); err != nil {
+		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
+		a.log.Warn("cluster dns not serving; will retry", "err", err)
+	}
+	prev := a.applied
+	a.applied = p
+	switch {
+	case prev == nil:
+		a.log.Info("serving", "cid", p.cid, "service", p.serviceID, "role", p.role, "move", p.moveID,
+			"interface", a.cfg.Interface, "port", p.wg.Port, "address", p.wg.Address.String(), "peers", len(p.wg.Peers),
+			"publicKey", a.pub.String())
+	case prev.role != p.role:
+		a.log.Info("role changed", "cid", p.cid, "service", p.serviceID, "from", prev.role, "to", p.role, "move", p.moveID)
+	}
+	if prev == nil || prev.role != p.role || !samePeers(prev, p) {
+		a.watch = newWatch(time.Now())
+	}
+	a.refresh()
+}
+
+// refresh reads the server and returns the peers with a new handshake,
+// logging each one.
+func (a *agent) refresh() []wgtypes.Key {
+	if a.srv == nil {
+		a.state, a.stateErr = nil, nil
+		return nil
+	}
+	prev := a.handshakes()
+	st, err := a.srv.State()
+	if err != nil {
+		a.stateErr = err
+		a.state = nil
+		return nil
+	}
+	a.stateErr = nil
+	a.state = &st
+	fresh := newHandshakes(prev, st.Handshakes)
+	for _, k := range fresh {
+		dev := ""
+		if a.applied != nil {
+			dev = a.applied.peerIDs[k]
+		}
+		a.log.Info("handshake", "device", dev, "key", k.String(), "at", st.Handshakes[k].UTC().Format(time.RFC3339Nano))
+	}
+	return fresh
+}
+
+func (a *agent) handshakes() map[wgtypes.Key]time.Time {
+	if a.state == nil {
+		return nil
+	}
+	return a.state.Handshakes
+}
+
+func (a *agent) watching(now time.Time) bool {
+	if a.srv == nil || a.applied == nil {
+		return false
+	}
+	return a.watch.pending(now, a.applied.wg.Peers, a.handshakes())
+}
+
+func (a *agent) stopServing(why string) {
+	if a.srv == nil {
+		return
+	}
+	_ = a.cfg.DNS.Close()
+	a.closeServer()
+	if a.applied != nil {
+		a.log.Info("stopped serving", "cid", a.applied.cid, "service", a.applied.serviceID, "why", why)
+	}
+	a.applied = nil
+	a.watch = watch{}
+}
+
+func (a *agent) closeServer() {
+	if err := a.srv.Close(); err != nil {
+		a.log.Warn("closing the interface", "interface", a.cfg.Interface, "err", err)
+	}
+	a.srv, a.state, a.stateErr = nil, nil, nil
+}
+
+func (a *agent) report() api.GatewayReport {
+	in := reportInputs{
+		publicKey: a.pub,
+		version:   a.cfg.Version,
+		state:     a.state,
+		errs:      []error{a.applyErr, a.stateErr},
+	}
+	if ip := a.publicIP.Load(); ip != nil {
+		in.publicIP = *ip
+	}
+	if a.want != nil {
+		in.mapVersion = a.want.Version
+		in.serve = a.want.Serve
+	}
+	return buildReport(in)
+}
+
+// finalReport tells control, best effort and briefly, that this gateway no
+// longer listens, so a move or the node status need not wait for a timeout.
+func (a *agent) finalReport() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := a.cfg.Control.GatewayReport(ctx, a.report()); err != nil {
+		a.log.Debug("final report not sent", "err", err)
+	}
+}
+
+// detectPublicIP refreshes the detected public address now and then; it
+// runs apart from the loop because detection may wait on the network.
+func (a *agent) detectPublicIP(ctx context.Context) {
+	for {
+		ip := a.cfg.PublicIP()
+		a.publicIP.Store(&ip)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Minute):
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/gateway/clusterdns"
+	"github.com/runos/vpn/gateway/wgserver"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// plan is what one GatewayMap asks of this node, checked and parsed. A nil
+// plan means serve nothing.
+type plan struct {
+	serviceID string
+	cid       string
+	role      string
+	moveID    string
+	wg        wgserver.Spec
+	zone      *clusterdns.Zone       // the cluster DNS: Domains answered with the server address
+	peerIDs   map[wgtypes.Key]string // device ids, for log lines
+}
+
+// planFor checks what the map asks for. Anything malformed is an error
+// naming the field, and the caller then changes nothing.
+func planFor(m *api.GatewayMap) (*plan, error) {
+	s := m.Serve
+	if s == nil {
+		return nil, nil
+	}
+	fail := func(format string, args ...any) (*plan, error) {
+		return nil, fmt.Errorf("map version %d: serve %s (service %s): %s", m.Version, s.CID, s.ServiceID, fmt.Sprintf(format, args...))
+	}
+	switch s.Role {
+	case api.GatewayActive, api.GatewayStandby, api.GatewayDraining:
+	default:
+		return fail("unknown role %q (want active, standby or draining)", s.Role)
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		return fail("port %d is not a UDP port", s.Port)
+	}
+	subnet, err := netip.ParsePrefix(s.Subnet)
+	if err != nil {
+		return fail("subnet %q: %v", s.Subnet, err)
+	}
+	subnet = subnet.Masked()
+	addr, err := netip.ParseAddr(s.Address)
+	if err != nil {
+		return fail("server address %q: %v", s.Address, err)
+	}
+	if addr = addr.Unmap(); !subnet.Contains(addr) {
+		return fail("server address %s is outside the subnet %s", addr, subnet)
+	}
+	pool, err := netip.ParsePrefix(s.DevicePool)
+	if err != nil {
+		return fail("device pool %q: %v", s.DevicePool, err)
+	}
+	pool = pool.Masked()
+	if pool.Overlaps(subnet) {
+		return fail("device pool %s overlaps the subnet %s", pool, subnet)
+	}
+	p := &plan{
+		serviceID: s.ServiceID,
+		cid:       s.CID,
+		role:      s.Role,
+		moveID:    s.MoveID,
+		peerIDs:   make(map[wgtypes.Key]string, len(s.Peers)),
+		wg: wgserver.Spec{
+			Port:       s.Port,
+			Address:    netip.PrefixFrom(addr, subnet.Bits()),
+			DevicePool: pool,
+			Peers:      make([]wgserver.Peer, 0, len(s.Peers)),
+		},
+	}
+	if p.zone, err = clusterdns.NewZone(addr, s.Domains); err != nil {
+		return fail("%v", err)
+	}
+	addrs := map[netip.Addr]string{}
+	for _, gp := range s.Peers {
+		k, err := wgtypes.ParseKey(gp.PublicKey)
+		if err != nil {
+			return fail("peer %s: public key %q is not a WireGuard key", gp.DeviceID, gp.PublicKey)
+		}
+		if _, dup := p.peerIDs[k]; dup {
+			return fail("peer %s: public key %s listed twice", gp.DeviceID, k)
+		}
+		a, err := netip.ParseAddr(gp.Address)
+		if err != nil {
+			return fail("peer %s: address %q: %v", gp.DeviceID, gp.Address, err)
+		}
+		if a = a.Unmap(); !pool.Contains(a) {
+			return fail("peer %s: address %s is outside the device pool %s", gp.DeviceID, a, pool)
+		}
+		if other, dup := addrs[a]; dup {
+			return fail("peers %s and %s share the address %s", other, gp.DeviceID, a)
+		}
+		addrs[a] = gp.DeviceID
+		p.peerIDs[k] = gp.DeviceID
+		p.wg.Peers = append(p.wg.Peers, wgserver.Peer{DeviceID: gp.DeviceID, PublicKey: k, Address: a})
+	}
+	return p, nil
+}
+
+// samePeers reports whether two plans serve the same peers with the same
+// addresses (order does not matter).
+func samePeers(a, b *plan) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if len(a.wg.Peers) != len(b.wg.Peers) {
+		return false
+	}
+	addr := make(map[wgtypes.Key]netip.Addr, len(a.wg.Peers))
+	for _, p := range a.wg.Peers {
+		addr[p.PublicKey] = p.Address
+	}
+	for _, p := range b.wg.Peers {
+		if got, ok := addr[p.PublicKey]; !ok || got != p.Address {
+			return false
+		}
+	}
+	return true
+}

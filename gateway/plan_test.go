@@ -1,0 +1,212 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/gateway/wgserver"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+func TestPlanFor(t *testing.T) {
+	p1, k1 := peer(t, "dev1", "100.96.0.2")
+	p, err := planFor(&api.GatewayMap{Version: 3, Serve: service(api.GatewayStandby, p1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.wg.Address.String() != "100.100.1.1/24" || p.wg.DevicePool.String() != "100.96.0.0/16" || p.wg.Port != 32768 {
+		t.Fatalf("spec: %+v", p.wg)
+	}
+	if len(p.wg.Peers) != 1 || p.wg.Peers[0].PublicKey != k1 || p.wg.Peers[0].Address.String() != "100.96.0.2" || p.peerIDs[k1] != "dev1" {
+		t.Fatalf("peers: %+v", p.wg.Peers)
+	}
+	if p.zone.Address().String() != "100.100.1.1" || p.zone.Domains()[0] != "ky3.rjwrn.example.com." {
+		t.Fatalf("zone: %v %v", p.zone.Address(), p.zone.Domains())
+	}
+	if p, err := planFor(&api.GatewayMap{Version: 4}); p != nil || err != nil {
+		t.Fatalf("serve nil: %v %v", p, err)
+	}
+}
+
+func TestPlanForRefusals(t *testing.T) {
+	p1, _ := peer(t, "dev1", "100.96.0.2")
+	for _, tc := range []struct {
+		mutate func(*api.GatewayService)
+		want   string
+	}{
+		{func(s *api.GatewayService) { s.Role = "leader" }, `unknown role "leader"`},
+		{func(s *api.GatewayService) { s.Port = 0 }, "port 0 is not a UDP port"},
+		{func(s *api.GatewayService) { s.Port = 70000 }, "port 70000"},
+		{func(s *api.GatewayService) { s.Subnet = "100.100.1.0" }, `subnet "100.100.1.0"`},
+		{func(s *api.GatewayService) { s.Address = "100.100.2.1" }, "outside the subnet"},
+		{func(s *api.GatewayService) { s.Address = "" }, "server address"},
+		{func(s *api.GatewayService) { s.DevicePool = "x" }, "device pool"},
+		{func(s *api.GatewayService) { s.DevicePool = "100.100.0.0/16" }, "overlaps the subnet"},
+		{func(s *api.GatewayService) { s.Domains = []string{"bad name"} }, "not a valid DNS name"},
+		{func(s *api.GatewayService) { s.Peers[0].PublicKey = "AAAA" }, "peer dev1: public key"},
+		{func(s *api.GatewayService) { s.Peers[0].Address = "10.0.0.1" }, "outside the device pool"},
+		{func(s *api.GatewayService) { s.Peers[0].Address = "nope" }, `peer dev1: address "nope"`},
+		{func(s *api.GatewayService) { s.Peers = append(s.Peers, s.Peers[0]) }, "listed twice"},
+		{func(s *api.GatewayService) {
+			q, _ := peer(t, "dev2", s.Peers[0].Address)
+			s.Peers = append(s.Peers, q)
+		}, "share the address"},
+	} {
+		s := service(api.GatewayActive, p1)
+		tc.mutate(s)
+		_, err := planFor(&api.GatewayMap{Version: 9, Serve: s})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "map version 9: serve ky3 (service svc1)") {
+			t.Errorf("want an error with %q, got %v", tc.want, err)
+		}
+	}
+}
+
+func TestSamePeers(t *testing.T) {
+	p1, _ := peer(t, "dev1", "100.96.0.2")
+	p2, _ := peer(t, "dev2", "100.96.0.3")
+	a, _ := planFor(&api.GatewayMap{Serve: service(api.GatewayActive, p1, p2)})
+	b, _ := planFor(&api.GatewayMap{Serve: service(api.GatewayDraining, p2, p1)})
+	c, _ := planFor(&api.GatewayMap{Serve: service(api.GatewayActive, p1)})
+	p2.Address = "100.96.0.9"
+	d, _ := planFor(&api.GatewayMap{Serve: service(api.GatewayActive, p1, p2)})
+	if !samePeers(a, b) || samePeers(a, c) || samePeers(a, d) || samePeers(a, nil) {
+		t.Fatal("samePeers")
+	}
+}
+
+// FuzzPlanFor decodes control's answer as the client does and plans it:
+// never a panic, and whatever is accepted is self-consistent.
+func FuzzPlanFor(f *testing.F) {
+	k, _ := wgtypes.GeneratePrivateKey()
+	good, _ := json.Marshal(api.GatewayMap{Version: 2, NodeID: "n1", CID: "ky3", Serve: service(api.GatewayActive,
+		api.GatewayPeer{DeviceID: "d", PublicKey: k.PublicKey().String(), Address: "100.96.0.2"})})
+	f.Add(good)
+	f.Add([]byte(`{"version":1,"serve":null}`))
+	f.Add([]byte(`{"serve":{"role":"standby","port":1,"subnet":"::/0","address":"::1","devicePool":"10.0.0.0/8","peers":[{}]}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var m api.GatewayMap
+		if json.Unmarshal(body, &m) != nil {
+			return
+		}
+		p, err := planFor(&m)
+		if err != nil || p == nil {
+			return
+		}
+		if !p.wg.Address.Masked().Contains(p.wg.Address.Addr()) || p.wg.Port < 1 || p.wg.Port > 65535 {
+			t.Fatalf("accepted a bad spec: %+v", p.wg)
+		}
+		for _, pr := range p.wg.Peers {
+			if !p.wg.DevicePool.Contains(pr.Address) {
+				t.Fatalf("accepted a peer outside the pool: %+v", pr)
+			}
+		}
+	})
+}
+
+func TestBuildReport(t *testing.T) {
+	key, _ := wgtypes.GeneratePrivateKey()
+	k1, _ := wgtypes.GeneratePrivateKey()
+	k2, _ := wgtypes.GeneratePrivateKey()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
+	st := &wgserver.State{Listening: true, ListenPort: 32768, Handshakes: map[wgtypes.Key]time.Time{
+		k1.PublicKey(): at, k2.PublicKey(): {},
+	}}
+	r := buildReport(reportInputs{publicKey: key.PublicKey(), version: "v1", mapVersion: 5, serve: service(api.GatewayActive), state: st,
+		errs: []error{nil, errors.New("cluster dns: busy")}})
+	if r.PublicKey != key.PublicKey().String() || r.MapVersion != 5 || !r.Listening || r.ListenPort != 32768 || r.ServiceID != "svc1" {
+		t.Fatalf("report: %+v", r)
+	}
+	if len(r.Handshakes) != 1 || r.Handshakes[0].PublicKey != k1.PublicKey().String() || !r.Handshakes[0].At.Equal(at) || r.Handshakes[0].At.Location() != time.UTC {
+		t.Fatalf("handshakes (zero ones left out, UTC): %+v", r.Handshakes)
+	}
+	if r.Error != "cluster dns: busy" {
+		t.Fatalf("error: %q", r.Error)
+	}
+	// Listening on another port than the map asks is not listening.
+	s := service(api.GatewayActive)
+	s.Port = 40000
+	if r := buildReport(reportInputs{serve: s, state: st}); r.Listening {
+		t.Fatal("listening on the wrong port reported as listening")
+	}
+	if r := buildReport(reportInputs{mapVersion: 1}); r.Listening || r.ListenPort != 0 || r.Handshakes != nil || r.Error != "" {
+		t.Fatalf("not serving: %+v", r)
+	}
+}
+
+func TestWatchPending(t *testing.T) {
+	k1, _ := wgtypes.GeneratePrivateKey()
+	k2, _ := wgtypes.GeneratePrivateKey()
+	peers := []wgserver.Peer{{PublicKey: k1.PublicKey()}, {PublicKey: k2.PublicKey()}}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := newWatch(t0)
+	hs := map[wgtypes.Key]time.Time{k1.PublicKey(): t0.Add(-time.Second)}
+	if !w.pending(t0.Add(time.Millisecond), peers, hs) {
+		t.Fatal("no handshake since the change, yet not pending")
+	}
+	hs[k1.PublicKey()] = t0.Add(time.Second)
+	if !w.pending(t0.Add(time.Second), peers, hs) {
+		t.Fatal("one peer still missing, yet not pending")
+	}
+	hs[k2.PublicKey()] = t0.Add(2 * time.Second)
+	if w.pending(t0.Add(2*time.Second), peers, hs) {
+		t.Fatal("every peer handshook, yet pending")
+	}
+	delete(hs, k2.PublicKey())
+	if w.pending(t0.Add(watchFor+time.Millisecond), peers, hs) {
+		t.Fatal("pending past the deadline")
+	}
+	if (watch{}).pending(t0, peers, nil) {
+		t.Fatal("the zero watch is pending")
+	}
+}
+
+func TestNewHandshakes(t *testing.T) {
+	k1, _ := wgtypes.GeneratePrivateKey()
+	k2, _ := wgtypes.GeneratePrivateKey()
+	t0 := time.Now()
+	prev := map[wgtypes.Key]time.Time{k1.PublicKey(): t0}
+	cur := map[wgtypes.Key]time.Time{k1.PublicKey(): t0, k2.PublicKey(): t0.Add(time.Second)}
+	if got := newHandshakes(prev, cur); len(got) != 1 || got[0] != k2.PublicKey() {
+		t.Fatalf("got %v", got)
+	}
+	cur[k2.PublicKey()] = time.Time{}
+	if got := newHandshakes(nil, cur); len(got) != 1 || got[0] != k1.PublicKey() {
+		t.Fatalf("zero times are not handshakes: %v", got)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := newBackoff()
+	b.rand = func(n int64) int64 { return n - 1 } // the top of each range
+	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000}
+	for i, w := range want {
+		w *= time.Millisecond
+		if d := b.delay(); d != w {
+			t.Fatalf("delay %d = %v, want %v", i, d, w)
+		}
+	}
+	b.reset()
+	b.rand = func(int64) int64 { return 0 } // the bottom: half
+	if d := b.delay(); d != 50*time.Millisecond {
+		t.Fatalf("after reset, lowest delay %v", d)
+	}
+}
+
+func TestMailboxKeepsLatest(t *testing.T) {
+	m := newMailbox[int]()
+	for i := range 5 {
+		m.put(i)
+	}
+	if v := <-m.ch; v != 4 {
+		t.Fatalf("got %d, want the latest", v)
+	}
+	select {
+	case v := <-m.ch:
+		t.Fatalf("a stale value %d was kept", v)
+	default:
+	}
+}
