@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+func TestChooseCluster(t *testing.T) {
+	cases := []struct {
+		name                string
+		flag, config        string
+		restored, available []string
+		want, err           string
+	}{
+		{"flag wins", "xym", "ky3", []string{"ky3"}, []string{"ky3", "xym"}, "xym", ""},
+		{"config next", "", "ky3", nil, []string{"ky3", "xym"}, "ky3", ""},
+		{"restored needs no default", "", "", []string{"xym"}, []string{"ky3", "xym"}, "", ""},
+		{"only cluster", "", "", nil, []string{"ky3"}, "ky3", ""},
+		{"none", "", "", nil, nil, "", "your account has no cluster with a VPN"},
+		{"several", "", "", nil, []string{"xym", "ky3"}, "", "your account has 2 clusters (ky3, xym); pass --cid <cid> or set a default with `runos config set cid <cid>`"},
+	}
+	for _, c := range cases {
+		got, err := chooseCluster(c.flag, c.config, c.restored, c.available)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, errChooseCluster) {
+				t.Errorf("%s: err %v, want %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+}
+
+func TestSignInReason(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	in := localapi.Session{State: localapi.SessionSignedIn, APIURL: "https://c", ExpiresAt: now.Add(time.Hour)}
+	cases := []struct {
+		s      localapi.Session
+		apiURL string
+		want   string
+	}{
+		{in, "https://c", ""},
+		{in, "", ""},
+		{localapi.Session{State: localapi.SessionSignedOut}, "", "not signed in"},
+		{localapi.Session{State: localapi.SessionExpired}, "", "expired"},
+		{localapi.Session{State: localapi.SessionSignedIn, ExpiresAt: now}, "", "expired"}, // the clock says so before the daemon does
+		{in, "https://other", "signed in to https://c, not https://other"},
+	}
+	for _, c := range cases {
+		got := signInReason(c.s, c.apiURL, now)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("signInReason(%+v, %q) = %q, want %q", c.s, c.apiURL, got, c.want)
+		}
+	}
+}
+
+func TestCheckConnected(t *testing.T) {
+	st := &localapi.Status{
+		Session: localapi.Session{State: localapi.SessionSignedIn},
+		Clusters: []localapi.ClusterStatus{
+			{CID: "ky3", State: localapi.ClusterConnected, PeerUp: true},
+			{CID: "xym", State: localapi.ClusterConnecting, Server: localapi.Server{NodeID: "n1", Endpoint: "198.51.100.31:32768"}},
+		},
+	}
+	if cs := checkConnected(st, []string{"ky3"}); !cs.done {
+		t.Errorf("ky3 up: %+v", cs)
+	}
+	cs := checkConnected(st, []string{"ky3", "xym"})
+	if cs.done || cs.fatal != nil || !strings.Contains(cs.waiting, "xym: connecting, waiting for the handshake with n1 (198.51.100.31:32768)") {
+		t.Errorf("xym pending: %+v", cs)
+	}
+	st.Clusters[1].Error = "join refused"
+	if cs := checkConnected(st, []string{"xym"}); cs.reason != "xym: join refused" {
+		t.Errorf("reason %+v", cs)
+	}
+	if cs := checkConnected(st, []string{"abc"}); cs.done || !strings.Contains(cs.waiting, "abc: waiting for the daemon") {
+		t.Errorf("unknown cluster: %+v", cs)
+	}
+	st.Session.State = localapi.SessionExpired
+	if cs := checkConnected(st, []string{"ky3"}); cs.fatal == nil {
+		t.Error("expired session is not fatal")
+	}
+}
+
+func TestSessionLinesExpiryWarning(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	s := localapi.Session{State: localapi.SessionSignedIn, User: "alice@example.com"}
+	for _, c := range []struct {
+		left time.Duration
+		warn string
+	}{
+		{23*time.Hour + 59*time.Minute, ""},
+		{61 * time.Minute, ""},
+		{time.Hour, "warning: your sign-in expires in 1h; run `runos vpn up` to renew"},
+		{42*time.Minute + 59*time.Second, "warning: your sign-in expires in 42m; run `runos vpn up` to renew"},
+		{30 * time.Second, "warning: your sign-in expires in 30s; run `runos vpn up` to renew"},
+	} {
+		s.ExpiresAt = now.Add(c.left)
+		lines := sessionLines(s, now)
+		got := ""
+		if len(lines) > 1 {
+			got = lines[1]
+		}
+		if got != c.warn {
+			t.Errorf("%s left: lines %q, want warning %q", c.left, lines, c.warn)
+		}
+	}
+	s.ExpiresAt = now.Add(-time.Second)
+	if l := sessionLines(s, now); !strings.HasPrefix(l[0], "expired at 11:59 UTC; run `runos vpn up` to sign in again") {
+		t.Errorf("lapsed by the clock: %q", l)
+	}
+	if l := sessionLines(localapi.Session{State: localapi.SessionSignedOut}, now); l[0] != "signed out; run `runos vpn up` to sign in" {
+		t.Errorf("signed out: %q", l)
+	}
+	s.ExpiresAt = now.Add(30 * time.Hour)
+	if l := sessionLines(s, now); !strings.Contains(l[0], "until 2026-12-03 18:00 UTC (30h left)") {
+		t.Errorf("tomorrow: %q", l)
+	}
+}
+
+func TestFmtDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second: "0s", 0: "0s", 59 * time.Second: "59s", 90 * time.Second: "1m",
+		time.Hour: "1h", 23*time.Hour + 59*time.Minute: "23h59m", 50 * time.Hour: "2d2h",
+	} {
+		if got := fmtDuration(d); got != want {
+			t.Errorf("fmtDuration(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestIngressRequest(t *testing.T) {
+	r, err := ingressRequest(ingressFlags{ip: "10.77.0.21", notPublished: true})
+	if err != nil || r.IngressIP != "10.77.0.21" || r.Published == nil || *r.Published {
+		t.Errorf("private, withheld: %+v %v", r, err)
+	}
+	r, err = ingressRequest(ingressFlags{ip: "2001:db8::0001", published: true})
+	if err != nil || r.IngressIP != "2001:db8::1" || !*r.Published {
+		t.Errorf("v6, published: %+v %v", r, err)
+	}
+	if r, err := ingressRequest(ingressFlags{published: true}); err != nil || r.IngressIP != "" {
+		t.Errorf("publish only: %+v %v", r, err)
+	}
+	for _, bad := range []string{"10.0.0", "host.example", "10.0.0.1/24", "fe80::1%eth0", " 10.0.0.1"} {
+		if _, err := ingressRequest(ingressFlags{ip: bad}); err == nil || !strings.Contains(err.Error(), "not an IP address") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestServiceSteps(t *testing.T) {
+	s := &api.VPNService{NodeID: "n1", Port: 32768, State: api.ServiceInstalling}
+	if got := serviceSteps(s); len(got) != 1 {
+		t.Errorf("installing: %q", got)
+	}
+	s.PublicKey = "k="
+	s.State, s.Endpoint, s.AddressKind = api.ServiceServing, "10.77.0.21:32768", api.AddressPrivate
+	got := serviceSteps(s)
+	if len(got) != 3 || got[2] != "listening on UDP 32768: devices dial 10.77.0.21:32768 (private)" {
+		t.Errorf("serving: %q", got)
+	}
+}
+
+func TestMergeWarnings(t *testing.T) {
+	got := mergeWarnings([]string{"a", "b"}, nil, []string{"b", "c"})
+	if !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("%q", got)
+	}
+	if got := mergeWarnings(nil); got == nil || len(got) != 0 {
+		t.Errorf("empty must be [] for JSON: %#v", got)
+	}
+}

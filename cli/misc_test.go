@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+func TestConfigCommands(t *testing.T) {
+	h := newHarness(t)
+	path := h.env["RUNOS_CONFIG"]
+	h.run("config", "set", "cid", "ky3").want(t, 0, nil, nil)
+	h.run("config", "set", "api-url", "https://198.51.100.10").want(t, 0, nil, []string{"note: $RUNOS_API_URL is set and overrides api-url"})
+	h.run("config", "get", "cid").want(t, 0, []string{"ky3\n"}, nil)
+	before, _ := os.ReadFile(path)
+
+	// Refusals change nothing.
+	h.run("config", "set", "cid", "Bad_CID").want(t, 2, nil, []string{"a cid is 3 to 16 lowercase letters and digits"})
+	h.run("config", "set", "api-url", "ftp://x").want(t, 2, nil, []string{"the scheme must be https"})
+	h.run("config", "set", "colour", "blue").want(t, 2, nil, []string{`unknown config key "colour" (known keys: cid, api-url, ca-file)`})
+	h.run("config", "get", "colour").want(t, 2, nil, []string{"unknown config key"})
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Errorf("a refused set changed the file:\n%s\nwas\n%s", after, before)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("config file mode: %v %v", fi.Mode(), err)
+	}
+
+	// The environment overrides the file, and list says so.
+	r := h.run("config", "list", "--json")
+	var ss []setting
+	if err := json.Unmarshal([]byte(r.stdout), &ss); err != nil || len(ss) != 3 {
+		t.Fatalf("config list --json: %v %s", err, r.stdout)
+	}
+	if ss[0] != (setting{"cid", "ky3", "config"}) || ss[1].Value != h.control.URL() || ss[1].Source != "env RUNOS_API_URL" {
+		t.Errorf("settings %+v", ss)
+	}
+	delete(h.env, "RUNOS_API_URL")
+	delete(h.env, "RUNOS_CA_FILE")
+	h.run("config", "get", "api-url").want(t, 0, []string{"https://198.51.100.10\n"}, nil)
+	h.run("config", "list").want(t, 0, []string{"KEY      VALUE                  SOURCE", "api-url  https://198.51.100.10  config", "ca-file  -                      -"}, nil)
+	h.run("config", "unset", "cid").want(t, 0, nil, nil)
+	h.run("config", "get", "cid").want(t, 0, nil, nil)
+
+	// A broken file is reported with its path and changes nothing.
+	if err := os.WriteFile(path, []byte(`{"cid": 42}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.run("config", "set", "cid", "ky3").want(t, 1, nil, []string{"config file " + path, `key "cid": want a string`, "fix or remove it"})
+	if b, _ := os.ReadFile(path); string(b) != `{"cid": 42}` {
+		t.Errorf("broken file rewritten: %s", b)
+	}
+}
+
+func TestVPNDFlags(t *testing.T) {
+	h := newHarness(t)
+	h.run("vpnd", "--state-dir", "/tmp/sd", "--socket", "/tmp/s.sock", "--ca-file", "/tmp/ca.pem", "--interface", "wg7", "--log-level", "debug").want(t, 0, nil, nil)
+	h.run("vpnd", "--cleanup", "--state-dir", "/tmp/sd").want(t, 0, nil, nil)
+	h.run("vpnd").want(t, 0, nil, nil)
+	if len(h.vpnd.runs) != 2 || len(h.vpnd.cleanups) != 1 {
+		t.Fatalf("runs %d cleanups %d", len(h.vpnd.runs), len(h.vpnd.cleanups))
+	}
+	c := h.vpnd.runs[0]
+	if c.StateDir != "/tmp/sd" || c.Socket != "/tmp/s.sock" || c.CAFile != "/tmp/ca.pem" || c.Interface != "wg7" || c.Logger == nil || c.DNS != nil {
+		t.Errorf("config %+v", c)
+	}
+	if c := h.vpnd.runs[1]; c.StateDir != "/var/lib/runos" || c.Socket != h.daemon.socket || c.CAFile != h.control.caFile || c.Interface != "wg1" {
+		t.Errorf("defaults %+v (socket from RUNOS_VPND_SOCKET, CA from RUNOS_CA_FILE)", c)
+	}
+	if h.vpnd.cleanups[0].StateDir != "/tmp/sd" {
+		t.Errorf("cleanup %+v", h.vpnd.cleanups[0])
+	}
+}
+
+func TestVersion(t *testing.T) {
+	h := newHarness(t)
+	h.run("version").want(t, 0, []string{"runos  dev (commit unknown, built unknown)", "daemon dev (commit unknown, built unknown)"}, nil)
+	h.daemon.version = localapi.Version{Version: "v0.1.0", Commit: "abc", Date: "2026-12-01"}
+	r := h.run("version", "--json")
+	r.want(t, 0, []string{`"mismatch": true`, `"version": "v0.1.0"`}, []string{"warning: the daemon runs v0.1.0 but this command is dev: run `sudo runos vpn install`"})
+	h.env["RUNOS_VPND_SOCKET"] = filepath.Join(h.dir, "nope.sock")
+	h.run("version").want(t, 0, []string{"daemon not reachable: the RunOS VPN daemon is not running"}, nil)
+}
+
+func TestLoginNeedsAPIURL(t *testing.T) {
+	h := newHarness(t)
+	delete(h.env, "RUNOS_API_URL")
+	h.run("login").want(t, 1, nil, []string{"login: no control URL configured"})
+	h.env["RUNOS_API_URL"] = "nope"
+	h.run("login").want(t, 1, nil, []string{"RUNOS_API_URL: invalid api-url"})
+}
+
+func TestProgressOnATerminal(t *testing.T) {
+	var b strings.Builder
+	a := newApp(Env{Stderr: &b, IsTerminal: func(io.Writer) bool { return true }})
+	p := a.startProgress("waiting")
+	p.Write([]byte("open https://x\n"))
+	p.Set("still waiting")
+	p.Stop("done")
+	out := b.String()
+	for _, want := range []string{"⠋ waiting", "\r\033[Kopen https://x\n", "still waiting", "\r\033[Kdone\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terminal progress lacks %q: %q", want, out)
+		}
+	}
+}
+
+func TestProgressPlainLines(t *testing.T) {
+	var b strings.Builder
+	a := newApp(Env{Stderr: &b, IsTerminal: func(io.Writer) bool { return false }})
+	p := a.startProgress("waiting")
+	p.Set("waiting")
+	p.Set("ky3: connecting")
+	p.Write([]byte("open https://x\n"))
+	p.Stop("")
+	if got, want := b.String(), "waiting\nky3: connecting\nopen https://x\n"; got != want {
+		t.Errorf("plain progress %q, want %q", got, want)
+	}
+}
