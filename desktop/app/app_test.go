@@ -198,7 +198,7 @@ func TestFollowsTheDaemon(t *testing.T) {
 func TestRowAndToggleClicks(t *testing.T) {
 	st := signedIn(cl("ky3", false, localapi.ClusterDisconnected), cl("xym", false, localapi.ClusterDisconnected))
 	f := start(t, &st, nil)
-	m := f.r.until(t, "rows", func(m menu.Menu) bool { return len(m.Clusters) == 2 })
+	m := f.r.until(t, "rows", func(m menu.Menu) bool { return len(m.Clusters) == 2 && m.Clusters[0].Checkable })
 	f.app.Click(row(m, "xym").Click)
 	f.r.until(t, "xym connected", func(m menu.Menu) bool { return row(m, "xym").Checked && row(m, "xym").Title == "xym" })
 	f.d.SetHandshake(10*time.Millisecond, false)
@@ -247,7 +247,7 @@ func TestRowWhileSignedOutSignsInThenConnectsThatCluster(t *testing.T) {
 	st := localapi.Status{Session: localapi.Session{State: localapi.SessionSignedOut, APIURL: "https://control.example"},
 		Clusters: clusters(cl("ky3", false, localapi.ClusterDisconnected), cl("xym", false, localapi.ClusterDisconnected))}
 	f := start(t, &st, nil)
-	m := f.r.until(t, "rows", func(m menu.Menu) bool { return len(m.Clusters) == 2 })
+	m := f.r.until(t, "rows", func(m menu.Menu) bool { return len(m.Clusters) == 2 && m.Clusters[0].Checkable })
 	f.app.Click(row(m, "ky3").Click)
 	f.r.until(t, "ky3 connected", func(m menu.Menu) bool { return row(m, "ky3").Checked })
 	if got := f.calls(); !slices.Equal(got, []string{"POST /v1/session", "POST /v1/connect ky3"}) {
@@ -331,7 +331,7 @@ func TestReadOnlyUser(t *testing.T) {
 	st := signedIn(cl("ky3", false, localapi.ClusterDisconnected))
 	f := start(t, &st, nil)
 	f.d.SetReadOnly(true)
-	m := f.r.until(t, "rows", func(m menu.Menu) bool { return len(m.Clusters) == 1 })
+	m := f.r.until(t, "rows", func(m menu.Menu) bool { return row(m, "ky3").Checkable })
 	f.app.Click(row(m, "ky3").Click)
 	m = f.r.until(t, "read-only", func(m menu.Menu) bool { return notice(m, "You may only view the VPN status") })
 	if !notice(m, "To change it, ask an admin to run: sudo runos vpn install --operator") || m.Toggle.Enabled || row(m, "ky3").Enabled {

@@ -41,8 +41,23 @@ func Build(s State, now time.Time) Menu {
 			m.Clusters = append(m.Clusters, clusterRow(s, c))
 		}
 	}
+	if len(m.Clusters) == 0 {
+		// One quiet line keeps the cluster section (between its
+		// separators) from collapsing into an empty gap.
+		m.Clusters = []Item{{Title: noClusters(s)}}
+	}
 	m.Icon, m.Tooltip = summary(s)
 	return m
+}
+
+func noClusters(s State) string {
+	switch {
+	case s.Link != LinkUp:
+		return "Clusters show once the service answers"
+	case signedIn(s):
+		return "No cluster to connect to"
+	}
+	return "Clusters show after sign-in"
 }
 
 func signedIn(s State) bool {

@@ -60,9 +60,25 @@ func hasNotice(m Menu, sub string) bool {
 	return strings.Contains(strings.Join(strings.Fields(strings.Join(titles(m.Notices), " ")), " "), sub)
 }
 
+// placeholder reports whether the cluster section is the one quiet line.
+func placeholder(m Menu, text string) bool {
+	return len(m.Clusters) == 1 && m.Clusters[0] == Item{Title: text}
+}
+
+func TestNoClusters(t *testing.T) {
+	s, _ := run(t, State{}, StatusEvent{status(1, localapi.SessionSignedIn)})
+	if m := Build(s, now); !placeholder(m, "No cluster to connect to") {
+		t.Fatalf("clusters %+v", m.Clusters)
+	}
+	s, _ = Apply(s, StatusEvent{status(2, localapi.SessionSignedOut)})
+	if m := Build(s, now); !placeholder(m, "Clusters show after sign-in") {
+		t.Fatalf("clusters %+v", m.Clusters)
+	}
+}
+
 func TestStarting(t *testing.T) {
 	m := Build(State{}, now)
-	if m.Status.Title != "Reaching the RunOS VPN service…" || m.Toggle.Enabled || len(m.Clusters) != 0 {
+	if m.Status.Title != "Reaching the RunOS VPN service…" || m.Toggle.Enabled || !placeholder(m, "Clusters show once the service answers") {
 		t.Fatalf("starting menu: %+v", m)
 	}
 	if m.Quit.Title != TitleQuit || !m.Quit.Enabled || m.Quit.Click.Kind != OpQuit {
@@ -87,7 +103,7 @@ func TestDaemonNotRunning(t *testing.T) {
 	if retry.Click.Kind != OpRetry || !retry.Enabled {
 		t.Fatalf("no retry: %+v", retry)
 	}
-	if m.Toggle.Enabled || m.Icon != IconError || len(m.Clusters) != 0 {
+	if m.Toggle.Enabled || m.Icon != IconError || !placeholder(m, "Clusters show once the service answers") {
 		t.Fatalf("menu %+v", m)
 	}
 	// A click that raced the daemon going away does nothing.
