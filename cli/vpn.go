@@ -187,7 +187,7 @@ func (a *app) connectableClusters(ctx context.Context, e *config.Effective, toke
 // signedOutHint turns the daemon's signed_out refusal into what to run.
 func signedOutHint(err error) error {
 	if api.IsCode(err, localapi.CodeSignedOut) {
-		return fmt.Errorf("not signed in: run `runos vpn up` first (%w)", err)
+		return errors.New("not signed in: run `runos vpn up` first")
 	}
 	return err
 }

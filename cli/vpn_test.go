@@ -210,7 +210,7 @@ func TestVPNStatus(t *testing.T) {
 	})
 	r := h.run("vpn", "status")
 	r.want(t, 0, []string{
-		"Session   signed in as alice@example.com until 12:42 UTC (42m left) at https://198.51.100.10",
+		"Session   signed in to https://198.51.100.10 as alice@example.com until 12:42 UTC (42m left)",
 		"warning: your sign-in expires in 42m; run `runos vpn up` to renew",
 		"Tunnel    wg1 up, 100.96.0.2/32",
 		"DNS       resolv.conf (no systemd-resolved)",

@@ -57,6 +57,9 @@ func sessionLines(s localapi.Session, now time.Time) []string {
 		lines = append(lines, l+"; run `runos vpn up` to sign in again")
 	case s.State == localapi.SessionSignedIn:
 		l := "signed in"
+		if s.APIURL != "" {
+			l += " to " + s.APIURL
+		}
 		if s.User != "" {
 			l += " as " + s.User
 		}
@@ -72,9 +75,6 @@ func sessionLines(s localapi.Session, now time.Time) []string {
 		}
 	default:
 		lines = append(lines, "signed out; run `runos vpn up` to sign in")
-	}
-	if s.APIURL != "" && s.State != localapi.SessionSignedOut {
-		lines[0] += " at " + s.APIURL
 	}
 	if s.Error != "" {
 		lines = append(lines, "error: "+s.Error)
