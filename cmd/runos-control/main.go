@@ -1,0 +1,102 @@
+// Command runos-control is RunOS VPN's server side: accounts, clusters,
+// nodes, devices, sessions, VPN services and their moves, over HTTPS/JSON,
+// with the OAuth 2.0 sign-in. See control/README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runos/vpn/control"
+	"github.com/runos/vpn/internal/version"
+)
+
+func main() {
+	if err := command().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "runos-control:", err)
+		os.Exit(1)
+	}
+}
+
+func command() *cobra.Command {
+	var (
+		cfg         control.Config
+		devicePool  string
+		servicePool string
+		logLevel    string
+	)
+	cmd := &cobra.Command{
+		Use:   "runos-control --db PATH (--tls-cert F --tls-key F | --insecure-http) [flags]",
+		Short: "RunOS VPN's control server",
+		Long: `runos-control is the server side of RunOS VPN. It signs users in (OAuth 2.0 with
+PKCE and the device grant), registers devices by public key, hands out tunnel
+addresses, decides which node serves each cluster's WireGuard VPN, enforces the
+operator rules, and pushes every change to devices and gateways over long-polls.
+
+State lives in one SQLite file (--db). A world file (--seed, JSON: accounts,
+users, clusters, nodes, VPN services, tokens) is imported at start; importing
+it again changes nothing that already exists.
+
+It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
+--insecure-http. SIGTERM or SIGINT shut it down gracefully.`,
+		Example: `  runos-control --db /var/lib/runos-control/control.db --seed world.json \
+    --tls-cert control.crt --tls-key control.key --listen 198.51.100.10:443`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version.String(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.DevicePool, err = netip.ParsePrefix(devicePool); err != nil {
+				return fmt.Errorf("--device-pool %q: want a prefix such as 100.96.0.0/16", devicePool)
+			}
+			if cfg.ServicePool, err = netip.ParsePrefix(servicePool); err != nil {
+				return fmt.Errorf("--service-pool %q: want a prefix such as 100.100.0.0/16", servicePool)
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			for _, d := range []struct {
+				name string
+				v    time.Duration
+			}{{"--session-ttl", cfg.SessionTTL}, {"--move-ready-timeout", cfg.MoveReadyTimeout},
+				{"--move-deadline", cfg.MoveDeadline}, {"--heartbeat-timeout", cfg.HeartbeatTimeout}} {
+				if d.v <= 0 {
+					return fmt.Errorf("%s %s: want a positive duration such as 30s", d.name, d.v)
+				}
+			}
+			if err := cfg.Check(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return control.Run(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", ":443", "address to serve on (host:port)")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) for HTTPS")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.BoolVar(&cfg.InsecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS (tests and local labs only)")
+	f.StringVar(&cfg.DB, "db", "", "SQLite database file (created, and migrated, as needed)")
+	f.StringVar(&cfg.Seed, "seed", "", "world file to import at start (api.World JSON; idempotent)")
+	f.DurationVar(&cfg.SessionTTL, "session-ttl", 24*time.Hour, "how long a sign-in lasts; its devices leave every gateway the instant it lapses")
+	f.StringVar(&devicePool, "device-pool", "100.96.0.0/16", "pool of device tunnel addresses (one per device)")
+	f.StringVar(&servicePool, "service-pool", "100.100.0.0/16", "pool of cluster VPN subnets (one /24 per cluster's service)")
+	f.StringVar(&cfg.Issuer, "issuer", "", "control's public URL, used in OAuth metadata and device-code links (default: derived from --listen)")
+	f.DurationVar(&cfg.MoveReadyTimeout, "move-ready-timeout", 15*time.Second, "a move fails (changing nothing for devices) if the target gateway is not listening within this")
+	f.DurationVar(&cfg.MoveDeadline, "move-deadline", 30*time.Second, "after the switch, a move is done when every device handshaked with the new node or this passed")
+	f.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a node is no_heartbeat this long after its gateway's last report")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

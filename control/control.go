@@ -1,0 +1,244 @@
+// Package control runs runos-control: it opens the store, imports the world
+// file, builds the change hub, the /v1 API and the OAuth authorization
+// server on one mux, and serves HTTPS (or plain HTTP behind an explicit
+// --insecure-http) until its context ends, then shuts down gracefully.
+package control
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/runos/vpn/control/clock"
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/oauth"
+	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/seed"
+	"github.com/runos/vpn/control/server"
+	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/sqlitestore"
+)
+
+// Config is runos-control's configuration (its flags).
+type Config struct {
+	Listen       string // ":443"
+	TLSCert      string
+	TLSKey       string
+	InsecureHTTP bool // serve plain HTTP; only with this set
+	DB           string
+	Seed         string // world file; "" imports nothing
+	Issuer       string // public base URL; "" derives it from Listen
+
+	SessionTTL       time.Duration
+	DevicePool       netip.Prefix
+	ServicePool      netip.Prefix
+	MoveReadyTimeout time.Duration
+	MoveDeadline     time.Duration
+	HeartbeatTimeout time.Duration
+	BcryptCost       int // for plain passwords in the world file; 0 means 12
+
+	Logger *slog.Logger
+	Clock  clock.Clock // nil: the real clock
+
+	// Ready, when set, is called with the URL once control is serving.
+	Ready func(url string)
+	// Listener, when set, is served instead of listening on Listen.
+	Listener net.Listener
+}
+
+// Check reports the first thing wrong with cfg, saying what to do.
+func (cfg *Config) Check() error {
+	switch {
+	case cfg.DB == "":
+		return errors.New("--db: say where the SQLite database lives, e.g. --db /var/lib/runos-control/control.db")
+	case cfg.InsecureHTTP && (cfg.TLSCert != "" || cfg.TLSKey != ""):
+		return errors.New("--insecure-http with --tls-cert/--tls-key: choose HTTPS or plain HTTP, not both")
+	case !cfg.InsecureHTTP && (cfg.TLSCert == "" || cfg.TLSKey == ""):
+		return errors.New("--tls-cert and --tls-key are required (plain HTTP only with --insecure-http)")
+	}
+	if cfg.Issuer != "" {
+		u, err := url.Parse(cfg.Issuer)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("--issuer %q: want control's public base URL, e.g. https://198.51.100.10", cfg.Issuer)
+		}
+	}
+	return nil
+}
+
+// issuer derives control's public URL from the listen address when none is
+// given: the host (localhost for a wildcard) and the port unless default.
+func issuer(listen string, insecure bool) string {
+	scheme, def := "https", "443"
+	if insecure {
+		scheme, def = "http", "80"
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		host, port = listen, def
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	if port == def {
+		return scheme + "://" + bracket(host)
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+func bracket(host string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]"
+	}
+	return host
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = ":443"
+	}
+	if cfg.Issuer == "" {
+		cfg.Issuer = issuer(cfg.Listen, cfg.InsecureHTTP)
+	}
+	cfg.Issuer = strings.TrimRight(cfg.Issuer, "/")
+	if !cfg.ServicePool.IsValid() {
+		cfg.ServicePool = netip.MustParsePrefix("100.100.0.0/16")
+	}
+	services, err := pool.NewServices(cfg.ServicePool)
+	if err != nil {
+		return fmt.Errorf("--service-pool: %w", err)
+	}
+
+	var tlsCfg *tls.Config
+	if !cfg.InsecureHTTP {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("load --tls-cert %s / --tls-key %s: %w", cfg.TLSCert, cfg.TLSKey, err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+
+	st, err := sqlitestore.Open(ctx, cfg.DB, clk.Now)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if cfg.Seed != "" {
+		data, err := os.ReadFile(cfg.Seed)
+		if err != nil {
+			return fmt.Errorf("--seed: %w", err)
+		}
+		w, err := seed.Parse(data)
+		if err != nil {
+			return fmt.Errorf("--seed %s: %w", cfg.Seed, err)
+		}
+		sum, err := seed.Import(ctx, st, w, seed.Options{Services: services, BcryptCost: cfg.BcryptCost, Now: clk.Now()})
+		if err != nil {
+			return fmt.Errorf("--seed %s: %w", cfg.Seed, err)
+		}
+		log.Info("world file imported", "file", cfg.Seed, "created", sum.Created, "existing", sum.Existing)
+	}
+	h, err := newHub(ctx, st)
+	if err != nil {
+		return err
+	}
+	api, err := server.New(server.Config{
+		Store: st, Hub: h, Clock: clk, Logger: log,
+		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
+		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+	if err := api.Start(ctx); err != nil {
+		return err
+	}
+	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api.Handler())
+	mux.Handle("/oauth/", oa.Handler())
+	mux.Handle("/.well-known/", oa.Handler())
+
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: long-polls hold answers for up to 300 s.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if tlsCfg != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	log.Info("runos-control serving", "url", cfg.Issuer, "listen", ln.Addr().String(), "db", cfg.DB, "tls", tlsCfg != nil)
+	if cfg.Ready != nil {
+		cfg.Ready(cfg.Issuer)
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("runos-control shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	api.Close()
+	// Long-polls would hold Shutdown for minutes: close what is still open.
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+// newHub starts the hub from the versions in the store.
+func newHub(ctx context.Context, st store.Store) (*hub.Hub, error) {
+	var global uint64
+	var versions map[string]uint64
+	err := st.View(ctx, func(r store.Reader) error {
+		var err error
+		if global, err = r.GlobalVersion(); err != nil {
+			return err
+		}
+		versions, err = r.AllTopicVersions()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load versions: %w", err)
+	}
+	return hub.New(global, versions), nil
+}

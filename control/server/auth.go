@@ -1,0 +1,278 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/oauth"
+	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/token"
+)
+
+// Kinds of caller (control/api's package doc).
+const (
+	kindUser     = "user"     // the access token of a sign-in
+	kindOperator = "operator" // an account's operator API token
+	kindGateway  = "gateway"  // a node's enrollment token
+)
+
+// principal is who a request's bearer token belongs to.
+type principal struct {
+	kind    string
+	user    model.User    // kindUser
+	session model.Session // kindUser
+	sesVer  uint64        // version of session:<id> when read
+	aid     string        // kindOperator
+	node    model.Node    // kindGateway
+}
+
+// canSee reports whether the caller may see the account's clusters.
+func (p *principal) canSee(aid string) bool {
+	switch p.kind {
+	case kindUser:
+		return p.user.InAccount(aid)
+	case kindOperator:
+		return p.aid == aid
+	}
+	return false
+}
+
+// canOperate reports whether the caller may use the operator verbs there.
+func (p *principal) canOperate(aid string) bool {
+	switch p.kind {
+	case kindUser:
+		return p.user.Operator && p.user.InAccount(aid)
+	case kindOperator:
+		return p.aid == aid
+	}
+	return false
+}
+
+func (p *principal) accounts() []string {
+	if p.kind == kindOperator {
+		return []string{p.aid}
+	}
+	return p.user.Accounts
+}
+
+var (
+	errNoToken = &api.Error{Status: 401, Code: api.CodeUnauthorized,
+		Message: "no bearer token: sign in first", Hint: "run `runos vpn up` (devices) or `runos login` (operators), or set RUNOS_TOKEN"}
+	errUnknownToken = &api.Error{Status: 401, Code: api.CodeUnauthorized,
+		Message: "unknown or revoked token", Hint: "sign in again: `runos vpn up` or `runos login`"}
+	errEnded = &api.Error{Status: 401, Code: api.CodeUnauthorized,
+		Message: "this session was ended (signed out)", Hint: "sign in again: `runos vpn up` or `runos login`"}
+)
+
+func errExpired(at time.Time) *api.Error {
+	return &api.Error{Status: 401, Code: api.CodeSessionExpired,
+		Message: fmt.Sprintf("your sign-in expired at %s", at.UTC().Format(time.RFC3339)),
+		Hint:    "sign in again: `runos vpn up` (it restores the clusters you had connected)"}
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// authCache remembers the principals of live sessions: a device's map
+// long-poll re-checks its session after every wake, and 10,000 of them
+// waking at once must not become 10,000 queries. An entry is good while
+// its session's topic has not moved and the session has not expired.
+type authCache struct {
+	mu sync.Mutex
+	m  map[string]*principal // by token hash
+}
+
+const authCacheMax = 200_000
+
+func (c *authCache) init() { c.m = map[string]*principal{} }
+
+func (c *authCache) get(hash string) *principal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[hash]
+}
+
+func (c *authCache) put(hash string, p *principal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= authCacheMax {
+		for k := range c.m { // drop an arbitrary tenth: cheap and good enough
+			delete(c.m, k)
+			if len(c.m) < authCacheMax*9/10 {
+				break
+			}
+		}
+	}
+	c.m[hash] = p
+}
+
+// authenticate resolves the request's bearer token.
+func (s *Server) authenticate(ctx context.Context, r *http.Request) (*principal, *api.Error) {
+	tok := bearer(r)
+	if tok == "" {
+		return nil, errNoToken
+	}
+	return s.principalOf(ctx, token.Hash(tok))
+}
+
+func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api.Error) {
+	now := s.now()
+	if p := s.auth.get(hash); p != nil && s.hub.Version(hub.Session(p.session.ID)) <= p.sesVer {
+		if !now.Before(p.session.ExpiresAt) {
+			return nil, errExpired(p.session.ExpiresAt)
+		}
+		return p, nil
+	}
+	var p *principal
+	var apiErr *api.Error
+	err := s.st.View(ctx, func(r store.Reader) error {
+		sess, err := r.SessionByToken(hash)
+		switch {
+		case err == nil:
+			switch {
+			case sess.State == model.SessionEnded:
+				apiErr = errEnded
+				return nil
+			case sess.State == model.SessionExpired || !now.Before(sess.ExpiresAt):
+				apiErr = errExpired(sess.ExpiresAt)
+				return nil
+			}
+			u, err := r.User(sess.User)
+			if err != nil {
+				return err
+			}
+			v, err := r.TopicVersion(hub.Session(sess.ID))
+			if err != nil {
+				return err
+			}
+			p = &principal{kind: kindUser, user: u, session: sess, sesVer: v}
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		if a, err := r.AccountByOperatorToken(hash); err == nil {
+			p = &principal{kind: kindOperator, aid: a.AID}
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if n, err := r.NodeByEnrollmentToken(hash); err == nil {
+			p = &principal{kind: kindGateway, node: n}
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		apiErr = errUnknownToken
+		return nil
+	})
+	if err != nil {
+		return nil, &api.Error{Status: 500, Code: "internal", Message: "authenticate: " + err.Error()}
+	}
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	if p.kind == kindUser {
+		s.auth.put(hash, p)
+	}
+	return p, nil
+}
+
+// withAuth wraps a handler that needs a caller of one of kinds.
+func (s *Server) withAuth(h func(http.ResponseWriter, *http.Request, *principal), kinds ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, e := s.authenticate(r.Context(), r)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		ok := false
+		for _, k := range kinds {
+			ok = ok || p.kind == k
+		}
+		if !ok {
+			writeError(w, wrongKind(p.kind))
+			return
+		}
+		h(w, r, p)
+	}
+}
+
+func wrongKind(kind string) *api.Error {
+	switch kind {
+	case kindGateway:
+		return errForbidden("a node's enrollment token may only use /v1/gateway", "")
+	case kindOperator:
+		return errForbidden("an operator token is not a sign-in: devices and sessions need a user's sign-in", "run `runos vpn up`")
+	default:
+		return errForbidden("this route is for gateways (a node's enrollment token)", "")
+	}
+}
+
+// OAuth backend: control/oauth checks passwords and creates sessions here.
+
+// CheckPassword implements oauth.Backend with bcrypt against the store. An
+// unknown user costs the same bcrypt comparison as a wrong password.
+func (s *Server) CheckPassword(ctx context.Context, email, password string) (bool, error) {
+	var hash string
+	err := s.st.View(ctx, func(r store.Reader) error {
+		u, err := r.User(email)
+		if err == nil {
+			hash = u.PasswordHash
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("check password of %s: %w", email, err)
+	}
+	if hash == "" {
+		_ = bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		return false, nil
+	}
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil, nil
+}
+
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("no such user"), 12)
+	return h
+})
+
+// CreateSession implements oauth.Backend: a session of --session-ttl whose
+// token is returned once and stored as its hash.
+func (s *Server) CreateSession(ctx context.Context, email, clientID string) (string, time.Time, error) {
+	tok := token.New()
+	now := s.now()
+	sess := model.Session{ID: token.ID("ses"), TokenHash: token.Hash(tok), User: email, ClientID: clientID,
+		State: model.SessionLive, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)}
+	err := s.update(ctx, func(w store.Writer) error {
+		if _, err := w.User(email); err != nil {
+			return err
+		}
+		return w.PutSession(sess)
+	})
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("create session for %s: %w", email, err)
+	}
+	s.log.Info("session started", "user", email, "client", clientID, "session", sess.ID, "expires", sess.ExpiresAt)
+	s.armExpiry(sess.ExpiresAt)
+	return tok, sess.ExpiresAt, nil
+}
+
+var _ oauth.Backend = (*Server)(nil)

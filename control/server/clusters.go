@@ -1,0 +1,290 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/rules"
+	"github.com/runos/vpn/control/store"
+)
+
+func (s *Server) handleMe(w http.ResponseWriter, r *http.Request, p *principal) {
+	me := api.Me{Accounts: p.accounts(), Operator: p.kind == kindOperator || p.user.Operator}
+	if p.kind == kindUser {
+		me.User, me.ExpiresAt, me.SessionID = p.user.Email, p.session.ExpiresAt, p.session.ID
+	}
+	if me.Accounts == nil {
+		me.Accounts = []string{}
+	}
+	writeJSON(w, http.StatusOK, me)
+}
+
+// cluster reads cid for the caller: 404 when it does not exist or is not
+// the caller's to see (the two are not told apart), 403 when an operator
+// verb is asked by a caller without the operator role there.
+func cluster(r store.Reader, p *principal, cid string, operator bool) (model.Cluster, error) {
+	if err := api.CheckCID(cid); err != nil {
+		return model.Cluster{}, errInvalid("%v", err)
+	}
+	c, err := r.Cluster(cid)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !p.canSee(c.AID)) {
+		return model.Cluster{}, &api.Error{Status: 404, Code: api.CodeNotFound,
+			Message: fmt.Sprintf("no cluster %s among your clusters", cid), Hint: "list them: runos clusters list"}
+	}
+	if err != nil {
+		return model.Cluster{}, err
+	}
+	if operator && !p.canOperate(c.AID) {
+		return model.Cluster{}, errForbidden(
+			fmt.Sprintf("this needs the operator role on account %s or its operator token", c.AID),
+			"sign in as an operator with `runos login`, or set RUNOS_TOKEN to the account's operator token")
+	}
+	return c, nil
+}
+
+func node(r store.Reader, cid, nid string) (model.Node, error) {
+	n, err := r.Node(cid, nid)
+	if errors.Is(err, store.ErrNotFound) {
+		return n, &api.Error{Status: 404, Code: api.CodeNotFound, Message: fmt.Sprintf("no node %s in cluster %s", nid, cid),
+			Hint: "list them: runos nodes list --cid " + cid}
+	}
+	return n, err
+}
+
+func (s *Server) handleClusters(w http.ResponseWriter, r *http.Request, p *principal) {
+	out := []api.Cluster{}
+	err := s.st.View(r.Context(), func(rd store.Reader) error {
+		cs, err := rd.Clusters(p.accounts())
+		for _, c := range cs {
+			out = append(out, clusterDoc(c))
+		}
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request, p *principal) {
+	var d api.ClusterDetail
+	now := s.now()
+	err := s.st.View(r.Context(), func(rd store.Reader) error {
+		c, err := cluster(rd, p, r.PathValue("cid"), false)
+		if err != nil {
+			return err
+		}
+		nodes, err := rd.Nodes(c.CID)
+		if err != nil {
+			return err
+		}
+		svcs, err := rd.Services(c.CID)
+		if err != nil {
+			return err
+		}
+		d = api.ClusterDetail{Cluster: clusterDoc(c), CustomDomains: c.CustomDomains,
+			DNSRecords: rules.DNSRecords(c, nodes), Nodes: []api.Node{}, VPNServices: []api.VPNService{}}
+		for _, n := range nodes {
+			d.Nodes = append(d.Nodes, s.nodeDoc(n, svcs, now))
+		}
+		for _, svc := range svcs {
+			sd, err := s.serviceDoc(rd, svc, now)
+			if err != nil {
+				return err
+			}
+			d.VPNServices = append(d.VPNServices, sd)
+		}
+		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, p *principal) {
+	out := []api.Node{}
+	now := s.now()
+	err := s.st.View(r.Context(), func(rd store.Reader) error {
+		c, err := cluster(rd, p, r.PathValue("cid"), false)
+		if err != nil {
+			return err
+		}
+		nodes, err := rd.Nodes(c.CID)
+		if err != nil {
+			return err
+		}
+		svcs, err := rd.Services(c.CID)
+		for _, n := range nodes {
+			out = append(out, s.nodeDoc(n, svcs, now))
+		}
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sortNodes(out)
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleNode(w http.ResponseWriter, r *http.Request, p *principal) {
+	var out api.Node
+	err := s.st.View(r.Context(), func(rd store.Reader) error {
+		c, err := cluster(rd, p, r.PathValue("cid"), false)
+		if err != nil {
+			return err
+		}
+		n, err := node(rd, c.CID, r.PathValue("nid"))
+		if err != nil {
+			return err
+		}
+		svcs, err := rd.Services(c.CID)
+		out = s.nodeDoc(n, svcs, s.now())
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleNodeIngress sets a node's declared ingress address and publication
+// (runos nodes ingress). Devices dialing the node are told at once.
+func (s *Server) handleNodeIngress(w http.ResponseWriter, r *http.Request, p *principal) {
+	var req api.NodeIngressRequest
+	if e := decode(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	var out api.Node
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		c, err := cluster(tx, p, r.PathValue("cid"), true)
+		if err != nil {
+			return err
+		}
+		n, err := node(tx, c.CID, r.PathValue("nid"))
+		if err != nil {
+			return err
+		}
+		nodes, err := tx.Nodes(c.CID)
+		if err != nil {
+			return err
+		}
+		changed, e := rules.ApplyNodeIngress(c, nodes, n, req)
+		if e != nil {
+			return e
+		}
+		if err := tx.UpdateNode(changed); err != nil {
+			return err
+		}
+		svcs, err := tx.Services(c.CID)
+		if err != nil {
+			return err
+		}
+		if changed.Ingress() != n.Ingress() {
+			// The endpoint of a service hosted (or about to be) here changes.
+			tx.Touch(hub.Cluster(c.CID))
+			for _, svc := range svcs {
+				tx.Touch(hub.Service(svc.ID))
+			}
+		}
+		out = s.nodeDoc(changed, svcs, s.now())
+		s.log.Info("node ingress set", "cid", c.CID, "nid", n.NID, "ingress", out.IngressIP, "published", out.Published)
+		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleDeleteNode(w http.ResponseWriter, r *http.Request, p *principal) {
+	reset := r.URL.Query().Get("resetCluster") == "true"
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		c, err := cluster(tx, p, r.PathValue("cid"), true)
+		if err != nil {
+			return err
+		}
+		n, err := node(tx, c.CID, r.PathValue("nid"))
+		if err != nil {
+			return err
+		}
+		nodes, svcs, moves, err := nodeContext(tx, c.CID)
+		if err != nil {
+			return err
+		}
+		if e := rules.CheckDeleteNode(c, nodes, svcs, moves, n, reset); e != nil {
+			return e
+		}
+		if err := tx.DeleteNode(c.CID, n.NID); err != nil {
+			return err
+		}
+		if reset && n.IsControlPlane() {
+			c.IsConfigured = false
+			if err := tx.UpdateCluster(c); err != nil {
+				return err
+			}
+		}
+		tx.Touch(hub.Gateway(c.CID, n.NID), hub.Cluster(c.CID))
+		s.log.Info("node deleted", "cid", c.CID, "nid", n.NID, "resetCluster", reset)
+		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func nodeContext(rd store.Reader, cid string) ([]model.Node, []model.Service, []model.Move, error) {
+	nodes, err := rd.Nodes(cid)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	svcs, err := rd.Services(cid)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var moves []model.Move
+	for _, svc := range svcs {
+		m, err := rd.InFlightMove(svc.ID)
+		if err == nil {
+			moves = append(moves, m)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, nil, nil, err
+		}
+	}
+	return nodes, svcs, moves, nil
+}
+
+func (s *Server) handleDeletePreflight(w http.ResponseWriter, r *http.Request, p *principal) {
+	var out api.DeletePreflight
+	reset := r.URL.Query().Get("resetCluster") == "true"
+	err := s.st.View(r.Context(), func(rd store.Reader) error {
+		c, err := cluster(rd, p, r.PathValue("cid"), true)
+		if err != nil {
+			return err
+		}
+		n, err := node(rd, c.CID, r.PathValue("nid"))
+		if err != nil {
+			return err
+		}
+		nodes, svcs, moves, err := nodeContext(rd, c.CID)
+		out = rules.DeletePreflight(c, nodes, svcs, moves, n, reset)
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,307 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/token"
+)
+
+func deviceDoc(d model.Device) api.Device {
+	return api.Device{ID: d.ID, User: d.User, Name: d.Name, OS: d.OS, PublicKey: d.PublicKey, Address: d.Address.String()}
+}
+
+// checkRegister validates a registration: a 32-byte base64 WireGuard
+// public key, a printable name and an OS word. (Nothing can tell a private
+// key from a public one, which is why the body may hold no other field.)
+func checkRegister(req *api.RegisterDeviceRequest) *api.Error {
+	k, err := wgtypes.ParseKey(req.PublicKey)
+	if err != nil {
+		return &api.Error{Status: 400, Code: api.CodeInvalid,
+			Message: "publicKey: not a WireGuard public key (32 bytes, base64)", Hint: "send the device's public key only; the private key never leaves the device"}
+	}
+	req.PublicKey = k.String()
+	req.Name = strings.TrimSpace(req.Name)
+	if req.Name == "" || len(req.Name) > 64 || strings.IndexFunc(req.Name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return errInvalid("name: want the device's hostname, 1 to 64 printable characters")
+	}
+	if req.OS == "" || len(req.OS) > 16 || strings.IndexFunc(req.OS, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') }) >= 0 {
+		return errInvalid("os: want runtime.GOOS, e.g. linux, darwin or windows")
+	}
+	return nil
+}
+
+// touchPeers records that the peers of every cluster the device joined may
+// have changed: the gateway maps of those clusters' nodes, their services'
+// device counts and the device's own map.
+func touchPeers(tx store.Writer, d model.Device) error {
+	cids, err := tx.DeviceClusters(d.ID)
+	if err != nil {
+		return err
+	}
+	tx.Touch(hub.Device(d.ID))
+	for _, cid := range cids {
+		if err := touchCluster(tx, cid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// touchCluster touches every gateway and service of cid.
+func touchCluster(tx store.Writer, cid string) error {
+	nodes, err := tx.Nodes(cid)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		tx.Touch(hub.Gateway(cid, n.NID))
+	}
+	svcs, err := tx.Services(cid)
+	for _, svc := range svcs {
+		tx.Touch(hub.Service(svc.ID))
+	}
+	return err
+}
+
+func (s *Server) handleRegisterDevice(w http.ResponseWriter, r *http.Request, p *principal) {
+	var req api.RegisterDeviceRequest
+	if e := decode(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := checkRegister(&req); e != nil {
+		writeError(w, e)
+		return
+	}
+	var d model.Device
+	created := false
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		var err error
+		d, err = tx.DeviceByKey(req.PublicKey)
+		switch {
+		case err == nil:
+			if d.User != p.user.Email {
+				return errConflict("this public key is registered to another user's device",
+					"each device has its own key; generate a new one on this device (delete the daemon's device.key)")
+			}
+			rebind := d.SessionID != p.session.ID
+			d.Name, d.OS, d.SessionID = req.Name, req.OS, p.session.ID
+			if err := tx.UpdateDevice(d); err != nil {
+				return err
+			}
+			if rebind {
+				return touchPeers(tx, d)
+			}
+			tx.Touch(hub.Device(d.ID))
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		lo, hi := s.devices.Range()
+		idx, err := tx.FreeDeviceAddrIndex(lo, hi)
+		if errors.Is(err, store.ErrPoolFull) {
+			return &api.Error{Status: 503, Code: api.CodeUnavailable,
+				Message: fmt.Sprintf("the device pool %s has no address left", s.devices.Prefix()), Hint: "start runos-control with a larger --device-pool"}
+		} else if err != nil {
+			return err
+		}
+		d = model.Device{ID: token.ID("dev"), User: p.user.Email, Name: req.Name, OS: req.OS, PublicKey: req.PublicKey,
+			AddrIndex: idx, Address: s.devices.Addr(idx), SessionID: p.session.ID, CreatedAt: s.now()}
+		created = true
+		tx.Touch(hub.Device(d.ID))
+		return tx.PutDevice(d)
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		s.log.Info("device registered", "device", d.ID, "user", d.User, "name", d.Name, "address", d.Address)
+	}
+	writeJSON(w, status, deviceDoc(d))
+}
+
+// ownDevice reads the caller's device id: 404 for another user's device.
+func ownDevice(rd store.Reader, p *principal, id string) (model.Device, error) {
+	d, err := rd.Device(id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && d.User != p.user.Email) {
+		return model.Device{}, &api.Error{Status: 404, Code: api.CodeNotFound,
+			Message: fmt.Sprintf("no device %s of yours", id), Hint: "register the device first (POST /v1/devices)"}
+	}
+	return d, err
+}
+
+func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal) {
+	id, cid := r.PathValue("id"), r.PathValue("cid")
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		d, err := ownDevice(tx, p, id)
+		if err != nil {
+			return err
+		}
+		c, err := cluster(tx, p, cid, false)
+		if err != nil {
+			return err
+		}
+		if c.UserVPN == api.UserVPNNetBird {
+			return errRefused(fmt.Sprintf("the user VPN of %s is NetBird, not WireGuard: RunOS VPN cannot connect to it", cid),
+				"connect with the NetBird client instead")
+		}
+		svcs, err := tx.Services(cid)
+		if err != nil {
+			return err
+		}
+		if len(svcs) == 0 {
+			return errRefused(fmt.Sprintf("%s has no VPN server: the user VPN is something an operator turns on", cid),
+				fmt.Sprintf("an operator installs it once: runos services wireguard add --cid %s --target-node-id <nid> --name <name> --follow", cid))
+		}
+		joined, err := tx.JoinCluster(d.ID, cid)
+		if err != nil {
+			return err
+		}
+		// The daemon joining is the device's current sign-in.
+		rebind := d.SessionID != p.session.ID
+		if rebind {
+			d.SessionID = p.session.ID
+			if err := tx.UpdateDevice(d); err != nil {
+				return err
+			}
+			return touchPeers(tx, d)
+		}
+		if joined {
+			tx.Touch(hub.Device(d.ID))
+			return touchCluster(tx, cid)
+		}
+		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	e, err := s.clusterConfig(r.Context(), cid)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("device joined", "device", id, "cid", cid)
+	writeJSON(w, http.StatusOK, e.cfg)
+}
+
+func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principal) {
+	id, cid := r.PathValue("id"), r.PathValue("cid")
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		d, err := ownDevice(tx, p, id)
+		if err != nil {
+			return err
+		}
+		if _, err := cluster(tx, p, cid, false); err != nil {
+			return err
+		}
+		left, err := tx.LeaveCluster(d.ID, cid)
+		if err != nil || !left {
+			return err
+		}
+		tx.Touch(hub.Device(d.ID))
+		return touchCluster(tx, cid)
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("device left", "device", id, "cid", cid)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleDeviceMap is the device's long-poll: its device, its session and
+// every joined cluster's VPN config. It wakes on the device's own changes,
+// its session's end or expiry, and any change of a joined cluster (a move).
+func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *principal) {
+	id := r.PathValue("id")
+	hash := p.session.TokenHash
+	s.longPoll(w, r, func(ctx context.Context) (doc, *api.Error) {
+		// Re-check the session on every wake: expiry answers 401 session_expired.
+		p, e := s.principalOf(ctx, hash)
+		if e != nil {
+			return doc{}, e
+		}
+		var m api.DeviceMap
+		var cids []string
+		var devVer uint64
+		err := s.st.View(ctx, func(rd store.Reader) error {
+			d, err := ownDevice(rd, p, id)
+			if err != nil {
+				return err
+			}
+			if devVer, err = rd.TopicVersion(hub.Device(id)); err != nil {
+				return err
+			}
+			m.Device = deviceDoc(d)
+			cids, err = rd.DeviceClusters(id)
+			return err
+		})
+		if err != nil {
+			return doc{}, s.asError(err)
+		}
+		m.Session = api.SessionInfo{ID: p.session.ID, User: p.session.User, ExpiresAt: p.session.ExpiresAt}
+		m.Clusters = []api.ClusterConfig{}
+		m.Version = max(devVer, p.sesVer)
+		topics := []string{hub.Device(id), hub.Session(p.session.ID)}
+		for _, cid := range cids {
+			e, err := s.clusterConfig(ctx, cid)
+			if err != nil {
+				return doc{}, s.asError(err)
+			}
+			if e.ok {
+				m.Clusters = append(m.Clusters, e.cfg)
+			}
+			m.Version = max(m.Version, e.version)
+			topics = append(topics, hub.Cluster(cid))
+		}
+		return doc{body: m, version: m.Version, topics: topics}, nil
+	})
+}
+
+// handleEndSession ends the caller's session and, in the same transaction,
+// takes its devices out of every gateway's peers.
+func (s *Server) handleEndSession(w http.ResponseWriter, r *http.Request, p *principal) {
+	now := s.now()
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		sess, err := tx.Session(p.session.ID)
+		if err != nil {
+			return err
+		}
+		sess.State, sess.EndedAt = model.SessionEnded, now
+		if err := tx.UpdateSession(sess); err != nil {
+			return err
+		}
+		tx.Touch(hub.Session(sess.ID))
+		devs, err := tx.DevicesOfSession(sess.ID)
+		if err != nil {
+			return err
+		}
+		for _, d := range devs {
+			if err := touchPeers(tx, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("session ended", "session", p.session.ID, "user", p.user.Email)
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/rules"
+	"github.com/runos/vpn/control/store"
+)
+
+// This file turns records into the wire documents of control/api.
+
+func clusterDoc(c model.Cluster) api.Cluster {
+	return api.Cluster{CID: c.CID, AID: c.AID, Name: c.Name, Domain: c.Domain(), IsConfigured: c.IsConfigured, UserVPN: c.UserVPN}
+}
+
+func hostsVPN(svcs []model.Service, nid string) bool {
+	for _, s := range svcs {
+		if s.NodeID == nid {
+			return true
+		}
+	}
+	return false
+}
+
+func addrString(a interface {
+	IsValid() bool
+	String() string
+}) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+func (s *Server) nodeDoc(n model.Node, svcs []model.Service, now time.Time) api.Node {
+	roles := n.Roles
+	if roles == nil {
+		roles = []string{}
+	}
+	return api.Node{
+		NID: n.NID, CID: n.CID, Name: n.Name, Roles: roles,
+		Status:            n.Status(now, s.cfg.HeartbeatTimeout),
+		IngressIP:         addrString(n.Ingress()),
+		DeclaredIngressIP: addrString(n.DeclaredIngress),
+		PublicIP:          addrString(n.Public()),
+		Published:         n.Published,
+		HostsVPN:          hostsVPN(svcs, n.NID),
+		LastHeartbeat:     n.LastHeartbeat,
+	}
+}
+
+// serviceDoc builds a VPNService inside r's snapshot.
+func (s *Server) serviceDoc(r store.Reader, svc model.Service, now time.Time) (api.VPNService, error) {
+	d := api.VPNService{ID: svc.ID, CID: svc.CID, Name: svc.Name, NodeID: svc.NodeID, Port: svc.Port,
+		State: svc.State, Error: svc.Error, PublicKey: svc.PublicKey,
+		Subnet: svc.Subnet.String(), Address: svc.Address().String()}
+	n, err := r.Node(svc.CID, svc.NodeID)
+	if err != nil {
+		return d, err
+	}
+	if ep, kind, ok := rules.Endpoint(n, svc.Port); ok {
+		d.Endpoint, d.AddressKind = ep, kind
+	}
+	peers, err := r.Peers(svc.CID, now)
+	if err != nil {
+		return d, err
+	}
+	d.Devices = len(peers)
+	d.Version, err = r.TopicVersion(hub.Service(svc.ID))
+	return d, err
+}
+
+func moveDoc(m model.Move, version uint64) api.Move {
+	d := api.Move{ID: m.ID, CID: m.CID, ServiceID: m.ServiceID, FromNodeID: m.FromNodeID, TargetNodeID: m.TargetNodeID,
+		State: m.State, Error: m.Error, Endpoint: m.Endpoint, AddressKind: m.AddressKind, Warnings: m.Warnings,
+		Devices: api.MoveDevices{Total: m.Total, Switched: min(m.Switched, m.Total)}, SwitchMs: m.SwitchMs,
+		StartedAt: m.StartedAt, FinishedAt: m.FinishedAt, Steps: m.Steps, Version: version}
+	if d.Warnings == nil {
+		d.Warnings = []string{}
+	}
+	if d.Steps == nil {
+		d.Steps = []api.MoveStep{}
+	}
+	return d
+}
+
+// vpnConfig is what a device joined to c needs; ok is false when the
+// cluster has no WireGuard service.
+func vpnConfig(c model.Cluster, svcs []model.Service, host model.Node) (api.VPNConfig, bool) {
+	if len(svcs) == 0 {
+		return api.VPNConfig{}, false
+	}
+	svc := svcs[0]
+	v := api.VPNConfig{ServiceID: svc.ID, NodeID: svc.NodeID, PublicKey: svc.PublicKey,
+		Subnet: svc.Subnet.String(), Address: svc.Address().String(), DNS: svc.Address().String(),
+		Domains: c.Domains()}
+	if ep, _, ok := rules.Endpoint(host, svc.Port); ok {
+		v.Endpoint = ep
+	}
+	v.Ready = svc.State == api.ServiceServing && v.PublicKey != "" && v.Endpoint != ""
+	return v, true
+}
+
+// clusterCache keeps each cluster's ClusterConfig as of a version of its
+// topic: a move changes one cluster and wakes every device joined to it,
+// and they all need the same document. singleflight makes the first waker
+// build it while the others wait for that one read.
+type clusterCache struct {
+	mu sync.Mutex
+	m  map[string]clusterEntry
+	sf singleflight.Group
+}
+
+type clusterEntry struct {
+	version uint64
+	cfg     api.ClusterConfig
+	ok      bool // the cluster exists and has a VPN service
+}
+
+func (c *clusterCache) init() { c.m = map[string]clusterEntry{} }
+
+// clusterConfig returns the device-facing config of cid and the version of
+// cluster:<cid> it reflects.
+func (s *Server) clusterConfig(ctx context.Context, cid string) (clusterEntry, error) {
+	want := s.hub.Version(hub.Cluster(cid))
+	s.clusters.mu.Lock()
+	e, hit := s.clusters.m[cid]
+	s.clusters.mu.Unlock()
+	if hit && e.version >= want {
+		return e, nil
+	}
+	v, err, _ := s.clusters.sf.Do(cid, func() (any, error) {
+		var e clusterEntry
+		// Not the first caller's context: the others share this read.
+		err := s.st.View(context.WithoutCancel(ctx), func(r store.Reader) error {
+			var err error
+			if e.version, err = r.TopicVersion(hub.Cluster(cid)); err != nil {
+				return err
+			}
+			c, err := r.Cluster(cid)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			svcs, err := r.Services(cid)
+			if err != nil || len(svcs) == 0 {
+				e.cfg = api.ClusterConfig{CID: c.CID, AID: c.AID, Name: c.Name, Domain: c.Domain()}
+				return err
+			}
+			host, err := r.Node(cid, svcs[0].NodeID)
+			if err != nil {
+				return err
+			}
+			vpn, ok := vpnConfig(c, svcs, host)
+			e.cfg = api.ClusterConfig{CID: c.CID, AID: c.AID, Name: c.Name, Domain: c.Domain(), VPN: vpn}
+			e.ok = ok
+			return nil
+		})
+		if err != nil {
+			return clusterEntry{}, err
+		}
+		s.clusters.mu.Lock()
+		if old, ok := s.clusters.m[cid]; !ok || old.version <= e.version {
+			s.clusters.m[cid] = e
+		}
+		s.clusters.mu.Unlock()
+		return e, nil
+	})
+	if err != nil {
+		return clusterEntry{}, err
+	}
+	return v.(clusterEntry), nil
+}
+
+func sortNodes(ns []api.Node) {
+	sort.Slice(ns, func(i, j int) bool { return ns[i].NID < ns[j].NID })
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"time"
+
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store"
+)
+
+// Session expiry is acted on at the instant it happens: one timer, armed
+// for the earliest expiry of a live session and re-armed after each firing
+// and whenever a session that expires sooner is created. When it fires, the
+// sessions due are marked expired and their devices leave every gateway's
+// peers in one transaction, which also wakes their map long-polls (to
+// answer 401 session_expired). Sessions that ended or expired more than the
+// retention period ago are forgotten then too.
+
+const expiryKey = "session-expiry"
+
+// armExpiry makes sure the expiry timer fires no later than at.
+func (s *Server) armExpiry(at time.Time) {
+	s.mu.Lock()
+	armed := s.expiry
+	if !armed.IsZero() && !at.Before(armed) {
+		s.mu.Unlock()
+		return
+	}
+	s.expiry = at
+	s.mu.Unlock()
+	s.after(expiryKey, at, s.expireSessions)
+}
+
+// expireSessions expires every live session due now, then arms the timer
+// for the next one.
+func (s *Server) expireSessions() {
+	ctx, cancel := s.bg()
+	defer cancel()
+	now := s.now()
+	var expired []model.Session
+	err := s.update(ctx, func(tx store.Writer) error {
+		var err error
+		expired, err = tx.LiveSessionsExpiringBy(now)
+		if err != nil {
+			return err
+		}
+		for _, sess := range expired {
+			sess.State, sess.EndedAt = model.SessionExpired, sess.ExpiresAt
+			if err := tx.UpdateSession(sess); err != nil {
+				return err
+			}
+			tx.Touch(hub.Session(sess.ID))
+			devs, err := tx.DevicesOfSession(sess.ID)
+			if err != nil {
+				return err
+			}
+			for _, d := range devs {
+				if err := touchPeers(tx, d); err != nil {
+					return err
+				}
+			}
+		}
+		_, err = tx.DeleteSessionsEndedBefore(now.Add(-s.cfg.SessionRetention))
+		return err
+	})
+	if err != nil {
+		s.log.Error("expire sessions", "err", err)
+	}
+	for _, sess := range expired {
+		s.log.Info("session expired", "session", sess.ID, "user", sess.User, "at", sess.ExpiresAt)
+	}
+	var next time.Time
+	var ok bool
+	if err := s.st.View(ctx, func(r store.Reader) error {
+		var err error
+		next, ok, err = r.NextExpiry()
+		return err
+	}); err != nil {
+		s.log.Error("next session expiry", "err", err)
+		next, ok = now.Add(time.Minute), true // try again soon rather than never
+	}
+	s.mu.Lock()
+	s.expiry = time.Time{}
+	s.mu.Unlock()
+	if ok {
+		s.armExpiry(next)
+	}
+}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/store"
+)
+
+// maxBody bounds every JSON request body. A gateway report with a
+// handshake per device is the largest (10,000 devices ≈ 1 MB).
+const maxBody = 4 << 20
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, &api.Error{Status: 500, Code: "internal", Message: "encode answer: " + err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, e *api.Error) {
+	if e.Status == 0 {
+		e.Status = http.StatusInternalServerError
+	}
+	b, _ := json.Marshal(api.ErrorBody{Error: e})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="runos"`)
+	}
+	w.WriteHeader(e.Status)
+	w.Write(append(b, '\n'))
+}
+
+func errInvalid(format string, args ...any) *api.Error {
+	return &api.Error{Status: 400, Code: api.CodeInvalid, Message: fmt.Sprintf(format, args...)}
+}
+
+func errNotFound(format string, args ...any) *api.Error {
+	return &api.Error{Status: 404, Code: api.CodeNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+func errConflict(msg, hint string) *api.Error {
+	return &api.Error{Status: 409, Code: api.CodeConflict, Message: msg, Hint: hint}
+}
+
+func errRefused(msg, hint string) *api.Error {
+	return &api.Error{Status: 409, Code: api.CodeRefused, Message: msg, Hint: hint}
+}
+
+func errForbidden(msg, hint string) *api.Error {
+	return &api.Error{Status: 403, Code: api.CodeForbidden, Message: msg, Hint: hint}
+}
+
+// asAPIError turns what a handler's logic returned into the answer: an
+// *api.Error as it is, a missing record as 404, anything else as 500 (and
+// logged, since it is control's fault).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var e *api.Error
+	switch {
+	case errors.As(err, &e):
+		writeError(w, e)
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, errNotFound("%v", err))
+	default:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, &api.Error{Status: 500, Code: "internal", Message: "internal error: " + err.Error(),
+			Hint: "retry; if it persists, look at runos-control's log"})
+	}
+}
+
+// decode reads one strict JSON object into v: unknown fields are refused,
+// so that nothing but the documented fields is ever accepted (a device
+// registration carries its public key and nothing else secret).
+func decode(r *http.Request, v any) *api.Error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return errInvalid("read body: %v", err)
+	}
+	return decodeBytes(body, v)
+}
+
+func decodeBytes(body []byte, v any) *api.Error {
+	if len(body) > maxBody {
+		return errInvalid("body larger than %d bytes", maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errInvalid("invalid JSON body: %v", err)
+	}
+	if dec.More() {
+		return errInvalid("invalid JSON body: more than one JSON value")
+	}
+	return nil
+}
+
+// Long-poll parameters (docs/internals.md "Push").
+const (
+	defaultWait = 60 * time.Second
+	maxWait     = 300 * time.Second
+)
+
+func pollParams(r *http.Request) (since uint64, wait time.Duration, e *api.Error) {
+	q := r.URL.Query()
+	if v := q.Get(api.ParamSince); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, errInvalid("%s=%q: want a version number", api.ParamSince, v)
+		}
+		since = n
+	}
+	wait = defaultWait
+	if v := q.Get(api.ParamWait); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, 0, errInvalid("%s=%q: want seconds, 0 to %d", api.ParamWait, v, int(maxWait/time.Second))
+		}
+		wait = min(time.Duration(n)*time.Second, maxWait)
+	}
+	return since, wait, nil
+}

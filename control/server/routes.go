@@ -1,0 +1,43 @@
+package server
+
+import (
+	"net/http"
+)
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	users := []string{kindUser}
+	people := []string{kindUser, kindOperator}
+	gw := []string{kindGateway}
+
+	m.HandleFunc("GET /v1/me", s.withAuth(s.handleMe, people...))
+	m.HandleFunc("DELETE /v1/sessions/current", s.withAuth(s.handleEndSession, users...))
+
+	m.HandleFunc("GET /v1/clusters", s.withAuth(s.handleClusters, people...))
+	m.HandleFunc("GET /v1/clusters/{cid}", s.withAuth(s.handleCluster, people...))
+	m.HandleFunc("GET /v1/clusters/{cid}/nodes", s.withAuth(s.handleNodes, people...))
+	m.HandleFunc("GET /v1/clusters/{cid}/nodes/{nid}", s.withAuth(s.handleNode, people...))
+	m.HandleFunc("PUT /v1/clusters/{cid}/nodes/{nid}/ingress", s.withAuth(s.handleNodeIngress, people...))
+	m.HandleFunc("DELETE /v1/clusters/{cid}/nodes/{nid}", s.withAuth(s.handleDeleteNode, people...))
+	m.HandleFunc("GET /v1/clusters/{cid}/nodes/{nid}/delete-preflight", s.withAuth(s.handleDeletePreflight, people...))
+
+	m.HandleFunc("GET /v1/clusters/{cid}/services/wireguard", s.withAuth(s.handleServices, people...))
+	m.HandleFunc("POST /v1/clusters/{cid}/services/wireguard", s.withAuth(s.handleAddService, people...))
+	m.HandleFunc("GET /v1/clusters/{cid}/services/wireguard/{id}", s.withAuth(s.handleService, people...))
+	m.HandleFunc("POST /v1/clusters/{cid}/services/wireguard/{id}/move-plan", s.withAuth(s.handleMovePlan, people...))
+	m.HandleFunc("POST /v1/clusters/{cid}/services/wireguard/{id}/moves", s.withAuth(s.handleStartMove, people...))
+	m.HandleFunc("GET /v1/moves/{id}", s.withAuth(s.handleMove, people...))
+
+	m.HandleFunc("POST /v1/devices", s.withAuth(s.handleRegisterDevice, users...))
+	m.HandleFunc("PUT /v1/devices/{id}/clusters/{cid}", s.withAuth(s.handleJoin, users...))
+	m.HandleFunc("DELETE /v1/devices/{id}/clusters/{cid}", s.withAuth(s.handleLeave, users...))
+	m.HandleFunc("GET /v1/devices/{id}/map", s.withAuth(s.handleDeviceMap, users...))
+
+	m.HandleFunc("GET /v1/gateway/map", s.withAuth(s.handleGatewayMap, gw...))
+	m.HandleFunc("POST /v1/gateway/report", s.withAuth(s.handleGatewayReport, gw...))
+
+	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errNotFound("no route %s %s", r.Method, r.URL.Path))
+	})
+	s.mux = m
+}

@@ -1,0 +1,208 @@
+// Package server is runos-control's HTTPS/JSON API under /v1 (the routes of
+// control/api/client.go) and the logic behind it: authentication, device
+// registration and cluster joins, the gateway maps and reports, VPN services
+// and their moves, and session expiry acted on at the instant it happens.
+// Every change is one store transaction whose topics are handed to the hub,
+// so the long-polls concerned answer within milliseconds of the commit.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/runos/vpn/control/clock"
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/store"
+)
+
+// Config configures a Server. Zero durations take the defaults shown.
+type Config struct {
+	Store  store.Store
+	Hub    *hub.Hub
+	Clock  clock.Clock  // nil: the real clock
+	Logger *slog.Logger // nil: discard
+
+	SessionTTL       time.Duration // 24h
+	SessionRetention time.Duration // how long ended and expired sessions are remembered as such; 30 days
+	DevicePool       netip.Prefix  // 100.96.0.0/16
+	ServicePool      netip.Prefix  // 100.100.0.0/16
+	MoveReadyTimeout time.Duration // 15s: the target must report listening within it
+	MoveDeadline     time.Duration // 30s: after the switch, done even if not every device handshaked
+	HeartbeatTimeout time.Duration // 30s: a node is no_heartbeat this long after its last report
+}
+
+// Server serves the /v1 API. It is safe for concurrent use.
+type Server struct {
+	cfg      Config
+	st       store.Store
+	hub      *hub.Hub
+	clock    clock.Clock
+	log      *slog.Logger
+	devices  pool.Devices
+	services pool.Services
+	mux      *http.ServeMux
+
+	auth     authCache
+	clusters clusterCache
+
+	mu      sync.Mutex
+	timers  map[string]clock.Timer
+	expiry  time.Time // when the session-expiry timer is armed for (zero: not armed)
+	closed  bool
+	bgWG    sync.WaitGroup
+	closeCh chan struct{}
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// New checks cfg and returns a Server. Call Start before serving and Close
+// when done.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Hub == nil {
+		return nil, errors.New("server: Config needs a Store and a Hub")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	setDefault(&cfg.SessionTTL, 24*time.Hour)
+	setDefault(&cfg.SessionRetention, 30*24*time.Hour)
+	setDefault(&cfg.MoveReadyTimeout, 15*time.Second)
+	setDefault(&cfg.MoveDeadline, 30*time.Second)
+	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
+	if !cfg.DevicePool.IsValid() {
+		cfg.DevicePool = netip.MustParsePrefix("100.96.0.0/16")
+	}
+	if !cfg.ServicePool.IsValid() {
+		cfg.ServicePool = netip.MustParsePrefix("100.100.0.0/16")
+	}
+	devices, err := pool.NewDevices(cfg.DevicePool)
+	if err != nil {
+		return nil, err
+	}
+	services, err := pool.NewServices(cfg.ServicePool)
+	if err != nil {
+		return nil, err
+	}
+	if pool.Overlaps(devices, services) {
+		return nil, fmt.Errorf("device pool %s and service pool %s overlap: give them separate ranges", devices.Prefix(), services.Prefix())
+	}
+	s := &Server{
+		cfg: cfg, st: cfg.Store, hub: cfg.Hub, clock: cfg.Clock, log: cfg.Logger,
+		devices: devices, services: services,
+		timers:  map[string]clock.Timer{},
+		closeCh: make(chan struct{}),
+	}
+	s.auth.init()
+	s.clusters.init()
+	s.routes()
+	return s, nil
+}
+
+// Handler is the /v1 API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Start arms the timers the store's state calls for: the next session
+// expiry (after acting on those that lapsed while control was down) and the
+// deadlines of moves in flight.
+func (s *Server) Start(ctx context.Context) error {
+	s.expireSessions()
+	var moves []string
+	err := s.st.View(ctx, func(r store.Reader) error {
+		ms, err := r.InFlightMoves()
+		for _, m := range ms {
+			moves = append(moves, m.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	for _, id := range moves {
+		s.armMoveTimers(ctx, id)
+	}
+	return nil
+}
+
+// Close stops the timers. In-flight requests are the HTTP server's to end.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.closeCh)
+		for k, t := range s.timers {
+			t.Stop()
+			delete(s.timers, k)
+		}
+	}
+	s.mu.Unlock()
+	s.bgWG.Wait()
+}
+
+// update runs fn as one change and publishes what it touched.
+func (s *Server) update(ctx context.Context, fn func(store.Writer) error) error {
+	ch, err := s.st.Update(ctx, fn)
+	if err != nil {
+		return err
+	}
+	if ch.Version > 0 {
+		s.hub.Publish(ch.Version, ch.Topics)
+	}
+	return nil
+}
+
+// after runs fn at t (at once if t has passed), replacing any timer with
+// the same key. Timers survive nothing: Start re-arms them from the store.
+func (s *Server) after(key string, t time.Time, fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if old := s.timers[key]; old != nil {
+		old.Stop()
+	}
+	var tm clock.Timer
+	tm = s.clock.AfterFunc(t.Sub(s.clock.Now()), func() {
+		s.mu.Lock()
+		if s.closed || s.timers[key] != tm {
+			s.mu.Unlock()
+			return
+		}
+		delete(s.timers, key)
+		s.bgWG.Add(1)
+		s.mu.Unlock()
+		defer s.bgWG.Done()
+		fn()
+	})
+	s.timers[key] = tm
+}
+
+func (s *Server) cancel(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.timers[key]; t != nil {
+		t.Stop()
+		delete(s.timers, key)
+	}
+}
+
+// bg is the context of work started by timers.
+func (s *Server) bg() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+func (s *Server) now() time.Time { return s.clock.Now() }
