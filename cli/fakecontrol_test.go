@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"net/url"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +41,7 @@ type fakeControl struct {
 	servicePlan []func(s *api.VPNService)
 	movePlan    []func(m *api.Move)
 	plan        api.MovePlan
+	challenge   string // PKCE challenge of the pending authorization code
 }
 
 func newFakeControl(t *testing.T) *fakeControl {
@@ -105,6 +110,11 @@ func (c *fakeControl) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Method + " " + r.URL.Path
 	c.mu.Lock()
 	c.requests = append(c.requests, key)
+	if strings.HasPrefix(r.URL.Path, "/oauth/") {
+		c.mu.Unlock()
+		c.serveOAuth(w, r)
+		return
+	}
 	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	me, expired := c.tokens[tok], c.expired[tok]
 	refusal := c.refuse[key]
@@ -262,5 +272,65 @@ func (c *fakeControl) serveServices(w http.ResponseWriter, r *http.Request, cl *
 		default:
 			writeErr(w, &api.Error{Status: 404, Code: api.CodeNotFound, Message: "no route"})
 		}
+	}
+}
+
+// serveOAuth is a minimal authorization server for the real auth.Flow:
+// /oauth/authorize approves at once (as if the user signed in) and
+// redirects to the loopback URI with a code bound to the PKCE challenge;
+// the device grant is approved at its first poll.
+func (c *fakeControl) serveOAuth(w http.ResponseWriter, r *http.Request) {
+	oauthErr := func(code string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		json.NewEncoder(w).Encode(map[string]string{"error": code})
+	}
+	issue := func() {
+		c.mu.Lock()
+		tok := "oauth" + strconv.Itoa(len(c.tokens))
+		c.mu.Unlock()
+		c.addToken(tok, "alice@example.com", true)
+		writeJSON(w, 200, map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": 86400})
+	}
+	switch r.URL.Path {
+	case api.PathAuthorize:
+		q := r.URL.Query()
+		ru, err := url.Parse(q.Get("redirect_uri"))
+		if err != nil || ru.Hostname() != "127.0.0.1" || q.Get("code_challenge_method") != "S256" || q.Get("client_id") != api.ClientCLI {
+			http.Error(w, "bad authorize request", 400)
+			return
+		}
+		c.mu.Lock()
+		c.challenge = q.Get("code_challenge")
+		c.mu.Unlock()
+		v := url.Values{"code": {"code1"}, "state": {q.Get("state")}}
+		http.Redirect(w, r, ru.String()+"?"+v.Encode(), http.StatusFound)
+	case api.PathDeviceCode:
+		writeJSON(w, 200, map[string]any{"device_code": "dev1", "user_code": "WDJB-MJHT",
+			"verification_uri": c.srv.URL + api.PathDeviceVerify, "expires_in": 60, "interval": 1})
+	case api.PathToken:
+		r.ParseForm()
+		switch r.PostForm.Get("grant_type") {
+		case "authorization_code":
+			sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+			c.mu.Lock()
+			ok := r.PostForm.Get("code") == "code1" && base64.RawURLEncoding.EncodeToString(sum[:]) == c.challenge
+			c.mu.Unlock()
+			if !ok {
+				oauthErr("invalid_grant")
+				return
+			}
+			issue()
+		case "urn:ietf:params:oauth:grant-type:device_code":
+			if r.PostForm.Get("device_code") != "dev1" {
+				oauthErr("invalid_grant")
+				return
+			}
+			issue()
+		default:
+			oauthErr("unsupported_grant_type")
+		}
+	default:
+		http.NotFound(w, r)
 	}
 }

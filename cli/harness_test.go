@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -83,6 +85,7 @@ type harness struct {
 	signIns  []signInCall
 	signInOK func(f *auth.Flow) (*auth.Token, error) // nil: a fresh token for alice
 	tokenN   int
+	real     bool // the real auth.Flow and opener (see realSignIn)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -152,6 +155,9 @@ func (h *harness) run(args ...string) result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if h.real {
+		env.Opener, env.signIn = nil, nil
+	}
 	code := Main(ctx, args, env)
 	r := result{stdout: out.String(), stderr: errb.String(), code: code}
 	h.t.Logf("runos %s\n%s", strings.Join(args, " "), r)
@@ -178,4 +184,21 @@ func (r result) want(t *testing.T, code int, stdout, stderr []string) {
 			t.Errorf("stderr lacks %q\n%s", s, r)
 		}
 	}
+}
+
+// realSignIn makes the harness use the real auth.Flow and auth.SystemOpener
+// with $BROWSER set to a script that plays the browser with curl: it
+// follows control's redirect to the CLI's loopback listener.
+func (h *harness) realSignIn(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl to play the browser")
+	}
+	script := filepath.Join(h.dir, "browser")
+	body := "#!/bin/sh\nexec curl -sS -L --cacert " + h.control.caFile + " -o /dev/null \"$1\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.env["BROWSER"] = script
+	h.real = true
 }

@@ -17,10 +17,9 @@ func (a *app) signIn(ctx context.Context, e *config.Effective, clientID string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	msg := "Waiting for you to sign in in the browser…"
-	if noBrowser {
-		msg = "Waiting for you to sign in with the code above…"
-	}
+	// Printed before the flow's URL and code on a plain output, drawn
+	// under them on a terminal: it must read well in both places.
+	msg := "Waiting for the sign-in to finish…"
 	p := a.startProgress("")
 	flow := &auth.Flow{Issuer: e.APIURL, ClientID: clientID, HTTPClient: c.HTTP, Opener: a.env.Opener, Out: p}
 	if noBrowser {

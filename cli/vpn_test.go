@@ -16,7 +16,7 @@ func TestVPNUpSignsInAndConnectsConfiguredCluster(t *testing.T) {
 	h.run("config", "set", "cid", "ky3").want(t, 0, nil, nil)
 	r := h.run("vpn", "up")
 	r.want(t, 0, []string{"ky3 is up: VPN server n1 at 10.77.0.21:32768 (100.100.1.1)", "Connected in"},
-		[]string{"Not signed in; signing in.", "Opening " + h.control.URL() + "/oauth/authorize", "Signed in as alice@example.com until"})
+		[]string{"Not signed in; signing in to "+h.control.URL()+".", "Opening " + h.control.URL() + "/oauth/authorize", "Signed in as alice@example.com until"})
 	if len(h.signIns) != 1 || h.signIns[0].clientID != api.ClientCLI || h.signIns[0].issuer != h.control.URL() || !h.signIns[0].hadOpener {
 		t.Errorf("sign-ins %+v", h.signIns)
 	}
@@ -34,7 +34,7 @@ func TestVPNUpSignsInAndConnectsConfiguredCluster(t *testing.T) {
 func TestVPNUpNoBrowserUsesDeviceCode(t *testing.T) {
 	h := newHarness(t)
 	r := h.run("vpn", "up", "--no-browser", "--cid", "xym")
-	r.want(t, 0, []string{"xym is up"}, []string{"enter the code WDJB-MJHT", "Waiting for you to sign in with the code above"})
+	r.want(t, 0, []string{"xym is up"}, []string{"enter the code WDJB-MJHT", "Waiting for the sign-in to finish…"})
 	if len(h.signIns) != 1 || !h.signIns[0].noBrowser || h.signIns[0].hadOpener {
 		t.Errorf("sign-ins %+v, want one without a browser", h.signIns)
 	}
@@ -65,7 +65,7 @@ func TestVPNUpWaitsForRestoredClusters(t *testing.T) {
 	})
 	h.daemon.restoreOnSet = []string{"ky3", "xym"}
 	r := h.run("vpn", "up")
-	r.want(t, 0, []string{"ky3 is up", "xym is up"}, []string{"Your sign-in expired; signing in again.", "Reconnecting ky3, xym."})
+	r.want(t, 0, []string{"ky3 is up", "xym is up"}, []string{"Your sign-in expired; signing in again to "+h.control.URL()+".", "Reconnecting ky3, xym."})
 	for _, c := range h.daemon.Calls() {
 		if strings.HasPrefix(c, "connect") {
 			t.Errorf("up connected %q itself; the daemon had restored it", c)
@@ -259,4 +259,27 @@ func TestHelpExplainsWithExamples(t *testing.T) {
 	h.run("vpn", "up", "--help").want(t, 0, []string{"Examples:", "runos vpn up --no-browser", "--timeout"}, nil)
 	h.run("vpn").want(t, 0, []string{"Available Commands:", "connect", "status"}, nil)
 	h.run().want(t, 0, []string{"runos vpn up", "runos config set cid ky3"}, nil)
+}
+
+func TestVPNUpRealBrowserSignIn(t *testing.T) {
+	h := newHarness(t)
+	h.realSignIn(t)
+	r := h.run("vpn", "up", "--cid", "ky3")
+	r.want(t, 0, []string{"ky3 is up"}, []string{"If it does not open, visit: " + h.control.URL() + "/oauth/authorize?", "Signed in as alice@example.com"})
+	calls := h.daemon.Calls()
+	if len(calls) < 1 || calls[0] != "session alice@example.com "+h.control.URL() {
+		t.Errorf("daemon calls %q", calls)
+	}
+}
+
+func TestLoginRealDeviceSignIn(t *testing.T) {
+	h := newHarness(t)
+	h.realSignIn(t)
+	r := h.run("login", "--no-browser")
+	r.want(t, 0, []string{"Logged in to " + h.control.URL() + " as alice@example.com"},
+		[]string{"To sign in, visit " + h.control.URL() + "/oauth/device and enter the code WDJB-MJHT"})
+	if slices.Contains(h.control.Requests(), "GET /oauth/authorize") {
+		t.Error("--no-browser opened the browser")
+	}
+	h.run("clusters", "list").want(t, 0, []string{"ky3  tc3-ky3  true"}, nil)
 }

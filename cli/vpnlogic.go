@@ -16,15 +16,23 @@ import (
 func signInReason(s localapi.Session, apiURL string, now time.Time) string {
 	switch {
 	case s.State == localapi.SessionExpired:
-		return "your sign-in expired; signing in again"
+		return "your sign-in expired; signing in again to " + orDaemon(apiURL, s.APIURL)
 	case s.State != localapi.SessionSignedIn:
-		return "not signed in; signing in"
+		return "not signed in; signing in to " + orDaemon(apiURL, s.APIURL)
 	case !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
-		return "your sign-in expired; signing in again"
+		return "your sign-in expired; signing in again to " + orDaemon(apiURL, s.APIURL)
 	case apiURL != "" && s.APIURL != "" && strings.TrimRight(s.APIURL, "/") != apiURL:
 		return fmt.Sprintf("the daemon is signed in to %s, not %s; signing in", s.APIURL, apiURL)
 	}
 	return ""
+}
+
+// orDaemon is the configured control URL, else the one the daemon used.
+func orDaemon(configured, daemon string) string {
+	if configured != "" {
+		return configured
+	}
+	return strings.TrimRight(daemon, "/")
 }
 
 // wantedClusters are the clusters the daemon keeps connected (restored
