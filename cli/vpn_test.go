@@ -16,7 +16,7 @@ func TestVPNUpSignsInAndConnectsConfiguredCluster(t *testing.T) {
 	h.run("config", "set", "cid", "ky3").want(t, 0, nil, nil)
 	r := h.run("vpn", "up")
 	r.want(t, 0, []string{"ky3 is up: VPN server n1 at 10.77.0.21:32768 (100.100.1.1)", "Connected in"},
-		[]string{"Not signed in; signing in to "+h.control.URL()+".", "Opening " + h.control.URL() + "/oauth/authorize", "Signed in as alice@example.com until"})
+		[]string{"Not signed in; signing in to " + h.control.URL() + ".", "Opening " + h.control.URL() + "/oauth/authorize", "Signed in as alice@example.com until"})
 	if len(h.signIns) != 1 || h.signIns[0].clientID != api.ClientCLI || h.signIns[0].issuer != h.control.URL() || !h.signIns[0].hadOpener {
 		t.Errorf("sign-ins %+v", h.signIns)
 	}
@@ -65,7 +65,7 @@ func TestVPNUpWaitsForRestoredClusters(t *testing.T) {
 	})
 	h.daemon.restoreOnSet = []string{"ky3", "xym"}
 	r := h.run("vpn", "up")
-	r.want(t, 0, []string{"ky3 is up", "xym is up"}, []string{"Your sign-in expired; signing in again to "+h.control.URL()+".", "Reconnecting ky3, xym."})
+	r.want(t, 0, []string{"ky3 is up", "xym is up"}, []string{"Your sign-in expired; signing in again to " + h.control.URL() + ".", "Reconnecting ky3, xym."})
 	for _, c := range h.daemon.Calls() {
 		if strings.HasPrefix(c, "connect") {
 			t.Errorf("up connected %q itself; the daemon had restored it", c)
