@@ -1,0 +1,239 @@
+// Command runos-gateway is the node agent: it runs on every node of a
+// cluster, follows control for its node and, on the node hosting the
+// cluster's user VPN, runs the WireGuard server and the cluster DNS. See
+// `runos-gateway --help` and package gateway.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/gateway"
+	"github.com/runos/vpn/gateway/nodekey"
+	"github.com/runos/vpn/internal/version"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // could not run (or stopped on an error retrying cannot fix)
+	exitUsage = 2 // bad flags
+)
+
+// maxHeartbeat: control marks a node no_heartbeat 30 s after its last one.
+const maxHeartbeat = 30 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type flags struct {
+	control, nodeID, tokenFile, stateDir, caFile, iface string
+	heartbeat                                           time.Duration
+	logLevel, logFormat                                 string
+}
+
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// run is main without the process: flags in, exit code out.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	var f flags
+	cmd := &cobra.Command{
+		Use:   "runos-gateway --control URL --node-id NID --token-file F --state-dir D",
+		Short: "The RunOS node agent: the cluster's WireGuard VPN server and cluster DNS",
+		Long: `runos-gateway runs on every node of a cluster. It holds a long-poll open to
+control (outbound only: the node needs no inbound port but the VPN's UDP port)
+and does what control's map for this node says:
+
+  - nothing, on a node that does not host the cluster's VPN server;
+  - on the node that does (role active), or the target of a move (standby),
+    or the old node of a move (draining): a WireGuard interface (--interface)
+    listening on the service's UDP port (32768 by default) with one peer per
+    connected device, the VPN server's address, a route to the device pool,
+    and the cluster DNS on that address, port 53, answering the cluster's
+    names with the server's address and refusing every other name.
+
+Peers come and go, and roles change, without restarting the interface.
+
+The node's WireGuard key is generated here on first start and kept in
+--state-dir as gateway.key (0600); it is never sent anywhere or logged. Only
+the public key is reported, with whether the server listens and each
+device's latest handshake, on every change and every --heartbeat.
+
+Control's certificate is verified against --ca-file (default $RUNOS_CA_FILE,
+else the system roots). The token file holds the node's enrollment token.
+
+SIGTERM or SIGINT stops serving: the interface, its address and route, and
+the DNS listener are removed before the process exits.`,
+		Example: `  runos-gateway --control https://198.51.100.10 --node-id n1 \
+    --token-file /etc/runos/gateway.token --state-dir /var/lib/runos-gateway
+  runos-gateway --control https://control.example.com --node-id n2 \
+    --token-file tok --state-dir /tmp/gw --interface wgvpn2 --log-level debug`,
+		Version: version.String(),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q: runos-gateway takes flags only", args[0])
+			}
+			return nil
+		},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), f, getenv, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.control, "control", "", "control's URL, e.g. https://198.51.100.10 (required)")
+	fl.StringVar(&f.nodeID, "node-id", "", "this node's id, e.g. n1 (required)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the node's enrollment token (required)")
+	fl.StringVar(&f.stateDir, "state-dir", "", "state directory, 0700: holds gateway.key (required)")
+	fl.StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (default $RUNOS_CA_FILE, else the system roots)")
+	fl.StringVar(&f.iface, "interface", gateway.DefaultInterface, "the WireGuard interface to create when serving")
+	fl.DurationVar(&f.heartbeat, "heartbeat", gateway.DefaultHeartbeat, "report at least this often (under 30s: control marks a node no_heartbeat 30 s after its last report)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text, or json for log collectors")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetVersionTemplate("runos-gateway {{.Version}}\n")
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetContext(ctx)
+	err := cmd.Execute()
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "runos-gateway: %v\nSee runos-gateway --help.\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "runos-gateway: %v\n", err)
+		return exitError
+	}
+}
+
+// check checks the flags, touching nothing, and returns the CA file to use.
+func (f flags) check(getenv func(string) string) (caFile string, err error) {
+	var missing []string
+	for _, r := range []struct{ name, v string }{
+		{"--control", f.control}, {"--node-id", f.nodeID}, {"--token-file", f.tokenFile}, {"--state-dir", f.stateDir},
+	} {
+		if r.v == "" {
+			missing = append(missing, r.name)
+		}
+	}
+	if len(missing) > 0 {
+		return "", usagef("missing %s", strings.Join(missing, ", "))
+	}
+	if err := checkIfname(f.iface); err != nil {
+		return "", usagef("--interface %q: %v", f.iface, err)
+	}
+	if f.heartbeat <= 0 || f.heartbeat >= maxHeartbeat {
+		return "", usagef("--heartbeat %s: want more than 0 and less than %s (control marks a node no_heartbeat %s after its last report)", f.heartbeat, maxHeartbeat, maxHeartbeat)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return "", usagef("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	if f.logFormat != "text" && f.logFormat != "json" {
+		return "", usagef("--log-format %q: want text or json", f.logFormat)
+	}
+	if f.caFile != "" {
+		return f.caFile, nil
+	}
+	return getenv("RUNOS_CA_FILE"), nil
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.Writer) error {
+	caFile, err := f.check(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, f.logLevel, f.logFormat)
+	token, err := readToken(f.tokenFile, log)
+	if err != nil {
+		return err
+	}
+	client, err := api.NewClient(f.control, token, caFile)
+	if err != nil {
+		return usagef("--control: %v", err)
+	}
+	key, created, err := nodekey.LoadOrCreate(f.stateDir, log)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("generated the node key", "path", f.stateDir+"/"+nodekey.FileName, "publicKey", key.PublicKey().String())
+	}
+	log.Info("runos-gateway starting", "version", version.String(), "node", f.nodeID, "control", f.control,
+		"interface", f.iface, "heartbeat", f.heartbeat.String(), "publicKey", key.PublicKey().String())
+	err = gateway.Run(ctx, gateway.Config{
+		Control:   client,
+		NodeID:    f.nodeID,
+		Key:       key,
+		Interface: f.iface,
+		Heartbeat: f.heartbeat,
+		Version:   version.Version,
+		Logger:    log,
+		PublicIP:  gateway.DetectPublicIP(f.control),
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("runos-gateway stopped")
+	return nil
+}
+
+// readToken reads the enrollment token, warning when others may read it.
+func readToken(path string, log *slog.Logger) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("--token-file %s: want the node's enrollment token alone on one line", path)
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		log.Warn("the token file is readable by other users; chmod 600 it", "path", path, "mode", st.Mode().Perm().String())
+	}
+	return tok, nil
+}
+
+// checkIfname applies Linux's interface name rules (IFNAMSIZ).
+func checkIfname(s string) error {
+	if s == "" || len(s) > 15 {
+		return errors.New("an interface name is 1 to 15 characters")
+	}
+	for _, r := range s {
+		if r <= ' ' || r == '/' || r == ':' || r > '~' {
+			return errors.New("an interface name has no spaces, slashes or colons")
+		}
+	}
+	return nil
+}
