@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,8 +17,6 @@ type testServer struct {
 	addr    netip.AddrPort
 	udpHits atomic.Int64
 	tcpHits atomic.Int64
-	mu      sync.Mutex
-	names   []string
 }
 
 type serverBehaviour struct {
@@ -30,12 +27,6 @@ type serverBehaviour struct {
 }
 
 func (s *testServer) hits() int64 { return s.udpHits.Load() + s.tcpHits.Load() }
-
-func (s *testServer) seen() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.names...)
-}
 
 // startDNS serves b on 127.0.0.1 (or host) until the test ends.
 func startDNS(t testing.TB, host string, b serverBehaviour) *testServer {
@@ -71,9 +62,6 @@ func startDNS(t testing.TB, host string, b serverBehaviour) *testServer {
 			s.udpHits.Add(1)
 		}
 		q := req.Question[0]
-		s.mu.Lock()
-		s.names = append(s.names, strings.ToLower(q.Name))
-		s.mu.Unlock()
 		r := new(dns.Msg)
 		r.SetReply(req)
 		switch {

@@ -125,22 +125,6 @@ func (j *journal) forget(c change) error {
 	return j.save(cs)
 }
 
-// lookup returns the recorded change with c's id.
-func (j *journal) lookup(c change) (change, bool, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	cs, err := j.load()
-	if err != nil {
-		return change{}, false, err
-	}
-	for _, o := range cs {
-		if o.id() == c.id() {
-			return o, true, nil
-		}
-	}
-	return change{}, false, nil
-}
-
 // undoer undoes one kind of change; per-OS code supplies the ones it can.
 type undoer func(change) error
 
