@@ -80,7 +80,8 @@ type agent struct {
 	applied  *plan           // what server and DNS were last set to; nil: not serving
 	srv      Server          // open while serving
 	state    *wgserver.State // last read of the server
-	applyErr error           // why want is not (fully) in effect
+	mapErr   error           // why want was refused (malformed: retrying cannot help)
+	applyErr error           // why want is not (fully) in effect here (retried)
 	stateErr error           // why the server could not be read
 	watch    watch
 	retry    *backoff
@@ -155,7 +156,7 @@ func (a *agent) run(ctx context.Context) error {
 			watchTick.Stop()
 			watchTick, watchC = nil, nil
 		}
-		if a.applyErr != nil && a.want != nil && a.retryable() {
+		if a.applyErr != nil {
 			if retryC == nil {
 				retryTimer = time.NewTimer(a.retry.delay())
 				retryC = retryTimer.C
@@ -197,18 +198,14 @@ func (a *agent) run(ctx context.Context) error {
 	}
 }
 
-// retryable reports whether applying want again may succeed: a malformed
-// map fails the same way until control sends another.
-func (a *agent) retryable() bool {
-	_, err := planFor(a.want)
-	return err == nil
-}
-
 // reconcile makes the server and DNS match want.
 func (a *agent) reconcile() {
 	p, err := planFor(a.want)
+	a.mapErr = err
 	if err != nil {
-		a.applyErr = err
+		// What is in effect stays. A pending retry would only re-read
+		// this map, so none runs until control sends a good one.
+		a.applyErr = nil
 		a.log.Warn("map refused; nothing changed", "err", err)
 		return
 	}
@@ -324,7 +321,7 @@ func (a *agent) report() api.GatewayReport {
 		publicKey: a.pub,
 		version:   a.cfg.Version,
 		state:     a.state,
-		errs:      []error{a.applyErr, a.stateErr},
+		errs:      []error{a.mapErr, a.applyErr, a.stateErr},
 	}
 	if ip := a.publicIP.Load(); ip != nil {
 		in.publicIP = *ip
