@@ -2,14 +2,31 @@
 // the wg1 tunnel, the device key, the session handed over by the CLI or the
 // desktop app, each cluster's connection and split DNS, and it serves the
 // local API of vpnd/localapi.
+//
+// Its status is derived by one pure function (vpnd/state) from its inputs:
+// the prefs, control's device map, control's errors and what the WireGuard
+// device reports. The daemon only gathers inputs and applies what the
+// derivation wants.
 package vpnd
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"os"
+	"runtime"
+	"time"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/internal/version"
+	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/vpnd/access"
+	"github.com/runos/vpn/vpnd/state"
+	"github.com/runos/vpn/vpnd/store"
+	"github.com/runos/vpn/vpnd/tunnel"
 )
 
 // Config is what `runos vpnd` passes in from its flags.
@@ -25,12 +42,198 @@ type Config struct {
 	Cleanup func(stateDir string, log *slog.Logger) error
 }
 
-// Run serves until ctx ends, then undoes its changes.
-func Run(ctx context.Context, cfg Config) error {
-	return errors.New("runos vpnd: not built yet")
+// DefaultInterface is the tunnel's name when Config.Interface is empty.
+const DefaultInterface = "wg1"
+
+func (c Config) withDefaults() Config {
+	if c.StateDir == "" {
+		c.StateDir = platform.DefaultStateDir
+	}
+	if c.Socket == "" {
+		c.Socket = platform.SocketPath()
+	}
+	if c.CAFile == "" {
+		c.CAFile = os.Getenv("RUNOS_CA_FILE")
+	}
+	if c.Interface == "" {
+		c.Interface = DefaultInterface
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return c
 }
 
-// Cleanup undoes the changes a previous daemon recorded (`runos vpnd --cleanup`).
+// Run serves until ctx ends, then undoes its changes: DNS, peers, routes,
+// the interface and the socket. The session and the wanted clusters stay in
+// prefs.json, so the next start reconnects them without a browser.
+func Run(ctx context.Context, cfg Config) (err error) {
+	cfg = cfg.withDefaults()
+	log := cfg.Logger
+	if daemonAnswers(cfg.Socket) {
+		return fmt.Errorf("another daemon answers on %s: stop it first", cfg.Socket)
+	}
+	dir, err := store.Open(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	// Whatever a crashed daemon left (interface, DNS) goes first.
+	if err := cleanup(cfg, dir); err != nil {
+		return fmt.Errorf("clean up after the previous daemon: %w", err)
+	}
+	key, err := dir.Key()
+	if err != nil {
+		return err
+	}
+	if err := recordTunnel(dir, cfg.Interface); err != nil {
+		return err
+	}
+	eng, err := tunnel.New(cfg.Interface, key, log)
+	if err != nil {
+		_ = forgetTunnel(dir)
+		return err
+	}
+	var dns dnsplit.Configurator
+	if cfg.DNS != nil {
+		if dns, err = cfg.DNS(eng.Name(), log); err != nil {
+			log.Warn("split DNS unavailable: cluster names will not resolve over the tunnel", "err", err)
+			dns = nil
+		}
+	}
+	host, _ := os.Hostname()
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	d := &daemon{
+		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
+		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
+		ctx: dctx, wakeRead: make(chan struct{}, 1),
+		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, cfg.CAFile) },
+	}
+	d.in = state.Inputs{Version: version.Version, Interface: eng.Name()}
+	prefs, perr := dir.LoadPrefs()
+	if perr != nil {
+		log.Error("prefs", "err", perr)
+	}
+	d.mu.Lock()
+	d.in.Prefs = prefs
+	d.readLocked()
+	d.updateLocked()
+	if d.in.SignedIn() {
+		if ctl, cerr := d.newControl(prefs.APIURL, prefs.AccessToken); cerr == nil {
+			log.Info("resuming the session", "user", prefs.User, "wanted", prefs.Wanted)
+			d.startSyncLocked(ctl)
+		} else {
+			d.in.ControlErr = cerr.Error()
+		}
+	}
+	d.updateLocked()
+	d.mu.Unlock()
+
+	ln, err := platform.Listen(cfg.Socket)
+	if err != nil {
+		d.teardown(dns, eng, dir)
+		return fmt.Errorf("local API socket %s: %w", cfg.Socket, err)
+	}
+	done := make(chan struct{})
+	srv := &http.Server{
+		Handler:           (&server{d: d, policy: access.SystemPolicy(dir.Path), done: done}).handler(),
+		ConnContext:       connContext,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	go d.readLoop(dctx)
+	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
+		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)
+
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		err = fmt.Errorf("local API: %w", err)
+	}
+	close(done)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = srv.Shutdown(sctx) // closing the listener removes the socket file
+	cancel()
+	stop()
+	d.mu.Lock()
+	d.stopSyncLocked()
+	d.mu.Unlock()
+	d.teardown(dns, eng, dir)
+	log.Info("runos vpnd stopped")
+	return err
+}
+
+// teardown undoes every change: DNS first (it points into the tunnel), then
+// the tunnel with its peers, routes and address.
+func (d *daemon) teardown(dns dnsplit.Configurator, eng *tunnel.Engine, dir store.Dir) {
+	if dns != nil {
+		if err := dns.Close(); err != nil {
+			d.log.Warn("revert split DNS", "err", err)
+		}
+	}
+	if err := eng.Close(); err != nil {
+		d.log.Warn("remove the tunnel", "err", err)
+	}
+	_ = forgetTunnel(dir)
+}
+
+// Cleanup undoes the changes a previous daemon recorded (`runos vpnd
+// --cleanup`, run by the service after the daemon stops): a left-over
+// tunnel interface and, through Config.Cleanup, DNS.
 func Cleanup(ctx context.Context, cfg Config) error {
-	return errors.New("runos vpnd --cleanup: not built yet")
+	cfg = cfg.withDefaults()
+	if daemonAnswers(cfg.Socket) {
+		return fmt.Errorf("the daemon is running (it answers on %s): stop the service first, it cleans up on its own", cfg.Socket)
+	}
+	dir, err := store.Open(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	if err := cleanup(cfg, dir); err != nil {
+		return err
+	}
+	cfg.Logger.Info("clean-up done", "stateDir", dir.Path)
+	return nil
+}
+
+func daemonAnswers(socket string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := platform.Dial(ctx, socket)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// cleanup removes the interfaces a previous daemon recorded (and the one
+// configured) unless a live process still serves them, then runs DNS's
+// clean-up.
+func cleanup(cfg Config, dir store.Dir) error {
+	var errs []error
+	for _, name := range tunnelNames(dir, cfg.Interface) {
+		if uapiAlive(name) {
+			errs = append(errs, fmt.Errorf("interface %s is in use by another WireGuard process: choose another with --interface", name))
+			continue
+		}
+		if platform.InterfaceExists(name) {
+			cfg.Logger.Info("removing a left-over tunnel interface", "interface", name)
+		}
+		if err := platform.DeleteInterface(name); err != nil {
+			errs = append(errs, err)
+		}
+		removeStaleUAPI(name)
+	}
+	if cfg.Cleanup != nil {
+		if err := cfg.Cleanup(dir.Path, cfg.Logger); err != nil {
+			errs = append(errs, fmt.Errorf("dns clean-up: %w", err))
+		}
+	}
+	if len(errs) == 0 {
+		_ = forgetTunnel(dir)
+	}
+	return errors.Join(errs...)
 }

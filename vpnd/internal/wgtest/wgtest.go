@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package wgtest gives the daemon's root tests a stock WireGuard server
 // (Debian's wireguard-go driven by Debian's wg) in a network namespace, and
 // a way to run part of a test inside another namespace by re-executing the

@@ -1,0 +1,252 @@
+package vpnd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/state"
+	"github.com/runos/vpn/vpnd/store"
+)
+
+// apiError is an answer of the local API that is not a success.
+type apiError struct {
+	status int
+	e      api.Error
+}
+
+func (e *apiError) Error() string { return e.e.Error() }
+
+func errf(status int, code, hint, format string, a ...any) *apiError {
+	return &apiError{status: status, e: api.Error{Code: code, Message: fmt.Sprintf(format, a...), Hint: hint}}
+}
+
+// fromControl turns control's answer into the local API's: control's own
+// refusals pass through with their code; failures to reach it say so.
+func fromControl(apiURL, what string, err error) *apiError {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		st := ae.Status
+		if st == 0 {
+			st = http.StatusBadGateway
+		}
+		return &apiError{status: st, e: api.Error{Code: ae.Code, Message: what + ": " + ae.Message, Hint: ae.Hint}}
+	}
+	return errf(http.StatusBadGateway, localapi.CodeControl, "check the network, or the api URL with: runos config get api-url",
+		"%s: control %s unreachable: %v", what, apiURL, unwrapURL(err))
+}
+
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func (d *daemon) savePrefsLocked() {
+	if err := d.dir.SavePrefs(d.in.Prefs); err != nil {
+		d.log.Error("save prefs", "err", err)
+	}
+}
+
+// setSession takes over a session the CLI or desktop signed in: verify the
+// token with control, register the device (public key only), then start
+// syncing, which joins the clusters the user wanted.
+func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest) (localapi.Status, *apiError) {
+	ctl, err := d.newControl(req.APIURL, req.AccessToken)
+	if err != nil {
+		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "session: %v", err)
+	}
+	me, err := ctl.Me(ctx)
+	if err != nil {
+		return localapi.Status{}, fromControl(req.APIURL, "control refused the session", err)
+	}
+	exp := me.ExpiresAt
+	if exp.IsZero() {
+		exp = req.ExpiresAt
+	}
+	if exp.IsZero() {
+		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "session: no expiry from control or in the request")
+	}
+	if !d.clock().Before(exp) {
+		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "run `runos vpn up` to sign in again",
+			"the session already expired at %s", exp.UTC().Format(time.RFC3339))
+	}
+	dev, err := ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.public.String(), Name: d.hostname, OS: d.goos})
+	if err != nil {
+		return localapi.Status{}, fromControl(req.APIURL, "register the device", err)
+	}
+	if dev.ID == "" {
+		return localapi.Status{}, errf(http.StatusBadGateway, localapi.CodeControl, "", "control registered the device without an id")
+	}
+
+	d.mu.Lock()
+	prev := d.in.Prefs
+	p := store.Prefs{APIURL: req.APIURL, AccessToken: req.AccessToken, ExpiresAt: exp, User: me.User, DeviceID: dev.ID}
+	if prev.APIURL == p.APIURL && prev.User == p.User {
+		p.Wanted = prev.Wanted // the same user again: restore what they wanted
+	}
+	if err := d.dir.SavePrefs(p); err != nil {
+		d.mu.Unlock()
+		return localapi.Status{}, errf(http.StatusInternalServerError, "internal", "", "save the session: %v", err)
+	}
+	d.in.Prefs = p
+	d.in.SessionEnded, d.in.SessionErr, d.in.ControlErr = false, "", ""
+	d.in.Map, d.in.Accounts, d.in.JoinErrs = nil, nil, nil
+	d.startSyncLocked(ctl)
+	d.updateLocked()
+	st := d.status
+	d.mu.Unlock()
+	d.kickRead()
+	d.log.Info("session handed over", "user", me.User, "expiresAt", exp.UTC().Format(time.RFC3339), "device", dev.ID, "wanted", p.Wanted)
+	return st, nil
+}
+
+// signedIn returns the running sync and device id, or the refusal to give
+// when there is no live session.
+func (d *daemon) signedIn() (*syncSession, string, *apiError) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.in.Now = d.clock()
+	switch {
+	case d.in.Prefs.AccessToken == "":
+		return nil, "", errf(http.StatusConflict, localapi.CodeSignedOut, "", "not signed in: run `runos vpn up`")
+	case !d.in.SignedIn():
+		return nil, "", errf(http.StatusConflict, localapi.CodeSignedOut, "", "the session expired: run `runos vpn up` to sign in again")
+	case d.sess == nil:
+		return nil, "", errf(http.StatusServiceUnavailable, localapi.CodeControl, "", "not talking to control yet: try again in a moment")
+	}
+	return d.sess, d.in.Prefs.DeviceID, nil
+}
+
+// connect joins cid and answers once control accepted the join, with the
+// peer already configured when control's map came back at once.
+func (d *daemon) connect(ctx context.Context, cid string) (localapi.Status, *apiError) {
+	if err := api.CheckCID(cid); err != nil {
+		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err)
+	}
+	s, id, aerr := d.signedIn()
+	if aerr != nil {
+		return localapi.Status{}, aerr
+	}
+	if id == "" {
+		var err error
+		if id, err = d.ensureDevice(ctx, s); err != nil {
+			return localapi.Status{}, d.controlRefusal(s, "register the device", err)
+		}
+	}
+	if _, err := s.ctl.JoinCluster(ctx, id, cid); err != nil {
+		return localapi.Status{}, d.controlRefusal(s, "connect "+cid, err)
+	}
+	d.current(s, func(in *state.Inputs) {
+		if !slices.Contains(in.Prefs.Wanted, cid) {
+			in.Prefs.Wanted = append(in.Prefs.Wanted, cid)
+			slices.Sort(in.Prefs.Wanted)
+			d.savePrefsLocked()
+		}
+		delete(in.JoinErrs, cid)
+	})
+	// The long-poll would bring the new map within moments; asking for it
+	// now configures the peer before this answer, which saves the client a
+	// round of waiting.
+	if m, err := s.ctl.DeviceMap(ctx, id, 0, 0); err == nil {
+		d.applyMap(s, m)
+	}
+	d.log.Info("connect", "cid", cid)
+	return d.Status(), nil
+}
+
+// controlRefusal maps an error from control during a request; a refused
+// session ends the session here too.
+func (d *daemon) controlRefusal(s *syncSession, what string, err error) *apiError {
+	if d.refused(s, err) {
+		return errf(http.StatusConflict, localapi.CodeSignedOut, "", "the session expired: run `runos vpn up` to sign in again")
+	}
+	return fromControl(s.apiURL, what, err)
+}
+
+// disconnect stops reaching cid: here at once, then on control.
+func (d *daemon) disconnect(ctx context.Context, cid string) (localapi.Status, *apiError) {
+	if err := api.CheckCID(cid); err != nil {
+		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err)
+	}
+	var s *syncSession
+	var id string
+	d.change(func(in *state.Inputs) {
+		if i := slices.Index(in.Prefs.Wanted, cid); i >= 0 {
+			in.Prefs.Wanted = slices.Delete(in.Prefs.Wanted, i, i+1)
+			d.savePrefsLocked()
+		}
+		delete(in.JoinErrs, cid)
+		s, id = d.sess, in.Prefs.DeviceID
+	})
+	if s != nil && id != "" {
+		if err := s.ctl.LeaveCluster(ctx, id, cid); err != nil && !api.IsCode(err, api.CodeNotFound) {
+			// Torn down here; control's record goes when the session ends.
+			d.log.Warn("leave on control", "cid", cid, "err", err)
+		}
+	}
+	d.log.Info("disconnect", "cid", cid)
+	return d.Status(), nil
+}
+
+// endSession is `runos vpn down`: every cluster comes down here, then the
+// device leaves them on control and the session ends there; the token and
+// the wanted clusters are forgotten, the device key stays.
+func (d *daemon) endSession(ctx context.Context) (localapi.Status, *apiError) {
+	var s *syncSession
+	var prev store.Prefs
+	var joined []string
+	d.change(func(in *state.Inputs) {
+		s, prev = d.sess, in.Prefs
+		if in.Map != nil {
+			for _, c := range in.Map.Clusters {
+				joined = append(joined, c.CID)
+			}
+		}
+		d.stopSyncLocked()
+		in.Prefs = store.Prefs{}
+		d.savePrefsLocked()
+		in.Map, in.Accounts, in.JoinErrs = nil, nil, nil
+		in.SessionEnded, in.SessionErr, in.ControlErr = false, "", ""
+	})
+	st := d.Status()
+	if prev.AccessToken == "" {
+		return st, nil
+	}
+	var ctl control
+	if s != nil {
+		ctl = s.ctl
+	} else if c, err := d.newControl(prev.APIURL, prev.AccessToken); err == nil {
+		ctl = c
+	}
+	if ctl == nil {
+		return st, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	slices.Sort(joined)
+	for _, cid := range slices.Compact(append(joined, prev.Wanted...)) {
+		if prev.DeviceID == "" {
+			break
+		}
+		if err := ctl.LeaveCluster(ctx, prev.DeviceID, cid); err != nil {
+			d.log.Warn("leave on control", "cid", cid, "err", err)
+		}
+	}
+	err := ctl.EndSession(ctx)
+	d.log.Info("session ended", "user", prev.User)
+	if err != nil && !api.IsCode(err, api.CodeUnauthorized) && !api.IsCode(err, api.CodeSessionExpired) {
+		return st, errf(http.StatusBadGateway, localapi.CodeControl,
+			fmt.Sprintf("the session lapses on its own at %s", prev.ExpiresAt.UTC().Format(time.RFC3339)),
+			"disconnected and signed out here, but control did not hear it: %v", unwrapURL(err))
+	}
+	return st, nil
+}

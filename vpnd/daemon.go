@@ -1,0 +1,213 @@
+package vpnd
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/state"
+	"github.com/runos/vpn/vpnd/store"
+	"github.com/runos/vpn/vpnd/wgcfg"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// control is the part of control/api's Client the daemon uses (a seam for
+// tests; *api.Client is the real one).
+type control interface {
+	Me(ctx context.Context) (*api.Me, error)
+	EndSession(ctx context.Context) error
+	Clusters(ctx context.Context) ([]api.Cluster, error)
+	RegisterDevice(ctx context.Context, r api.RegisterDeviceRequest) (*api.Device, error)
+	JoinCluster(ctx context.Context, deviceID, cid string) (*api.ClusterConfig, error)
+	LeaveCluster(ctx context.Context, deviceID, cid string) error
+	DeviceMap(ctx context.Context, deviceID string, since uint64, wait time.Duration) (*api.DeviceMap, error)
+}
+
+// engine is the tunnel (vpnd/tunnel.Engine in production).
+type engine interface {
+	Apply(wgcfg.Config) error
+	Read() wgcfg.Report
+	Nudge()
+	Close() error
+}
+
+const (
+	slowRead   = 5 * time.Second       // device reads while every wanted peer is up
+	fastRead   = 50 * time.Millisecond // while some wanted peer has no fresh handshake
+	retryApply = time.Second           // after a failed Apply or DNS Set, with no new plan
+)
+
+// daemon holds the inputs of the state derivation and applies what it
+// derives. Every change goes through update: set an input, then update
+// derives the plan and the status from all inputs and applies and
+// publishes what changed.
+type daemon struct {
+	log        *slog.Logger
+	clock      func() time.Time
+	dir        store.Dir
+	public     wgtypes.Key // the device's public key: the only key that leaves the machine
+	hostname   string
+	goos       string
+	eng        engine
+	dns        dnsplit.Configurator // nil: DNS mode off
+	newControl func(apiURL, token string) (control, error)
+	mapWait    time.Duration // how long each map long-poll may be held
+	backoffMin time.Duration
+	backoffMax time.Duration
+
+	ctx      context.Context // the daemon's lifetime
+	wakeRead chan struct{}
+
+	mu       sync.Mutex
+	in       state.Inputs
+	tunnel   appliedState[wgcfg.Config]
+	dnsState appliedState[[]dnsplit.Route]
+	status   localapi.Status
+	statusJS []byte // status without Seq, to tell a change
+	watchers map[*watcher]struct{}
+	sess     *syncSession // the sync of the current session; nil when none
+}
+
+// appliedState remembers what was last applied, and when a failed attempt
+// may be retried.
+type appliedState[T any] struct {
+	ok      bool
+	value   T
+	err     string
+	retryAt time.Time
+}
+
+// change runs f on the inputs, then updates and wakes the device reader so
+// it picks the right read interval at once.
+func (d *daemon) change(f func(in *state.Inputs)) {
+	d.mu.Lock()
+	f(&d.in)
+	d.updateLocked()
+	d.mu.Unlock()
+	d.kickRead()
+}
+
+func (d *daemon) kickRead() {
+	select {
+	case d.wakeRead <- struct{}{}:
+	default:
+	}
+}
+
+// updateLocked derives the plan and applies what changed, reads the device
+// back, derives the status and publishes it if it changed. mu held.
+func (d *daemon) updateLocked() {
+	now := d.clock()
+	d.in.Now = now
+	plan := state.Want(&d.in)
+
+	if same := plan.Tunnel.Equal(d.tunnel.value); (!d.tunnel.ok || !same) && due(d.tunnel.retryAt, same, now) {
+		if err := d.eng.Apply(plan.Tunnel); err != nil {
+			d.log.Warn("configure the tunnel", "err", err)
+			d.tunnel = appliedState[wgcfg.Config]{value: plan.Tunnel, err: err.Error(), retryAt: now.Add(retryApply)}
+		} else {
+			d.tunnel = appliedState[wgcfg.Config]{ok: true, value: plan.Tunnel}
+		}
+		d.readLocked()
+	}
+	if d.dns != nil {
+		same := slices.EqualFunc(plan.DNS, d.dnsState.value, sameRoute)
+		if (!d.dnsState.ok || !same) && due(d.dnsState.retryAt, same, now) {
+			if err := d.dns.Set(d.ctx, plan.DNS); err != nil {
+				d.log.Warn("configure split DNS", "err", err)
+				d.dnsState = appliedState[[]dnsplit.Route]{value: plan.DNS, err: err.Error(), retryAt: now.Add(retryApply)}
+			} else {
+				d.dnsState = appliedState[[]dnsplit.Route]{ok: true, value: plan.DNS}
+			}
+		}
+		d.in.DNS = d.dns.Status()
+		if d.in.DNS.Error == "" {
+			d.in.DNS.Error = d.dnsState.err
+		}
+	}
+	if !d.in.SignedIn() && d.sess != nil {
+		d.stopSyncLocked() // lapsed on the local clock: stop talking to control with it
+	}
+	d.publishLocked(state.Derive(&d.in))
+}
+
+// due says whether to try applying now: at once for a new plan; the same
+// plan that failed only once its retry time has come.
+func due(retryAt time.Time, same bool, now time.Time) bool {
+	return !same || !now.Before(retryAt)
+}
+
+func sameRoute(a, b dnsplit.Route) bool {
+	return a.CID == b.CID && a.Server == b.Server && slices.Equal(a.Domains, b.Domains)
+}
+
+// readLocked reads the device into the inputs. mu held.
+func (d *daemon) readLocked() {
+	r := d.eng.Read()
+	if d.tunnel.err != "" {
+		r.Err = d.tunnel.err
+	}
+	d.in.Device = r
+}
+
+// publishLocked makes st the current status if it differs from the last
+// one, and offers it to every watcher. mu held.
+func (d *daemon) publishLocked(st localapi.Status) {
+	st.Seq = 0
+	js, _ := json.Marshal(st)
+	if d.statusJS != nil && string(js) == string(d.statusJS) {
+		return
+	}
+	d.statusJS = js
+	st.Seq = d.status.Seq + 1
+	d.status = st
+	for w := range d.watchers {
+		w.offer(st)
+	}
+}
+
+// Status returns the current status.
+func (d *daemon) Status() localapi.Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.status
+}
+
+// readLoop reads the device every 50 ms while a wanted cluster has no fresh
+// handshake and every 5 s otherwise (local reads of the device, not network
+// polls), and wakes for the next instant at which time alone changes the
+// status (a handshake going stale, the session lapsing).
+func (d *daemon) readLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-d.wakeRead:
+		}
+		d.mu.Lock()
+		d.in.Now = d.clock()
+		if state.FastRead(&d.in) {
+			d.eng.Nudge()
+		}
+		d.readLocked()
+		d.updateLocked()
+		wait := slowRead
+		if state.FastRead(&d.in) {
+			wait = fastRead
+		}
+		if next := state.NextChange(&d.in); !next.IsZero() {
+			wait = min(wait, max(next.Sub(d.in.Now), time.Millisecond))
+		}
+		d.mu.Unlock()
+		t.Reset(wait)
+	}
+}

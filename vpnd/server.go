@@ -1,0 +1,210 @@
+package vpnd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/version"
+	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/vpnd/access"
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+const maxBody = 64 << 10 // a session or a cid: far below this
+
+type callerKey struct{}
+
+// server is the local API over the daemon's socket.
+type server struct {
+	d      *daemon
+	policy access.Policy
+	done   <-chan struct{} // closes every watch stream when the daemon stops
+}
+
+// connContext reads the caller's kernel-verified identity once per
+// connection; the decision is per request.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	cred, err := platform.PeerCredOf(c)
+	return context.WithValue(ctx, callerKey{}, access.Caller{Cred: cred, Err: err})
+}
+
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.d.Status()) })
+	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, localapi.Version{Version: version.Version, Commit: version.Commit, Date: version.Date})
+	})
+	mux.HandleFunc("GET /v1/watch", s.watch)
+	mux.HandleFunc("POST /v1/session", func(w http.ResponseWriter, r *http.Request) {
+		req, err := parseSessionRequest(r.Body)
+		if err != nil {
+			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
+			return
+		}
+		answer(w)(s.d.setSession(r.Context(), req))
+	})
+	mux.HandleFunc("DELETE /v1/session", func(w http.ResponseWriter, r *http.Request) {
+		answer(w)(s.d.endSession(r.Context()))
+	})
+	mux.HandleFunc("POST /v1/connect", func(w http.ResponseWriter, r *http.Request) {
+		req, err := parseConnectRequest(r.Body)
+		if err != nil {
+			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
+			return
+		}
+		answer(w)(s.d.connect(r.Context(), req.CID))
+	})
+	mux.HandleFunc("POST /v1/disconnect", func(w http.ResponseWriter, r *http.Request) {
+		req, err := parseConnectRequest(r.Body)
+		if err != nil {
+			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
+			return
+		}
+		answer(w)(s.d.disconnect(r.Context(), req.CID))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeErr(w, errf(http.StatusNotFound, localapi.CodeNotFound, "see the routes in vpnd/localapi", "no route %s %s", r.Method, r.URL.Path))
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := r.Context().Value(callerKey{}).(access.Caller)
+		if !ok {
+			c = access.Caller{Cred: platform.PeerCred{UID: -1, GID: -1}, Err: errors.New("no peer credentials")}
+		}
+		if ref := s.policy.Check(r, c); ref != nil {
+			writeErr(w, &apiError{status: ref.Status, e: api.Error{Code: ref.Code, Message: ref.Message, Hint: ref.Hint}})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// answer writes a status or the error an action returned.
+func answer(w http.ResponseWriter) func(localapi.Status, *apiError) {
+	return func(st localapi.Status, err *apiError) {
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, st)
+	}
+}
+
+// watch streams the status as NDJSON: the current one first, then one per
+// change, each flushed; a slow reader only ever gets the latest.
+func (s *server) watch(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeErr(w, errf(http.StatusInternalServerError, "internal", "", "streaming unsupported"))
+		return
+	}
+	wt, stop := s.d.watch()
+	defer stop()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	enc := json.NewEncoder(w)
+	rc := http.NewResponseController(w)
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		case <-wt.ready:
+		}
+		st := wt.take()
+		if st == nil {
+			continue
+		}
+		// A reader that stops reading entirely is cut off instead of
+		// holding a goroutine and a connection forever.
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if enc.Encode(st) != nil {
+			return
+		}
+		fl.Flush()
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, e *apiError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.status)
+	_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: &e.e})
+}
+
+// decodeBody reads one JSON object and nothing after it. Unknown fields
+// are ignored, so an older daemon still serves a newer CLI.
+func decodeBody(r io.Reader, v any) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("request body over %d bytes", mbe.Limit)
+		}
+		return fmt.Errorf("read request: %w", err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return errors.New("missing JSON body")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("bad JSON body: %v", err)
+	}
+	if dec.More() {
+		return errors.New("bad JSON body: more than one value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("bad JSON body: trailing data")
+	}
+	return nil
+}
+
+// parseSessionRequest checks a session handed over before anything uses it.
+func parseSessionRequest(r io.Reader) (localapi.SessionRequest, error) {
+	var req localapi.SessionRequest
+	if err := decodeBody(r, &req); err != nil {
+		return req, err
+	}
+	u, err := url.Parse(req.APIURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.Fragment != "" || strings.TrimRight(u.Path, "/") != "" {
+		return req, fmt.Errorf("apiUrl %q: want https://host[:port]", req.APIURL)
+	}
+	req.APIURL = strings.TrimRight(req.APIURL, "/")
+	if req.AccessToken == "" {
+		return req, errors.New("accessToken is missing")
+	}
+	if len(req.AccessToken) > 4096 || strings.ContainsFunc(req.AccessToken, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return req, errors.New("accessToken is malformed")
+	}
+	return req, nil
+}
+
+// parseConnectRequest checks the cid before any request is made.
+func parseConnectRequest(r io.Reader) (localapi.ConnectRequest, error) {
+	var req localapi.ConnectRequest
+	if err := decodeBody(r, &req); err != nil {
+		return req, err
+	}
+	if err := api.CheckCID(req.CID); err != nil {
+		return req, err
+	}
+	return req, nil
+}

@@ -1,0 +1,272 @@
+package vpnd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/vpnd/state"
+)
+
+// syncSession is the conversation with control for one session token: it
+// registers the device, joins the wanted clusters and holds the device map
+// long-poll. It ends when the session ends, lapses or is replaced.
+type syncSession struct {
+	ctl    control
+	apiURL string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startSyncLocked starts the sync for the session in the prefs (replacing
+// any running one). mu held.
+func (d *daemon) startSyncLocked(ctl control) {
+	d.stopSyncLocked()
+	if !d.in.SignedIn() {
+		return
+	}
+	ctx, cancel := context.WithCancel(d.ctx)
+	s := &syncSession{ctl: ctl, apiURL: d.in.Prefs.APIURL, cancel: cancel, done: make(chan struct{})}
+	d.sess = s
+	go d.syncLoop(ctx, s)
+}
+
+// stopSyncLocked cancels the running sync; it ends on its own (it needs mu
+// to finish, so this does not wait). mu held.
+func (d *daemon) stopSyncLocked() {
+	if d.sess != nil {
+		d.sess.cancel()
+		d.sess = nil
+	}
+}
+
+// current runs f on the inputs only if s is still the session's sync: a
+// replaced or stopped sync must not change anything.
+func (d *daemon) current(s *syncSession, f func(in *state.Inputs)) bool {
+	d.mu.Lock()
+	if d.sess != s {
+		d.mu.Unlock()
+		return false
+	}
+	f(&d.in)
+	d.updateLocked()
+	d.mu.Unlock()
+	d.kickRead()
+	return true
+}
+
+func (d *daemon) syncLoop(ctx context.Context, s *syncSession) {
+	defer close(s.done)
+	b := backoff{min: d.backoffMin, max: d.backoffMax}
+	for ctx.Err() == nil {
+		err := d.syncOnce(ctx, s, &b)
+		if ctx.Err() != nil {
+			return
+		}
+		if d.refused(s, err) {
+			return
+		}
+		msg := controlErr(s.apiURL, err)
+		d.log.Warn("sync with control", "err", msg)
+		d.current(s, func(in *state.Inputs) { in.ControlErr = msg })
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(b.next()):
+		}
+	}
+}
+
+// refused handles control refusing the session's token: the session is
+// over (expired), every cluster comes down, the wanted ones are kept.
+func (d *daemon) refused(s *syncSession, err error) bool {
+	if !api.IsCode(err, api.CodeSessionExpired) && !api.IsCode(err, api.CodeUnauthorized) {
+		return false
+	}
+	d.log.Info("control ended the session", "reason", err.Error())
+	d.current(s, func(in *state.Inputs) {
+		in.SessionEnded = true
+		in.SessionErr = "control ended the session: " + err.Error()
+		in.ControlErr = ""
+		d.stopSyncLocked()
+	})
+	return true
+}
+
+// syncOnce runs one round: device, clusters, joins, then the long-poll until
+// an error.
+func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff) error {
+	id, err := d.ensureDevice(ctx, s)
+	if err != nil {
+		return err
+	}
+	cs, err := s.ctl.Clusters(ctx)
+	if err != nil {
+		return err
+	}
+	d.current(s, func(in *state.Inputs) { in.Accounts = cs })
+	d.mu.Lock()
+	wanted := slices.Clone(d.in.Prefs.Wanted)
+	d.mu.Unlock()
+	for _, cid := range wanted {
+		if err := d.join(ctx, s, id, cid); err != nil {
+			return err
+		}
+	}
+	var since uint64
+	rejoined := map[string]uint64{}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, d.mapWait+15*time.Second)
+		m, err := s.ctl.DeviceMap(pctx, id, since, d.mapWait)
+		cancel()
+		if err != nil {
+			if api.IsCode(err, api.CodeNotFound) {
+				// Control forgot the device: register again next round.
+				d.current(s, func(in *state.Inputs) { in.Prefs.DeviceID = ""; d.savePrefsLocked() })
+			}
+			return err
+		}
+		b.reset()
+		d.applyMap(s, m)
+		since = m.Version
+		// A wanted cluster the map lacks (joined before a restart that
+		// control forgot, or left elsewhere) is joined again, once per map.
+		for _, cid := range d.missing(m) {
+			if rejoined[cid] == m.Version {
+				continue
+			}
+			rejoined[cid] = m.Version
+			if err := d.join(ctx, s, id, cid); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ensureDevice registers the device's public key when the prefs hold no
+// device id yet (registering the same key again returns the same device).
+func (d *daemon) ensureDevice(ctx context.Context, s *syncSession) (string, error) {
+	d.mu.Lock()
+	id := d.in.Prefs.DeviceID
+	d.mu.Unlock()
+	if id != "" {
+		return id, nil
+	}
+	dev, err := s.ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.public.String(), Name: d.hostname, OS: d.goos})
+	if err != nil {
+		return "", err
+	}
+	if dev.ID == "" {
+		return "", errors.New("control registered the device without an id")
+	}
+	d.current(s, func(in *state.Inputs) { in.Prefs.DeviceID = dev.ID; d.savePrefsLocked() })
+	return dev.ID, nil
+}
+
+// join asks control to join cid. Control's refusal is the cluster's error
+// (the sync goes on); a session refusal or a network failure is returned.
+func (d *daemon) join(ctx context.Context, s *syncSession, id, cid string) error {
+	_, err := s.ctl.JoinCluster(ctx, id, cid)
+	var ae *api.Error
+	switch {
+	case err == nil:
+		d.current(s, func(in *state.Inputs) { delete(in.JoinErrs, cid) })
+		return nil
+	case api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized):
+		return err
+	case errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable && ae.Status < 500:
+		msg := fmt.Sprintf("control refused to join %s: %v", cid, err)
+		d.log.Warn("join", "cid", cid, "err", err)
+		d.current(s, func(in *state.Inputs) { setJoinErr(in, cid, msg) })
+		return nil
+	}
+	return err
+}
+
+func setJoinErr(in *state.Inputs, cid, msg string) {
+	if in.JoinErrs == nil {
+		in.JoinErrs = map[string]string{}
+	}
+	in.JoinErrs[cid] = msg
+}
+
+// applyMap takes a device map from control, never going back to an older
+// version (an answer overtaken by a newer one is dropped).
+func (d *daemon) applyMap(s *syncSession, m *api.DeviceMap) {
+	d.current(s, func(in *state.Inputs) {
+		if in.Map != nil && m.Version < in.Map.Version {
+			return
+		}
+		if old := in.Map; old == nil || old.Version != m.Version {
+			d.logMoves(old, m)
+		}
+		in.Map = m
+		in.ControlErr = ""
+		if e := m.Session.ExpiresAt; !e.IsZero() && !e.Equal(in.Prefs.ExpiresAt) {
+			in.Prefs.ExpiresAt = e // control is the authority on the session's end
+			d.savePrefsLocked()
+		}
+	})
+}
+
+// logMoves logs a cluster's server changing node or key: a move.
+func (d *daemon) logMoves(old, m *api.DeviceMap) {
+	if old == nil {
+		return
+	}
+	for _, c := range m.Clusters {
+		for _, o := range old.Clusters {
+			if o.CID == c.CID && (o.VPN.PublicKey != c.VPN.PublicKey || o.VPN.Endpoint != c.VPN.Endpoint) {
+				d.log.Info("cluster's VPN server moved", "cid", c.CID, "from", o.VPN.NodeID, "to", c.VPN.NodeID, "endpoint", c.VPN.Endpoint)
+			}
+		}
+	}
+}
+
+// missing returns the wanted clusters m does not list and that have no join error.
+func (d *daemon) missing(m *api.DeviceMap) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, cid := range d.in.Prefs.Wanted {
+		if d.in.JoinErrs[cid] != "" {
+			continue
+		}
+		if !slices.ContainsFunc(m.Clusters, func(c api.ClusterConfig) bool { return c.CID == cid }) {
+			out = append(out, cid)
+		}
+	}
+	return out
+}
+
+// controlErr says what went wrong talking to control, in words for status.
+func controlErr(apiURL string, err error) string {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return "control: " + ae.Error()
+	}
+	return fmt.Sprintf("control %s unreachable: %v", apiURL, unwrapURL(err))
+}
+
+// backoff is exponential with jitter: each wait is drawn from [d/2, d] and d
+// doubles from min to max; a success resets it.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	}
+	d := b.cur
+	b.cur = min(b.cur*2, b.max)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
