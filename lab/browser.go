@@ -1,0 +1,67 @@
+package lab
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/runos/vpn/auth/formlogin"
+)
+
+// BrowserLaunches is the file, in a laptop's directory, where the scripted
+// browser appends one line per launch (tests count them).
+const BrowserLaunches = "browser-launches.log"
+
+// Browse is the lab's scripted browser (`runos-lab browser URL`, the
+// laptops' $BROWSER): it opens the sign-in URL and signs in as the lab's
+// user through the real login page with auth/formlogin — the form is
+// fetched, filled and posted like a person would, no shortcut around it.
+// It runs inside the laptop, where control's address and the CLI's
+// loopback listener are.
+func Browse(ctx context.Context, env *Env, host, url string, out io.Writer) error {
+	if host != "" {
+		if f, err := os.OpenFile(filepath.Join(env.Dir, "hosts", host, BrowserLaunches),
+			os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+			fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), url)
+			f.Close()
+		}
+	}
+	pem, err := os.ReadFile(env.CAFile)
+	if err != nil {
+		return fmt.Errorf("browser: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("browser: no certificate in %s", env.CAFile)
+	}
+	hc := &http.Client{
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+		Timeout:   30 * time.Second,
+	}
+	fmt.Fprintf(out, "browser: opening %s\n", url)
+	fmt.Fprintf(out, "browser: filling the login form as %s and submitting it\n", env.User)
+	res, err := formlogin.Login(ctx, hc, url, env.User, env.Password)
+	if err != nil {
+		return fmt.Errorf("browser: sign-in through the login page failed: %w", err)
+	}
+	fmt.Fprintf(out, "browser: signed in; the page at %s says %q\n", res.URL, firstLine(res.Body))
+	return nil
+}
+
+func firstLine(s string) string {
+	for i, r := range s {
+		if r == '\n' {
+			return s[:i]
+		}
+	}
+	if len(s) > 120 {
+		return s[:120] + "…"
+	}
+	return s
+}

@@ -1,0 +1,142 @@
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// EnvFile is the name of the lab's description inside its directory.
+const EnvFile = "env.json"
+
+// Env is D/env.json: everything a script, a test or a person needs to use a
+// running lab. e2e/ reads it with LoadEnv.
+type Env struct {
+	Dir           string       `json:"dir"`
+	APIURL        string       `json:"apiUrl"`
+	CAFile        string       `json:"caFile"`
+	User          string       `json:"user"`
+	Password      string       `json:"password"`
+	OperatorToken string       `json:"operatorToken"`
+	DefaultCID    string       `json:"defaultCid"`
+	SessionTTL    string       `json:"sessionTtl"`
+	Clusters      []EnvCluster `json:"clusters"`
+	Client        EnvClient    `json:"client"`  // the first laptop
+	Clients       []EnvClient  `json:"clients"` // every laptop, the first included
+	Hosts         []EnvHost    `json:"hosts"`
+	Resolver      EnvResolver  `json:"resolver"`
+	BinDir        string       `json:"binDir"`
+}
+
+// EnvCluster is one cluster of the world.
+type EnvCluster struct {
+	CID        string        `json:"cid"`
+	AID        string        `json:"aid"`
+	Name       string        `json:"name"`
+	Domain     string        `json:"domain"` // <cid>.<aid>.<root>
+	VPNService EnvVPNService `json:"vpnService"`
+	Nodes      []EnvNode     `json:"nodes"`
+}
+
+// EnvVPNService is the cluster's WireGuard server as seeded.
+type EnvVPNService struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	NodeID string `json:"nodeId"`
+	Port   int    `json:"port"`
+}
+
+// EnvNode is a node of a cluster and the lab host that plays it.
+type EnvNode struct {
+	NID       string   `json:"nid"`
+	Host      string   `json:"host"` // e.g. ky3-n1, for `runos-lab exec`
+	Netns     string   `json:"netns"`
+	IngressIP string   `json:"ingressIp"` // declared, else detected public: what devices dial
+	PublicIP  string   `json:"publicIp"`
+	Published bool     `json:"published"`
+	Roles     []string `json:"roles"`
+}
+
+// EnvClient is a laptop: its namespace and its daemon's socket (a path that
+// works from outside the lab as well as inside it).
+type EnvClient struct {
+	Host   string `json:"host"`
+	Netns  string `json:"netns"`
+	Socket string `json:"socket"`
+	Config string `json:"config"` // RUNOS_CONFIG
+	Home   string `json:"home"`
+}
+
+// EnvHost is one host of the lab, its addresses and its processes.
+type EnvHost struct {
+	Name      string            `json:"name"`
+	Netns     string            `json:"netns"`
+	MountNS   string            `json:"mountNs"`   // persisted mount namespace file
+	Addresses map[string]string `json:"addresses"` // segment (wan, lan) → address
+	Processes []EnvProcess      `json:"processes"`
+}
+
+// EnvProcess is a process the lab started.
+type EnvProcess struct {
+	Name string `json:"name"`
+	PID  int    `json:"pid"`
+	Log  string `json:"log"`
+}
+
+// EnvResolver is the LAN resolver (dnsmasq on the lan host).
+type EnvResolver struct {
+	Address string            `json:"address"`
+	Records map[string]string `json:"records"` // name (a leading *. for a wildcard) → address
+}
+
+// Host returns the host with that name.
+func (e *Env) Host(name string) (*EnvHost, bool) {
+	for i := range e.Hosts {
+		if e.Hosts[i].Name == name {
+			return &e.Hosts[i], true
+		}
+	}
+	return nil, false
+}
+
+// Cluster returns the cluster with that cid.
+func (e *Env) Cluster(cid string) (*EnvCluster, bool) {
+	for i := range e.Clusters {
+		if e.Clusters[i].CID == cid {
+			return &e.Clusters[i], true
+		}
+	}
+	return nil, false
+}
+
+// Laptop returns the laptop with that host name.
+func (e *Env) Laptop(host string) (*EnvClient, bool) {
+	for i := range e.Clients {
+		if e.Clients[i].Host == host {
+			return &e.Clients[i], true
+		}
+	}
+	return nil, false
+}
+
+// LoadEnv reads D/env.json.
+func LoadEnv(dir string) (*Env, error) {
+	b, err := os.ReadFile(filepath.Join(dir, EnvFile))
+	if err != nil {
+		return nil, fmt.Errorf("no lab in %s (is it up? run: runos-lab up --dir %s): %w", dir, dir, err)
+	}
+	return ParseEnv(b)
+}
+
+// ParseEnv decodes an env.json document.
+func ParseEnv(b []byte) (*Env, error) {
+	var e Env
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("env.json: %w", err)
+	}
+	if e.APIURL == "" || len(e.Hosts) == 0 {
+		return nil, fmt.Errorf("env.json: incomplete (no apiUrl or hosts)")
+	}
+	return &e, nil
+}

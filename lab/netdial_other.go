@@ -1,0 +1,13 @@
+//go:build !linux
+
+package lab
+
+import (
+	"context"
+	"errors"
+	"net"
+)
+
+func dialIn(ctx context.Context, nsPath, network, addr string) (net.Conn, error) {
+	return nil, errors.New("the lab needs Linux network namespaces")
+}
