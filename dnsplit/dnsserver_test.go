@@ -20,10 +20,11 @@ type testServer struct {
 }
 
 type serverBehaviour struct {
-	answer   netip.Addr // A record for every name ("" → NXDOMAIN)
-	rcode    int        // if set, answer with this rcode instead
-	truncate bool       // over UDP: empty answer with TC set; over TCP: 40 A records
-	only     string     // if set, REFUSED for names outside this suffix
+	answer   netip.Addr            // A record for every name ("" → NXDOMAIN)
+	rcode    int                   // if set, answer with this rcode instead
+	truncate bool                  // over UDP: empty answer with TC set; over TCP: 40 A records
+	only     string                // if set, REFUSED for names outside this suffix
+	bySuffix map[string]netip.Addr // A record for names under a suffix, before answer
 }
 
 func (s *testServer) hits() int64 { return s.udpHits.Load() + s.tcpHits.Load() }
@@ -34,7 +35,6 @@ func startDNS(t testing.TB, host string, b serverBehaviour) *testServer {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	s := &testServer{}
 	var pc net.PacketConn
 	var ln net.Listener
 	for range 20 {
@@ -53,7 +53,12 @@ func startDNS(t testing.TB, host string, b serverBehaviour) *testServer {
 	if pc == nil {
 		t.Fatal("no free port for UDP and TCP at once")
 	}
-	s.addr = netip.MustParseAddrPort(pc.LocalAddr().String())
+	return serveDNS(t, pc, ln, b)
+}
+
+// serveDNS serves b on sockets made elsewhere (in another namespace).
+func serveDNS(t testing.TB, pc net.PacketConn, ln net.Listener, b serverBehaviour) *testServer {
+	s := &testServer{addr: netip.MustParseAddrPort(pc.LocalAddr().String())}
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
 		_, tcp := w.LocalAddr().(*net.TCPAddr)
 		if tcp {
@@ -64,8 +69,16 @@ func startDNS(t testing.TB, host string, b serverBehaviour) *testServer {
 		q := req.Question[0]
 		r := new(dns.Msg)
 		r.SetReply(req)
+		name := strings.ToLower(q.Name)
+		for suffix, a := range b.bySuffix {
+			if dns.IsSubDomain(dns.Fqdn(suffix), name) && q.Qtype == dns.TypeA {
+				r.Answer = append(r.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
+					A: a.AsSlice()})
+			}
+		}
 		switch {
-		case b.only != "" && !dns.IsSubDomain(dns.Fqdn(b.only), strings.ToLower(q.Name)):
+		case len(r.Answer) > 0:
+		case b.only != "" && !dns.IsSubDomain(dns.Fqdn(b.only), name):
 			r.Rcode = dns.RcodeRefused
 		case b.rcode != 0:
 			r.Rcode = b.rcode
