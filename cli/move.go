@@ -147,7 +147,9 @@ func (mf *moveFollower) show(m *api.Move) {
 		s := m.Steps[mf.steps]
 		fmt.Fprintf(mf.w, "  %7s  %s\n", "+"+fmtSince(s.At, m.StartedAt), s.Text)
 	}
-	if m.State == api.MoveSwitching || m.State == api.MoveDone {
+	// While switching, every change of the count; once done, the final
+	// summary line says it (after the steps, which already say "done").
+	if m.State == api.MoveSwitching {
 		if !mf.printed || m.Devices.Switched != mf.switched || m.Devices.Total != mf.total {
 			fmt.Fprintf(mf.w, "  devices switched %d/%d\n", m.Devices.Switched, m.Devices.Total)
 			mf.switched, mf.total, mf.printed = m.Devices.Switched, m.Devices.Total, true

@@ -126,6 +126,8 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 		token = tok.AccessToken
 	}
 
+	// The time to report is the connect's, not the user's at the login page.
+	start = a.env.Now()
 	restored := wantedClusters(st)
 	var available []string
 	if f.cid == "" && e.CID == "" && len(restored) == 0 {
