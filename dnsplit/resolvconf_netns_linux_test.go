@@ -198,7 +198,9 @@ func TestResolvConfModeOnABindMount(t *testing.T) {
 			waitFor(t, fmt.Sprintf("re-apply %d", i+1), func() bool { b, _ := os.ReadFile(file); return isOurResolvConf(b) })
 		}
 	}
-	waitFor(t, "giving up", func() bool { return strings.Contains(h.status().Error, "another program keeps rewriting /etc/resolv.conf") })
+	waitFor(t, "giving up", func() bool {
+		return strings.Contains(h.status().Error, "another program keeps rewriting /etc/resolv.conf")
+	})
 	h.must("close", nil)
 	if got, _ := os.ReadFile(file); string(got) != fmt.Sprintf("nameserver 10.201.0.53\n# rewrite %d\n", maxReapply) {
 		t.Errorf("after giving up and closing: %q, want the other program's last version", got)
