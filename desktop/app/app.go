@@ -170,7 +170,7 @@ func (a *App) Run(ctx context.Context) error {
 				close(a.quit)
 				return nil
 			}
-			a.start(ctx, &wg, op, s.Status)
+			a.start(ctx, &wg, op, s)
 		}
 		a.render(s)
 	}
@@ -232,7 +232,7 @@ func (a *App) follow(ctx context.Context) {
 
 // start runs one operation; those that call the daemon report back with a
 // DoneEvent.
-func (a *App) start(ctx context.Context, wg *sync.WaitGroup, op menu.Op, st *localapi.Status) {
+func (a *App) start(ctx context.Context, wg *sync.WaitGroup, op menu.Op, s menu.State) {
 	a.cfg.Log.Info("op", "op", op.String())
 	switch op.Kind {
 	case menu.OpRetry:
@@ -249,13 +249,15 @@ func (a *App) start(ctx context.Context, wg *sync.WaitGroup, op menu.Op, st *loc
 		a.mu.Unlock()
 		return
 	case menu.OpOpenConsole:
+		u := menu.ConsoleURL(s)
 		go func() {
-			if err := a.cfg.Open(a.cfg.ConsoleURL); err != nil {
-				a.cfg.Log.Warn("open the console", "url", a.cfg.ConsoleURL, "err", err)
+			if err := a.cfg.Open(u); err != nil {
+				a.cfg.Log.Warn("open the console", "url", u, "err", err)
 			}
 		}()
 		return
 	}
+	st := s.Status
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -30,11 +30,8 @@ func Build(s State, now time.Time) Menu {
 		Status:  Item{Title: statusLine(s, now)},
 		Notices: notices(s, now),
 		Toggle:  toggle(s),
-		Console: Item{Title: TitleConsole, Enabled: s.ConsoleURL != "", Click: Op{Kind: OpOpenConsole}},
+		Console: Item{Title: TitleConsole, Enabled: ConsoleURL(s) != "", Click: Op{Kind: OpOpenConsole}, Tooltip: ConsoleURL(s)},
 		Quit:    Item{Title: TitleQuit, Enabled: true, Click: Op{Kind: OpQuit}},
-	}
-	if s.ConsoleURL != "" {
-		m.Console.Tooltip = s.ConsoleURL
 	}
 	if s.Link == LinkUp {
 		for _, c := range s.Status.Clusters {
@@ -48,6 +45,18 @@ func Build(s State, now time.Time) Menu {
 	}
 	m.Icon, m.Tooltip = summary(s)
 	return m
+}
+
+// ConsoleURL is where "Open RunOS console" goes: the URL the app was
+// given, else control's URL from the daemon's session; "" disables it.
+func ConsoleURL(s State) string {
+	if s.ConsoleURL != "" {
+		return s.ConsoleURL
+	}
+	if s.Link == LinkUp {
+		return s.Status.Session.APIURL
+	}
+	return ""
 }
 
 func noClusters(s State) string {

@@ -475,6 +475,13 @@ func TestConsole(t *testing.T) {
 	if _, ops := Apply(State{}, ClickEvent{Op: Op{Kind: OpOpenConsole}}); len(ops) != 0 {
 		t.Fatalf("console without a URL: %v", ops)
 	}
+	// Without a configured URL, control's URL from the daemon's session.
+	st := status(1, localapi.SessionSignedIn)
+	st.Session.APIURL = "https://control.example"
+	s, _ := Apply(State{}, StatusEvent{st})
+	if m := Build(s, now); !m.Console.Enabled || ConsoleURL(s) != "https://control.example" {
+		t.Fatalf("console %+v", m.Console)
+	}
 }
 
 // The docs: "At login it reconnects silently and never opens a browser;
