@@ -22,7 +22,7 @@ import (
 // sessions, connects that reach peerUp (or not), restored clusters after
 // a sign-in, and the watch stream.
 type fakeDaemon struct {
-	t      *testing.T
+	t      testing.TB
 	socket string
 
 	mu      sync.Mutex
@@ -38,7 +38,7 @@ type fakeDaemon struct {
 	version      localapi.Version
 }
 
-func newFakeDaemon(t *testing.T) *fakeDaemon {
+func newFakeDaemon(t testing.TB) *fakeDaemon {
 	t.Helper()
 	// Unix socket paths are short (108 bytes); t.TempDir can be longer.
 	dir, err := os.MkdirTemp("", "rcli")

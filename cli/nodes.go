@@ -218,7 +218,7 @@ func (a *app) nodesIngress(ctx context.Context, nid string, f ingressFlags) erro
 
 func (a *app) nodesDeleteCmd() *cobra.Command {
 	var cid string
-	var reset bool
+	var reset, asJSON bool
 	c := &cobra.Command{
 		Use:   "delete NID",
 		Short: "Remove a node from its cluster",
@@ -245,12 +245,16 @@ runos nodes delete-preflight says beforehand what a removal would warn about.`,
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(a.env.Stdout, map[string]any{"cid": cid, "nid": nid, "deleted": true, "resetCluster": reset})
+			}
 			fmt.Fprintf(a.env.Stdout, "Deleted node %s of %s.\n", nid, cid)
 			return nil
 		}),
 	}
 	addCIDFlag(c, &cid)
 	c.Flags().BoolVar(&reset, "reset-cluster", false, "also reset the cluster when removing its last control-plane node (irreversible)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print {cid, nid, deleted, resetCluster} as JSON")
 	return c
 }
 

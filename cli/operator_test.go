@@ -125,6 +125,7 @@ func TestNodes(t *testing.T) {
 		"delete node n1 of ky3: node n1 hosts the VPN server and refuses deletion (move the server off it first: runos services wireguard move <id> --cid ky3 --target-node-id <nid>)",
 	})
 	h.run("nodes", "delete", "n2").want(t, 0, []string{"Deleted node n2 of ky3."}, nil)
+	h.run("nodes", "delete", "n2", "--json").want(t, 0, []string{`"deleted": true`, `"nid": "n2"`}, nil)
 	h.control.refuse["DELETE /v1/clusters/ky3/nodes/n2"] = &api.Error{Status: 409, Code: api.CodeRefused,
 		Message: "n2 is the last control-plane node", Hint: "pass --reset-cluster to reset the cluster (irreversible)"}
 	h.run("nodes", "delete", "n2").want(t, 1, nil, []string{"n2 is the last control-plane node (pass --reset-cluster"})
