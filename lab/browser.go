@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/runos/vpn/auth/formlogin"
@@ -44,13 +45,13 @@ func Browse(ctx context.Context, env *Env, host, url string, out io.Writer) erro
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
 		Timeout:   30 * time.Second,
 	}
-	fmt.Fprintf(out, "browser: opening %s\n", url)
+	fmt.Fprintf(out, "browser: opening %s\n", withoutQuery(url))
 	fmt.Fprintf(out, "browser: filling the login form as %s and submitting it\n", env.User)
 	res, err := formlogin.Login(ctx, hc, url, env.User, env.Password)
 	if err != nil {
 		return fmt.Errorf("browser: sign-in through the login page failed: %w", err)
 	}
-	fmt.Fprintf(out, "browser: signed in; the page at %s says %q\n", res.URL, firstLine(res.Body))
+	fmt.Fprintf(out, "browser: signed in; redirected to %s, which says %q\n", withoutQuery(res.URL), firstLine(res.Body))
 	return nil
 }
 
@@ -64,4 +65,12 @@ func firstLine(s string) string {
 		return s[:120] + "…"
 	}
 	return s
+}
+
+// withoutQuery drops a URL's query (codes and state) for display.
+func withoutQuery(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		return u[:i] + "?…"
+	}
+	return u
 }
