@@ -178,3 +178,18 @@ func TestMergeWarnings(t *testing.T) {
 		t.Errorf("empty must be [] for JSON: %#v", got)
 	}
 }
+
+func TestOtherWarnings(t *testing.T) {
+	st := &localapi.Status{
+		Session: localapi.Session{State: localapi.SessionSignedIn},
+		DNS:     localapi.DNS{Error: "resolv.conf keeps being rewritten"},
+		Warnings: []string{
+			"the session ends at 2026-12-02 12:42 UTC, in less than an hour: run `runos vpn up` to sign in again",
+			"dns: resolv.conf keeps being rewritten",
+			"the tunnel restarted",
+		},
+	}
+	if got := otherWarnings(st); !slices.Equal(got, []string{"the tunnel restarted"}) {
+		t.Errorf("otherWarnings = %q", got)
+	}
+}

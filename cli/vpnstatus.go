@@ -130,7 +130,7 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 	section("Session", sessionLines(st.Session, now))
 	section("Tunnel", tunnelLines(st.Tunnel))
 	section("DNS", dnsLines(st.DNS))
-	for _, warn := range st.Warnings {
+	for _, warn := range otherWarnings(st) {
 		fmt.Fprintln(w, "warning: "+warn)
 	}
 	fmt.Fprintln(w)
@@ -148,4 +148,21 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 			fmt.Fprintf(w, "  %s: %s\n", c.CID, c.Error)
 		}
 	}
+}
+
+// otherWarnings are the daemon's warnings that the session and DNS lines do
+// not already say: the daemon words its own session warnings ("the session
+// ends at …", "the session expired …") and repeats the DNS error as
+// "dns: <error>"; printing those again would say everything twice.
+func otherWarnings(st *localapi.Status) []string {
+	var out []string
+	for _, w := range st.Warnings {
+		switch {
+		case strings.HasPrefix(w, "the session ") && st.Session.State != localapi.SessionSignedOut:
+		case st.DNS.Error != "" && w == "dns: "+st.DNS.Error:
+		default:
+			out = append(out, w)
+		}
+	}
+	return out
 }
