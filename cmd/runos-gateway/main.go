@@ -183,6 +183,9 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	if err != nil {
 		return usagef("--control: %v", err)
 	}
+	if strings.HasPrefix(f.control, "http://") {
+		log.Warn("control is plain HTTP: the enrollment token and the map travel unencrypted; use https:// outside a lab", "control", f.control)
+	}
 	key, created, err := nodekey.LoadOrCreate(f.stateDir, log)
 	if err != nil {
 		return err
