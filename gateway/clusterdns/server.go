@@ -47,12 +47,11 @@ func (s *Server) Addr() netip.AddrPort {
 	return s.addr
 }
 
-// Set answers the domains with address, listening on address. The first
-// call starts the listeners; later calls only rebind when address changes.
-func (s *Server) Set(address netip.Addr, domains []string) error {
-	z, err := NewZone(address, domains)
-	if err != nil {
-		return err
+// Set answers z, listening on its address. The first call starts the
+// listeners; later calls only rebind when the address changes.
+func (s *Server) Set(z *Zone) error {
+	if z == nil {
+		return fmt.Errorf("cluster dns: no zone")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -66,7 +65,7 @@ func (s *Server) Set(address netip.Addr, domains []string) error {
 	if err := s.startLocked(z.Address()); err != nil {
 		return err
 	}
-	s.log.Info("cluster dns listening", "addr", s.addr.String(), "domains", domains)
+	s.log.Info("cluster dns listening", "addr", s.addr.String(), "domains", z.Domains())
 	return nil
 }
 

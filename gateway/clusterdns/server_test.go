@@ -18,7 +18,7 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 func startServer(t testing.TB, doms []string) *Server {
 	t.Helper()
 	s := NewServer(0, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := s.Set(loopback, doms); err != nil {
+	if err := s.Set(mustNewZone(t, loopback, doms)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
@@ -58,7 +58,7 @@ func TestServerDomainsChangeWithoutRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if err := s.Set(loopback, []string{"xym.rjwrn.example.com"}); err != nil {
+	if err := s.Set(mustNewZone(t, loopback, []string{"xym.rjwrn.example.com"})); err != nil {
 		t.Fatal(err)
 	}
 	if s.Addr() != before {
@@ -76,13 +76,33 @@ func TestServerDomainsChangeWithoutRestart(t *testing.T) {
 	}
 }
 
-func TestServerBadDomainsChangeNothing(t *testing.T) {
-	s := startServer(t, domains)
-	if err := s.Set(loopback, []string{"bad name"}); err == nil {
-		t.Fatal("bad domain accepted")
+func mustNewZone(t testing.TB, addr netip.Addr, doms []string) *Zone {
+	t.Helper()
+	z, err := NewZone(addr, doms)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r := exchange(t, "udp", s.Addr().String(), "app.ky3.rjwrn.example.com.", dns.TypeA); len(r.Answer) != 1 {
-		t.Fatalf("zone changed by a refused Set: %v", r)
+	return z
+}
+
+// Moving to another address rebinds; the old address stops answering.
+func TestServerAddressChangeRebinds(t *testing.T) {
+	s := startServer(t, domains)
+	old := s.Addr()
+	other := netip.MustParseAddr("127.0.0.2")
+	if err := s.Set(mustNewZone(t, other, domains)); err != nil {
+		t.Skipf("no 127.0.0.2 here: %v", err)
+	}
+	if s.Addr().Addr() != other {
+		t.Fatalf("listening on %v", s.Addr())
+	}
+	r := exchange(t, "udp", s.Addr().String(), "app.ky3.rjwrn.example.com.", dns.TypeA)
+	if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "127.0.0.2" {
+		t.Fatalf("answer after the move: %v", r)
+	}
+	if c, err := net.Dial("tcp", old.String()); err == nil {
+		c.Close()
+		t.Fatal("old address still listening")
 	}
 }
 
@@ -148,7 +168,7 @@ func TestServerMalformedPackets(t *testing.T) {
 
 func TestServerClose(t *testing.T) {
 	s := NewServer(0, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := s.Set(loopback, domains); err != nil {
+	if err := s.Set(mustNewZone(t, loopback, domains)); err != nil {
 		t.Fatal(err)
 	}
 	addr := s.Addr().String()
