@@ -159,8 +159,18 @@ func (d *daemon) connect(ctx context.Context, cid string) (localapi.Status, *api
 	if m, err := s.ctl.DeviceMap(ctx, id, 0, 0); err == nil {
 		d.applyMap(s, m)
 	}
+	go d.refreshAccounts(s) // names of clusters added since the session began
+
 	d.log.Info("connect", "cid", cid)
 	return d.Status(), nil
+}
+
+func (d *daemon) refreshAccounts(s *syncSession) {
+	ctx, cancel := context.WithTimeout(d.ctx, 15*time.Second)
+	defer cancel()
+	if cs, err := s.ctl.Clusters(ctx); err == nil {
+		d.current(s, func(in *state.Inputs) { in.Accounts = cs })
+	}
 }
 
 // controlRefusal maps an error from control during a request; a refused

@@ -94,10 +94,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	var dns dnsplit.Configurator
+	dnsStatus := dnsplit.Status{Mode: "off", Reason: "split DNS is not part of this build"}
 	if cfg.DNS != nil {
 		if dns, err = cfg.DNS(eng.Name(), log); err != nil {
 			log.Warn("split DNS unavailable: cluster names will not resolve over the tunnel", "err", err)
 			dns = nil
+			dnsStatus = dnsplit.Status{Mode: "off", Reason: "split DNS failed to start", Error: err.Error()}
 		}
 	}
 	host, _ := os.Hostname()
@@ -109,7 +111,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		ctx: dctx, wakeRead: make(chan struct{}, 1),
 		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, cfg.CAFile) },
 	}
-	d.in = state.Inputs{Version: version.Version, Interface: eng.Name()}
+	d.in = state.Inputs{Version: version.Version, Interface: eng.Name(), DNS: dnsStatus}
 	prefs, perr := dir.LoadPrefs()
 	if perr != nil {
 		log.Error("prefs", "err", perr)
@@ -143,7 +145,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	go d.readLoop(dctx)
+	readDone := make(chan struct{})
+	go func() { d.readLoop(dctx); close(readDone) }()
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
 		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)
 
@@ -157,6 +160,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	_ = srv.Shutdown(sctx) // closing the listener removes the socket file
 	cancel()
 	stop()
+	<-readDone // nothing applies a plan once the teardown starts
 	d.mu.Lock()
 	d.stopSyncLocked()
 	d.mu.Unlock()

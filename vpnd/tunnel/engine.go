@@ -154,9 +154,11 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 	}
 	want := map[wgtypes.Key]bool{}
 	var pcs []wgtypes.PeerConfig
+	removed := 0
 	for k := range onDevice {
 		if !slices.ContainsFunc(cfg.Peers, func(p wgcfg.Peer) bool { return p.PublicKey == k }) {
 			pcs = append(pcs, wgtypes.PeerConfig{PublicKey: k, Remove: true})
+			removed++
 		}
 	}
 	now := e.now()
@@ -188,8 +190,8 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 	if err := e.net.SetRoutes(cfg.Routes); err != nil {
 		return err
 	}
-	if len(added) > 0 {
-		e.log.Info("peers configured", "interface", e.name, "added", added, "peers", len(cfg.Peers))
+	if len(added) > 0 || removed > 0 {
+		e.log.Info("peers configured", "interface", e.name, "added", added, "removed", removed, "peers", len(cfg.Peers))
 	}
 	e.applied = cfg
 	return nil

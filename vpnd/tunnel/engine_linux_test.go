@@ -43,7 +43,9 @@ func TestEngineReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1.AddPeer(k.PublicKey().String(), deviceAddr)
+	if err := s1.AddPeer(k.PublicKey().String(), deviceAddr); err != nil {
+		t.Fatal(err)
+	}
 	iface := wgtest.Name("wgt")
 	t.Cleanup(func() { os.Remove("/var/run/wireguard/" + iface + ".sock") })
 	wgtest.RunInside(t, laptop, "TestEngineReal", "engine", wgtest.Env(

@@ -10,12 +10,13 @@ import (
 // (control answered the join, the gateway is adding the peer a moment later)
 // is dropped, and wireguard-go retries only after 5 s. So while a new peer
 // has no handshake, the engine re-creates it on a short backoff: a fresh
-// peer sends its first initiation at once. The backoff starts above a
-// handshake round trip and doubles, so a slow path is never cut short for
-// long; after maxNudges wireguard-go's own retries carry on.
+// peer sends its first initiation at once. The backoff starts at 100 ms
+// (above a handshake round trip on a LAN; a slower path loses at most one
+// initiation in flight to it, as the next wait is twice as long) and
+// doubles; after maxNudges wireguard-go's own retries carry on.
 const (
-	firstNudge = 250 * time.Millisecond
-	maxNudges  = 5 // 250 ms, 500 ms, 1 s, 2 s, 4 s
+	firstNudge = 100 * time.Millisecond
+	maxNudges  = 6 // 100 ms, 200 ms … 3.2 s
 )
 
 // Nudge re-creates peers that are due (see above); the daemon calls it

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/internal/netnstest"
+	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -81,15 +83,43 @@ func StartServer(t testing.TB, ns *netnstest.NS, addr netip.Prefix, port int, de
 }
 
 // AddPeer lets a device in: its public key, allowed IP its tunnel address.
-func (s *Server) AddPeer(pub string, addr netip.Addr) {
-	s.t.Helper()
-	s.NS.MustExec("wg", "set", s.Iface, "peer", pub, "allowed-ips", netip.PrefixFrom(addr, addr.BitLen()).String())
+// It goes through the same UAPI socket `wg set` uses, from this process
+// with wgctrl, so that it is as quick as a real gateway reacting to control
+// (spawning wg takes milliseconds a gateway does not).
+func (s *Server) AddPeer(pub string, addr netip.Addr) error {
+	k, err := wgtypes.ParseKey(pub)
+	if err != nil {
+		return err
+	}
+	return s.configure(wgtypes.PeerConfig{PublicKey: k, ReplaceAllowedIPs: true,
+		AllowedIPs: []net.IPNet{{IP: addr.AsSlice(), Mask: net.CIDRMask(addr.BitLen(), addr.BitLen())}}})
 }
 
 // RemovePeer drops a device.
-func (s *Server) RemovePeer(pub string) {
-	s.t.Helper()
-	s.NS.MustExec("wg", "set", s.Iface, "peer", pub, "remove")
+func (s *Server) RemovePeer(pub string) error {
+	k, err := wgtypes.ParseKey(pub)
+	if err != nil {
+		return err
+	}
+	return s.configure(wgtypes.PeerConfig{PublicKey: k, Remove: true})
+}
+
+func (s *Server) configure(pc wgtypes.PeerConfig) error {
+	c, err := wgctrl.New()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.ConfigureDevice(s.Iface, wgtypes.Config{Peers: []wgtypes.PeerConfig{pc}})
+}
+
+// Peers lists the server's peers as the stock wg tool shows them.
+func (s *Server) Peers() []string {
+	out, err := s.NS.Exec("wg", "show", s.Iface, "peers")
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(out)
 }
 
 // Handshake returns the last handshake the server saw from pub (zero: none).

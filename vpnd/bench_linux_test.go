@@ -1,0 +1,116 @@
+package vpnd
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+// statuses follows the daemon's watch stream into a channel.
+func (l *lab) statuses(ctx context.Context) <-chan localapi.Status {
+	ch := make(chan localapi.Status, 256)
+	go func() {
+		_ = l.client.Watch(ctx, func(st *localapi.Status) bool {
+			select {
+			case ch <- *st:
+			default: // the benchmark reads fast; never block the stream
+			}
+			return true
+		})
+	}()
+	return ch
+}
+
+func until(tb testing.TB, ch <-chan localapi.Status, what string, cond func(*localapi.Status) bool) {
+	tb.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case st := <-ch:
+			if cond(&st) {
+				return
+			}
+		case <-timeout:
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (l *lab) signIn(tb testing.TB) {
+	tb.Helper()
+	l.fc.AddSession("tok", "alice@example.com", 24*time.Hour)
+	if _, err := l.client.SetSession(context.Background(), localapi.SessionRequest{APIURL: l.apiURL, AccessToken: "tok"}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkConnectToPeerUp: from POST /v1/connect (session valid) to the
+// watch stream showing peerUp, against a stock wireguard-go server over a
+// veth pair. Each round disconnects first (not timed) and waits until the
+// server has dropped the device, so every connect is a fresh join and
+// handshake.
+func BenchmarkConnectToPeerUp(b *testing.B) {
+	l := newLab(b)
+	l.start()
+	l.signIn(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := l.statuses(ctx)
+	s := l.servers["ky3/n1"]
+	var took []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := l.client.Connect(ctx, "ky3"); err != nil {
+			b.Fatal(err)
+		}
+		until(b, ch, "peerUp", peerUp("ky3"))
+		took = append(took, time.Since(t0))
+		b.StopTimer()
+		if _, err := l.client.Disconnect(ctx, "ky3"); err != nil {
+			b.Fatal(err)
+		}
+		until(b, ch, "disconnected", func(st *localapi.Status) bool { return cluster(*st, "ky3").State == localapi.ClusterDisconnected })
+		for deadline := time.Now().Add(10 * time.Second); len(s.Peers()) != 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatal("the server kept the device after the leave")
+			}
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	b.Logf("quantiles: p10 %v p50 %v p90 %v p95 %v p99 %v max %v", took[len(took)/10], took[len(took)/2], took[len(took)*9/10], took[len(took)*95/100], took[len(took)*99/100], took[len(took)-1])
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkDaemonRSS reports the daemon's resident memory with two clusters
+// connected after some traffic through each (RSS-MiB); ns/op is one GET
+// /v1/status over the socket.
+func BenchmarkDaemonRSS(b *testing.B) {
+	l := newLab(b)
+	l.start()
+	l.signIn(b)
+	ctx := context.Background()
+	for _, cid := range []string{"ky3", "xym"} {
+		if _, err := l.client.Connect(ctx, cid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	l.waitStatus("both up", func(st *localapi.Status) bool { return peerUp("ky3")(st) && peerUp("xym")(st) })
+	for _, ip := range []string{"100.100.1.1", "100.100.2.1"} {
+		l.laptop.MustExec("ping", "-q", "-c", "500", "-i", "0.002", "-s", "1200", ip)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := l.client.Status(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(l.rssKB())/1024, "RSS-MiB")
+}
