@@ -41,6 +41,8 @@ type lab struct {
 	apiURL   string
 	caFile   string
 	laptop   *netnstest.NS
+	ctl      *netnstest.NS // control's host (and the LAN resolver's, for DNS tests)
+	env      []string      // extra environment for the daemon
 	servers  map[string]*wgtest.Server // "ky3/n1", "ky3/n2", "xym/n1"
 	mu       sync.Mutex
 	active   map[string]string // cid → node whose server the gateway side serves
@@ -59,6 +61,7 @@ func newLab(t testing.TB) *lab {
 	l := &lab{t: t, servers: map[string]*wgtest.Server{}, active: map[string]string{"ky3": "n1", "xym": "n1"}}
 	l.laptop = netnstest.New(t, "lap")
 	ctl := netnstest.New(t, "ctl")
+	l.ctl = ctl
 	netnstest.Link(t, l.laptop, "eth0", "10.0.0.1/24", ctl, "eth0", "10.0.0.2/24")
 
 	l.fc = fakecontrol.New()
@@ -153,41 +156,52 @@ func (l *lab) move(cid, nid string) {
 // was made in, so this process can serve it from any thread afterwards.
 func listenIn(t testing.TB, ns *netnstest.NS, addr string) net.Listener {
 	t.Helper()
-	type res struct {
-		l   net.Listener
-		err error
-	}
-	ch := make(chan res, 1)
+	var ln net.Listener
+	inNS(t, ns, func() (err error) { ln, err = net.Listen("tcp", addr); return err })
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// listenPacketIn is listenIn for UDP.
+func listenPacketIn(t testing.TB, ns *netnstest.NS, addr string) net.PacketConn {
+	t.Helper()
+	var pc net.PacketConn
+	inNS(t, ns, func() (err error) { pc, err = net.ListenPacket("udp", addr); return err })
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+// inNS runs f on an OS thread switched into ns.
+func inNS(t testing.TB, ns *netnstest.NS, f func() error) {
+	t.Helper()
+	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked when the switch back fails: the thread then dies with this goroutine
 		orig, err := netns.Get()
 		if err != nil {
-			ch <- res{err: err}
+			errc <- err
 			return
 		}
 		defer orig.Close()
 		h, err := netns.GetFromName(ns.Name)
 		if err != nil {
-			ch <- res{err: err}
+			errc <- err
 			return
 		}
 		defer h.Close()
 		if err := netns.Set(h); err != nil {
-			ch <- res{err: err}
+			errc <- err
 			return
 		}
-		ln, lerr := net.Listen("tcp", addr)
+		ferr := f()
 		if netns.Set(orig) == nil {
 			runtime.UnlockOSThread()
 		}
-		ch <- res{ln, lerr}
+		errc <- ferr
 	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("listen on %s in %s: %v", addr, ns.Name, r.err)
+	if err := <-errc; err != nil {
+		t.Fatalf("in %s: %v", ns.Name, err)
 	}
-	t.Cleanup(func() { r.l.Close() })
-	return r.l
 }
 
 // daemonProc is the daemon running in the laptop namespace.
@@ -204,6 +218,7 @@ func (l *lab) start() {
 	cmd := exec.Command("ip", "netns", "exec", l.laptop.Name, os.Args[0], "-test.run=^TestDaemonReal$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), wgtest.InsideEnv+"=daemon", "T_STATE="+l.stateDir, "T_SOCKET="+l.socket,
 		"T_CA="+l.caFile, "T_IFACE="+l.iface)
+	cmd.Env = append(cmd.Env, l.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &daemonProc{cmd: cmd, done: make(chan struct{}), out: &strings.Builder{}, mu: &sync.Mutex{}}
 	pr, pw := io.Pipe()
