@@ -41,8 +41,8 @@ type lab struct {
 	apiURL   string
 	caFile   string
 	laptop   *netnstest.NS
-	ctl      *netnstest.NS // control's host (and the LAN resolver's, for DNS tests)
-	env      []string      // extra environment for the daemon
+	ctl      *netnstest.NS             // control's host (and the LAN resolver's, for DNS tests)
+	env      []string                  // extra environment for the daemon
 	servers  map[string]*wgtest.Server // "ky3/n1", "ky3/n2", "xym/n1"
 	mu       sync.Mutex
 	active   map[string]string // cid → node whose server the gateway side serves
