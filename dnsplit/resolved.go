@@ -31,7 +31,32 @@ type resolvedMode struct {
 const busTimeout = 5 * time.Second
 
 func newResolvedMode(opt Options, j *journal, r Resolved, reason string) *resolvedMode {
-	return &resolvedMode{opt: opt, log: opt.Logger, j: j, r: r, reason: reason}
+	m := &resolvedMode{opt: opt, log: opt.Logger, j: j, r: r, reason: reason}
+	if ch := r.Restarted(); ch != nil {
+		go m.reapplyOnRestart(ch)
+	}
+	return m
+}
+
+// reapplyOnRestart puts the tunnel's settings back after resolved restarts
+// (an upgrade, a crash): it forgets every link's settings when it goes, and
+// cluster names would silently stop resolving.
+func (m *resolvedMode) reapplyOnRestart(restarted <-chan struct{}) {
+	for range restarted {
+		m.mu.Lock()
+		if m.rec != nil && len(m.routes) > 0 {
+			m.log.Info("dns: systemd-resolved restarted; setting the tunnel's DNS again", "interface", m.opt.Interface)
+			routes := m.routes
+			m.routes = nil // so set logs the routes again
+			err := m.set(context.Background(), routes)
+			m.err = ""
+			if err != nil {
+				m.err = err.Error()
+				m.log.Warn("dns: re-apply after systemd-resolved restarted", "err", err)
+			}
+		}
+		m.mu.Unlock()
+	}
 }
 
 func (m *resolvedMode) Status() Status {

@@ -17,8 +17,9 @@ const (
 
 // busResolved is Resolved over the system bus.
 type busResolved struct {
-	conn *dbus.Conn
-	obj  dbus.BusObject
+	conn      *dbus.Conn
+	obj       dbus.BusObject
+	restarted chan struct{}
 }
 
 // dialResolved connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS, else
@@ -28,8 +29,44 @@ func dialResolved() (*busResolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("system bus: %w", err)
 	}
-	return &busResolved{conn: conn, obj: conn.Object(resolve1Name, resolve1Path)}, nil
+	b := &busResolved{conn: conn, obj: conn.Object(resolve1Name, resolve1Path)}
+	b.watchOwner()
+	return b, nil
 }
+
+// watchOwner turns NameOwnerChanged for resolve1 with a new owner into a
+// Restarted event. Without the match nothing is lost but the event: Set
+// still works, a restart just goes unnoticed.
+func (b *busResolved) watchOwner() {
+	err := b.conn.AddMatchSignal(dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
+		dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, resolve1Name))
+	if err != nil {
+		return
+	}
+	sigs := make(chan *dbus.Signal, 8)
+	b.conn.Signal(sigs)
+	b.restarted = make(chan struct{}, 1)
+	go func() {
+		defer close(b.restarted)
+		for s := range sigs { // closed when the connection closes
+			if s.Name != "org.freedesktop.DBus.NameOwnerChanged" || len(s.Body) != 3 {
+				continue
+			}
+			if name, _ := s.Body[0].(string); name != resolve1Name {
+				continue
+			}
+			if owner, _ := s.Body[2].(string); owner == "" {
+				continue // it went away; wait for it to come back
+			}
+			select {
+			case b.restarted <- struct{}{}:
+			default: // one pending event is as good as many
+			}
+		}
+	}()
+}
+
+func (b *busResolved) Restarted() <-chan struct{} { return b.restarted }
 
 func (b *busResolved) call(ctx context.Context, method string, args ...any) error {
 	return b.obj.CallWithContext(ctx, method, 0, args...).Err

@@ -15,10 +15,11 @@ import (
 
 // fakeResolved records calls as "Method idx args" lines.
 type fakeResolved struct {
-	mu      sync.Mutex
-	calls   []string
-	failOn  string
-	pingErr error
+	mu       sync.Mutex
+	calls    []string
+	failOn   string
+	pingErr  error
+	restarts chan struct{}
 }
 
 func (f *fakeResolved) rec(method string, idx int, arg any) error {
@@ -44,6 +45,7 @@ func (f *fakeResolved) SetLinkDefaultRoute(_ context.Context, i int, on bool) er
 func (f *fakeResolved) RevertLink(_ context.Context, i int) error { return f.rec("RevertLink", i, "") }
 func (f *fakeResolved) FlushCaches(context.Context) error         { return f.rec("FlushCaches", 0, "") }
 func (f *fakeResolved) Close() error                              { return nil }
+func (f *fakeResolved) Restarted() <-chan struct{}                { return f.restarts }
 
 func (f *fakeResolved) take() []string {
 	f.mu.Lock()
@@ -148,4 +150,25 @@ func TestResolvedModeFailureRevertsAndReports(t *testing.T) {
 	if err := m.Set(context.Background(), twoClusters); err == nil || !strings.Contains(err.Error(), "tunnel interface wg1") {
 		t.Errorf("Set without the tunnel: %v", err)
 	}
+}
+
+func TestResolvedModeReappliesAfterResolvedRestarts(t *testing.T) {
+	f := &fakeResolved{restarts: make(chan struct{})}
+	idx := 7
+	m, _ := newTestResolvedMode(t, f, &idx)
+	f.restarts <- struct{}{} // nothing set yet: nothing to do
+	if err := m.Set(context.Background(), twoClusters[:1]); err != nil {
+		t.Fatal(err)
+	}
+	f.take()
+	f.restarts <- struct{}{}
+	f.restarts <- struct{}{} // the first is handled once this one is taken
+	if got := f.take(); len(got) < 2 || got[0] != "SetLinkDNS 7 [100.100.1.1]" {
+		t.Errorf("after a restart: %v", got)
+	}
+	// Close waits for a re-apply in flight; after it nothing is re-applied.
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(f.restarts)
 }

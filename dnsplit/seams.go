@@ -18,6 +18,10 @@ type Resolved interface {
 	SetLinkDefaultRoute(ctx context.Context, ifindex int, enable bool) error
 	RevertLink(ctx context.Context, ifindex int) error
 	FlushCaches(ctx context.Context) error
+	// Restarted receives a value each time org.freedesktop.resolve1 gets a
+	// new owner (resolved restarted, forgetting every link's settings) and
+	// is closed by Close; nil if the implementation cannot tell.
+	Restarted() <-chan struct{}
 	Close() error
 }
 

@@ -1,0 +1,288 @@
+package dnsplit
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/runos/vpn/internal/netnstest"
+)
+
+const resolvedBinary = "/lib/systemd/systemd-resolved"
+
+// privateSystemBus runs a dbus-daemon of the system type on a socket of the
+// test's own, so the test's systemd-resolved owns org.freedesktop.resolve1
+// there and never meets another test's (or the machine's) on the real
+// system bus. Clients reach it through DBUS_SYSTEM_BUS_ADDRESS, exactly as
+// they reach the real one.
+func privateSystemBus(t *testing.T) string {
+	t.Helper()
+	// Not t.TempDir (0700): resolved drops to its own user before it
+	// connects, and must reach the socket.
+	dir, err := os.MkdirTemp("", "runos-dnsplit-bus-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "system_bus_socket")
+	conf := filepath.Join(dir, "bus.conf")
+	// The policy a root daemon meets on a stock system bus, made simple:
+	// resolved (as systemd-resolve) may own its name, root may call it.
+	err = os.WriteFile(conf, []byte(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=`+sock+`</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_type="*"/>
+  </policy>
+</busconfig>
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("dbus-daemon", "--config-file="+conf, "--nofork", "--nopidfile")
+	cmd.Stderr = testWriter{t}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	waitFor(t, "the bus socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	return "unix:path=" + sock
+}
+
+// resolvedWorld: a laptop namespace whose DNS is managed by a real
+// systemd-resolved (resolv.conf → its stub), with a LAN link whose server
+// answers everything "as before", and a tunnel stand-in link (tun0) behind
+// which two cluster DNS servers answer their own names and refuse others,
+// like the gateway's cluster DNS.
+type resolvedWorld struct {
+	client, net   *netnstest.NS
+	bus           string
+	lan, ky3, xym *testServer
+	ky3r, xymr    Route
+	stateDir      string
+	resolved      *exec.Cmd
+}
+
+func newResolvedWorld(t *testing.T) *resolvedWorld {
+	t.Helper()
+	netnstest.Require(t, "ip", "unshare", "nsenter", "getent", "dbus-daemon", "resolvectl", resolvedBinary)
+	w := &resolvedWorld{client: netnstest.New(t, "drc"), net: netnstest.New(t, "drn"), stateDir: filepath.Join(t.TempDir(), "state")}
+	netnstest.Link(t, w.client, "tun0", "10.205.0.100/24", w.net, "eth0", "10.205.0.1/24")
+	netnstest.Link(t, w.client, "lan0", "10.206.0.100/24", w.net, "eth1", "10.206.0.53/24")
+	w.net.MustExec("ip", "addr", "add", "10.205.0.2/24", "dev", "eth0")
+	w.lan = dnsIn(t, w.net.Name, "10.206.0.53", serverBehaviour{bySuffix: map[string]netip.Addr{
+		"www.example.test": netip.MustParseAddr("198.51.100.80"),
+		ky3Domain:          netip.MustParseAddr("198.51.100.21"),
+		xymDomain:          netip.MustParseAddr("198.51.100.31"),
+	}})
+	w.ky3 = dnsIn(t, w.net.Name, "10.205.0.1", serverBehaviour{answer: netip.MustParseAddr("100.100.1.1"), only: ky3Domain})
+	w.xym = dnsIn(t, w.net.Name, "10.205.0.2", serverBehaviour{answer: netip.MustParseAddr("100.100.2.1"), only: xymDomain})
+	w.ky3r = Route{CID: "ky3", Server: netip.MustParseAddr("10.205.0.1"), Domains: []string{ky3Domain}}
+	w.xymr = Route{CID: "xym", Server: netip.MustParseAddr("10.205.0.2"), Domains: []string{xymDomain}}
+
+	// resolv.conf in the laptop namespace is resolved's stub file (as on
+	// Ubuntu); resolved itself then takes no servers from it.
+	bindMountedResolvConf(t, w.client, "# This is /run/systemd/resolve/stub-resolv.conf managed by man:systemd-resolved(8).\nnameserver 127.0.0.53\noptions edns0 trust-ad\nsearch .\n")
+
+	w.bus = privateSystemBus(t)
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", w.bus)
+	w.startResolved(t).Close()
+
+	return w
+}
+
+// startResolved runs systemd-resolved in the laptop namespace and waits
+// until it owns its name. It keeps its runtime files in
+// /run/systemd/resolve: a tmpfs in its own mount namespace keeps them off
+// the host's /run. (ip netns exec, unshare and sh all exec in place, so the
+// command's PID is resolved's.)
+func (w *resolvedWorld) startResolved(t *testing.T) *busResolved {
+	t.Helper()
+	w.resolved = w.client.Start([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + w.bus}, "unshare", "-m", "--propagation", "private",
+		"sh", "-c", "mount -t tmpfs tmpfs /run/systemd && exec "+resolvedBinary)
+	var r *busResolved
+	waitFor(t, "systemd-resolved on the bus", func() bool {
+		var err error
+		if r == nil {
+			if r, err = dialResolved(); err != nil {
+				return false
+			}
+		}
+		return pingResolved(r) == nil
+	})
+	// "Before": the LAN link carries the user's resolver for everything
+	// (~.), as NetworkManager or networkd would set it, again after every
+	// restart of resolved.
+	ctx := context.Background()
+	lan := w.index(t, "lan0")
+	if err := r.SetLinkDNS(ctx, lan, []netip.Addr{netip.MustParseAddr("10.206.0.53")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetLinkDomains(ctx, lan, []string{"."}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (w *resolvedWorld) index(t *testing.T, name string) int {
+	t.Helper()
+	var n int
+	if _, err := fmt.Sscan(w.client.MustExec("cat", "/sys/class/net/"+name+"/ifindex"), &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// stubQuery asks systemd-resolved's stub 127.0.0.53 in the laptop namespace.
+func (w *resolvedWorld) stubQuery(t *testing.T, name string) string {
+	t.Helper()
+	var r *dns.Msg
+	var err error
+	inNetns(t, w.client.Name, func() {
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+		c := &dns.Client{Timeout: 10 * time.Second}
+		r, _, err = c.Exchange(m, "127.0.0.53:53")
+	})
+	if err != nil {
+		t.Fatalf("query %s through the stub: %v", name, err)
+	}
+	if a := firstA(r); a != "" {
+		return a
+	}
+	return dns.RcodeToString[r.Rcode]
+}
+
+// linkDNS is what resolved holds for tun0 (`resolvectl dns tun0`).
+func (w *resolvedWorld) linkDNS(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := w.client.Command(ctx, "resolvectl", "dns", "tun0")
+	cmd.Env = append(os.Environ(), "DBUS_SYSTEM_BUS_ADDRESS="+w.bus)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("resolvectl: %v: %s", err, out)
+	}
+	_, servers, _ := strings.Cut(strings.TrimSpace(string(out)), ":")
+	return strings.TrimSpace(servers)
+}
+
+func (w *resolvedWorld) holder(t *testing.T) *holder {
+	return startHolder(t, w.client, "RUNOS_DNSPLIT_STATE="+w.stateDir, "RUNOS_DNSPLIT_IFACE=tun0", "DBUS_SYSTEM_BUS_ADDRESS="+w.bus)
+}
+
+func TestResolvedModeAgainstSystemdResolved(t *testing.T) {
+	w := newResolvedWorld(t)
+	h := w.holder(t)
+	st := h.status()
+	if st.Mode != ModeResolved || !strings.Contains(st.Reason, "systemd-resolved manages DNS") {
+		t.Fatalf("mode chosen: %+v", st)
+	}
+	before := map[string]string{"app.ky3.rjwrn.example.com": "198.51.100.21", "app.xym.rjwrn.example.com": "198.51.100.31", "www.example.test": "198.51.100.80"}
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for name, addr := range want {
+			if got := w.stubQuery(t, name); got != addr {
+				t.Errorf("%s: %s through the stub = %s, want %s", when, name, got, addr)
+			}
+		}
+	}
+	check("before connecting", before)
+
+	h.must("set", []Route{w.ky3r})
+	if got := w.linkDNS(t); got != "10.205.0.1" {
+		t.Errorf("tun0's DNS in resolved = %q", got)
+	}
+	ky3Before, lanBefore := w.ky3.hits(), w.lan.hits()
+	check("ky3 connected", map[string]string{"app.ky3.rjwrn.example.com": "100.100.1.1", "k8s.ky3.rjwrn.example.com": "100.100.1.1"})
+	if w.ky3.hits() == ky3Before {
+		t.Error("the cluster's DNS server was not asked")
+	}
+	if w.lan.hits() != lanBefore {
+		t.Error("a cluster name leaked to the LAN resolver")
+	}
+	ky3Before = w.ky3.hits()
+	check("ky3 connected", map[string]string{"www.example.test": "198.51.100.80", "app.xym.rjwrn.example.com": "198.51.100.31"})
+	if w.ky3.hits() != ky3Before {
+		t.Error("a name outside the cluster's domains went through the tunnel")
+	}
+	// Through glibc too, as every program on the laptop resolves.
+	expectLookups(t, h, "ky3 connected (glibc)", map[string]string{"app.ky3.rjwrn.example.com": "100.100.1.1", "www.example.test": "198.51.100.80"})
+
+	// Two clusters on one link: resolved moves on when one server refuses
+	// the other's names.
+	h.must("set", []Route{w.ky3r, w.xymr})
+	check("both connected", map[string]string{"a.ky3.rjwrn.example.com": "100.100.1.1", "a.xym.rjwrn.example.com": "100.100.2.1",
+		"b.ky3.rjwrn.example.com": "100.100.1.1", "b.xym.rjwrn.example.com": "100.100.2.1", "www.example.test": "198.51.100.80"})
+
+	// resolved restarts (an upgrade): it forgets the link; the
+	// configurator notices the new owner of its bus name and sets it again.
+	if err := w.resolved.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "resolved to stop", func() bool { return syscall.Kill(w.resolved.Process.Pid, 0) != nil })
+	w.startResolved(t).Close()
+	waitFor(t, "tun0 configured again after the restart", func() bool { return w.linkDNS(t) == "10.205.0.1 10.205.0.2" })
+	check("after resolved restarted", map[string]string{"a.ky3.rjwrn.example.com": "100.100.1.1", "a.xym.rjwrn.example.com": "100.100.2.1"})
+
+	h.must("set", []Route{})
+	if got := w.linkDNS(t); got != "" {
+		t.Errorf("tun0 still has DNS %q after Set(nil)", got)
+	}
+	check("after disconnecting", before)
+
+	h.must("set", []Route{w.ky3r})
+	h.must("close", nil)
+	if got := w.linkDNS(t); got != "" {
+		t.Errorf("tun0 still has DNS %q after Close", got)
+	}
+	check("after close", before)
+}
+
+func TestResolvedModeCrashThenCleanup(t *testing.T) {
+	w := newResolvedWorld(t)
+	h := w.holder(t)
+	h.must("set", []Route{w.ky3r})
+	h.kill9()
+	if got := w.linkDNS(t); got != "10.205.0.1" {
+		t.Fatalf("after kill -9, tun0's DNS = %q: the crash left nothing to clean up, so this proves nothing", got)
+	}
+	runCleanup(t, w.client, w.stateDir)
+	if got := w.linkDNS(t); got != "" {
+		t.Errorf("after cleanup tun0 still has DNS %q", got)
+	}
+	if got := w.stubQuery(t, "app.ky3.rjwrn.example.com"); got != "198.51.100.21" {
+		t.Errorf("after cleanup the cluster name resolves to %s, want the public answer", got)
+	}
+	if _, err := os.Stat(filepath.Join(w.stateDir, journalFile)); !os.IsNotExist(err) {
+		t.Error("journal left after cleanup")
+	}
+}
