@@ -14,7 +14,8 @@ import (
 // sessions due are marked expired and their devices leave every gateway's
 // peers in one transaction, which also wakes their map long-polls (to
 // answer 401 session_expired). Sessions that ended or expired more than the
-// retention period ago are forgotten then too.
+// retention period ago are forgotten by the same timer (armed for the
+// earlier of the two), after which their tokens are simply unknown.
 
 const expiryKey = "session-expiry"
 
@@ -60,7 +61,7 @@ func (s *Server) expireSessions() {
 				}
 			}
 		}
-		_, err = tx.DeleteSessionsEndedBefore(now.Add(-s.cfg.SessionRetention))
+		_, err = tx.DeleteSessionsEndedBy(now.Add(-s.cfg.SessionRetention))
 		return err
 	})
 	if err != nil {
@@ -74,6 +75,17 @@ func (s *Server) expireSessions() {
 	if err := s.st.View(ctx, func(r store.Reader) error {
 		var err error
 		next, ok, err = r.NextExpiry()
+		if err != nil {
+			return err
+		}
+		// Forgetting old sessions is due then too.
+		ended, endedOK, err := r.FirstEnded()
+		if endedOK {
+			forget := ended.Add(s.cfg.SessionRetention)
+			if !ok || forget.Before(next) {
+				next, ok = forget, true
+			}
+		}
 		return err
 	}); err != nil {
 		s.log.Error("next session expiry", "err", err)

@@ -88,6 +88,8 @@ type Reader interface {
 	LiveSessionsExpiringBy(t time.Time) ([]model.Session, error)
 	// NextExpiry is the earliest expiry of a live session (ok=false: none).
 	NextExpiry() (t time.Time, ok bool, err error)
+	// FirstEnded is the earliest end of an ended or expired session (ok=false: none).
+	FirstEnded() (t time.Time, ok bool, err error)
 
 	// Peers are the devices joined to cid whose bound session is live at now.
 	Peers(cid string, now time.Time) ([]model.Peer, error)
@@ -123,6 +125,6 @@ type Writer interface {
 
 	PutSession(model.Session) error
 	UpdateSession(model.Session) error
-	// DeleteSessionsEndedBefore forgets sessions that ended or expired before t.
-	DeleteSessionsEndedBefore(t time.Time) (int, error)
+	// DeleteSessionsEndedBy forgets sessions that ended or expired at or before t.
+	DeleteSessionsEndedBy(t time.Time) (int, error)
 }

@@ -190,6 +190,17 @@ func (t *tx) NextExpiry() (time.Time, bool, error) {
 	return tm(n.Int64), true, nil
 }
 
+func (t *tx) FirstEnded() (time.Time, bool, error) {
+	var n sql.NullInt64
+	if err := t.q.QueryRowContext(t.ctx, "SELECT MIN(ended_at) FROM sessions WHERE state <> 'live'").Scan(&n); err != nil {
+		return time.Time{}, false, fmt.Errorf("first ended session: %w", err)
+	}
+	if !n.Valid {
+		return time.Time{}, false, nil
+	}
+	return tm(n.Int64), true, nil
+}
+
 func (t *tx) PutSession(s model.Session) error {
 	_, err := t.exec("INSERT INTO sessions ("+sessionCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		s.ID, s.TokenHash, s.User, s.ClientID, s.State, ts(s.CreatedAt), ts(s.ExpiresAt), ts(s.EndedAt))
@@ -202,8 +213,8 @@ func (t *tx) UpdateSession(s model.Session) error {
 	return mustAffect(res, err, "session "+s.ID)
 }
 
-func (t *tx) DeleteSessionsEndedBefore(at time.Time) (int, error) {
-	res, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at < ?", ts(at))
+func (t *tx) DeleteSessionsEndedBy(at time.Time) (int, error) {
+	res, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at <= ?", ts(at))
 	if err != nil {
 		return 0, fmt.Errorf("forget old sessions: %w", err)
 	}

@@ -281,7 +281,7 @@ func TestPeersAreLiveSessionsOnly(t *testing.T) {
 		if err := w.UpdateSession(sc); err != nil {
 			return err
 		}
-		n, err := w.DeleteSessionsEndedBefore(t0)
+		n, err := w.DeleteSessionsEndedBy(t0)
 		if n != 1 {
 			t.Errorf("forgot %d sessions", n)
 		}
