@@ -241,6 +241,7 @@ func stopProc(p ProcRecord, sig syscall.Signal, wait time.Duration) {
 	if !p.Alive() {
 		return
 	}
+	defer waitGone(p.PID, 5*time.Second)
 	_ = syscall.Kill(p.PID, sig)
 	deadline := time.Now().Add(wait)
 	for p.Alive() && time.Now().Before(deadline) {
@@ -251,6 +252,20 @@ func stopProc(p ProcRecord, sig syscall.Signal, wait time.Duration) {
 		for i := 0; i < 100 && p.Alive(); i++ {
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// waitGone waits until every thread of a dead process has exited: the
+// leader turns zombie first, and the process's files (a listening socket,
+// a TUN device) close only when the last thread is gone.
+func waitGone(pid int, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) {
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil || len(tasks) <= 1 && procStart(pid) == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
