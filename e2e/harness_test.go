@@ -243,7 +243,6 @@ func (w *world) pidOf(host, name string) int {
 	return p.PID
 }
 
-
 // browserLaunches counts the lab's scripted browser's launches on a laptop.
 func (w *world) browserLaunches(host string) int {
 	b, err := os.ReadFile(filepath.Join(w.env.Dir, "hosts", host, lab.BrowserLaunches))
