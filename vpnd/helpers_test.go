@@ -4,17 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/runos/vpn/control/api"
-	"github.com/runos/vpn/vpnd/access"
 	"github.com/runos/vpn/vpnd/internal/fakecontrol"
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/state"
@@ -216,20 +212,4 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// serve runs the local API of d on a unix socket in dir.
-func serve(t *testing.T, d *daemon, dir string, pol access.Policy) string {
-	t.Helper()
-	sock := filepath.Join(dir, "vpnd.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(sock, 0o666)
-	done := make(chan struct{})
-	srv := &http.Server{Handler: (&server{d: d, policy: pol, done: done}).handler(), ConnContext: connContext}
-	go srv.Serve(ln)
-	t.Cleanup(func() { close(done); srv.Close() })
-	return sock
 }
