@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,4 +259,24 @@ func rawJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-var _ = http.StatusOK
+// raw sends body as it is and returns the status and error code.
+func (e *env) raw(tok, method, path, body string) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var eb api.ErrorBody
+	_ = json.NewDecoder(resp.Body).Decode(&eb)
+	if eb.Error == nil {
+		return resp.StatusCode, ""
+	}
+	return resp.StatusCode, eb.Error.Code
+}
