@@ -90,7 +90,8 @@ func BenchmarkConnectToPeerUp(b *testing.B) {
 
 // BenchmarkDaemonRSS reports the daemon's resident memory with two clusters
 // connected after some traffic through each (RSS-MiB); ns/op is one GET
-// /v1/status over the socket.
+// /v1/status over the socket. With RUNOS_VPND_BIN=path/to/runos it measures
+// the real `runos vpnd` instead of this test binary re-executed.
 func BenchmarkDaemonRSS(b *testing.B) {
 	l := newLab(b)
 	l.start()

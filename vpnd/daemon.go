@@ -107,12 +107,16 @@ func (d *daemon) updateLocked() {
 	d.in.Now = now
 	plan := state.Want(&d.in)
 
+	if d.tunnel.ok && !onDevice(plan.Tunnel, d.in.Device) && !now.Before(d.tunnel.retryAt) {
+		// Someone removed a peer by hand (wg set … remove): put it back.
+		d.tunnel.ok, d.tunnel.retryAt = false, now.Add(retryApply)
+	}
 	if same := plan.Tunnel.Equal(d.tunnel.value); (!d.tunnel.ok || !same) && due(d.tunnel.retryAt, same, now) {
 		if err := d.eng.Apply(plan.Tunnel); err != nil {
 			d.log.Warn("configure the tunnel", "err", err)
 			d.tunnel = appliedState[wgcfg.Config]{value: plan.Tunnel, err: err.Error(), retryAt: now.Add(retryApply)}
 		} else {
-			d.tunnel = appliedState[wgcfg.Config]{ok: true, value: plan.Tunnel}
+			d.tunnel = appliedState[wgcfg.Config]{ok: true, value: plan.Tunnel, retryAt: d.tunnel.retryAt}
 		}
 		d.readLocked()
 	}
@@ -141,6 +145,20 @@ func (d *daemon) updateLocked() {
 // plan that failed only once its retry time has come.
 func due(retryAt time.Time, same bool, now time.Time) bool {
 	return !same || !now.Before(retryAt)
+}
+
+// onDevice reports whether every peer of cfg is on the device (a failed
+// read says nothing, so it counts as present).
+func onDevice(cfg wgcfg.Config, r wgcfg.Report) bool {
+	if r.Err != "" {
+		return true
+	}
+	for _, p := range cfg.Peers {
+		if _, ok := r.Peer(p.PublicKey); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func sameRoute(a, b dnsplit.Route) bool {

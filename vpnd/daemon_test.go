@@ -14,6 +14,7 @@ import (
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
 	"github.com/runos/vpn/vpnd/wgcfg"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 func handOver(t *testing.T, td *testDaemon, w *world, token string) localapi.Status {
@@ -316,4 +317,22 @@ func TestSlowWatcherGetsLatest(t *testing.T) {
 	if w.take() != nil {
 		t.Error("a second take returned a stale status")
 	}
+}
+
+func TestPeerRemovedByHandIsRestored(t *testing.T) {
+	w := newWorld(t)
+	w.fc.AddSession("tok1", "alice@example.com", time.Hour)
+	td := startDaemon(t, w, t.TempDir())
+	handOver(t, td, w, "tok1")
+	if _, aerr := td.connect(context.Background(), "ky3"); aerr != nil {
+		t.Fatal(aerr)
+	}
+	eventually(t, "peerUp", func() bool { return cluster(td.Status(), "ky3").PeerUp })
+	applies := func() int { td.eng.mu.Lock(); defer td.eng.mu.Unlock(); return td.eng.applies }
+	before := applies()
+	td.eng.mu.Lock()
+	td.eng.peers = map[wgtypes.Key]wgcfg.PeerReport{} // as `wg set wg1 peer … remove` would
+	td.eng.mu.Unlock()
+	td.kickRead()
+	eventually(t, "the peer put back", func() bool { return applies() > before && cluster(td.Status(), "ky3").PeerUp })
 }

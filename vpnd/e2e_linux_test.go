@@ -112,6 +112,12 @@ func TestDaemonReal(t *testing.T) {
 		t.Fatalf("page after the move: %q %v", page, err)
 	}
 
+	// A peer removed by hand with the stock tool is put back.
+	l.laptop.MustExec("wg", "set", l.iface, "peer", l.servers["xym/n1"].PublicKey(), "remove")
+	l.waitStatus("xym peer put back", func(st *localapi.Status) bool {
+		return strings.Contains(l.laptop.MustExec("wg", "show", l.iface, "peers"), l.servers["xym/n1"].PublicKey()) && peerUp("xym")(st)
+	})
+
 	// Restart: everything comes down, then back without a new session.
 	keyFile, _ := os.ReadFile(filepath.Join(l.stateDir, store.KeyFile))
 	logs := l.output()

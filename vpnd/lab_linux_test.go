@@ -215,7 +215,13 @@ type daemonProc struct {
 // start runs the daemon in the laptop namespace and waits for its socket.
 func (l *lab) start() {
 	l.t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", l.laptop.Name, os.Args[0], "-test.run=^TestDaemonReal$", "-test.v", "-test.count=1")
+	argv := []string{os.Args[0], "-test.run=^TestDaemonReal$", "-test.v", "-test.count=1"}
+	if bin := os.Getenv("RUNOS_VPND_BIN"); bin != "" && len(l.env) == 0 {
+		// The real `runos vpnd` command instead of this test binary (for
+		// the RSS benchmark: the test binary carries the test code too).
+		argv = []string{bin, "vpnd", "--state-dir", l.stateDir, "--socket", l.socket, "--ca-file", l.caFile, "--interface", l.iface}
+	}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", l.laptop.Name}, argv...)...)
 	cmd.Env = append(os.Environ(), wgtest.InsideEnv+"=daemon", "T_STATE="+l.stateDir, "T_SOCKET="+l.socket,
 		"T_CA="+l.caFile, "T_IFACE="+l.iface)
 	cmd.Env = append(cmd.Env, l.env...)

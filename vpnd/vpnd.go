@@ -141,6 +141,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Handler:           (&server{d: d, policy: access.SystemPolicy(dir.Path), done: done}).handler(),
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No ReadTimeout: it would cut the /v1/watch streams; bodies are
+		// capped by size instead.
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
