@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		IdleTimeout:       2 * time.Minute,
 		// No ReadTimeout: it would cut the /v1/watch streams; bodies are
 		// capped by size instead.
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
