@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/zalando/go-keyring"
 )
@@ -26,18 +27,48 @@ type ring interface {
 // the Secret Service (GNOME Keyring, KWallet) over D-Bus elsewhere.
 type osRing struct{}
 
+// keychainTimeout bounds one keychain call. go-keyring takes no context,
+// and a wedged session bus never answers; this is long enough for a person
+// to type the password of a locked keyring at its prompt.
+const keychainTimeout = 45 * time.Second
+
+// bounded runs f, giving up (and leaving it to finish on its own) after
+// keychainTimeout, so that a sign-in never hangs on the keychain.
+func bounded(f func() (string, error)) (string, error) {
+	type result struct {
+		v   string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	t := time.NewTimer(keychainTimeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-t.C:
+		return "", fmt.Errorf("the keychain did not answer within %v", keychainTimeout)
+	}
+}
+
 func (osRing) Get(service, account string) (string, error) {
-	s, err := keyring.Get(service, account)
+	s, err := bounded(func() (string, error) { return keyring.Get(service, account) })
 	if errors.Is(err, keyring.ErrNotFound) {
 		return "", ErrNotFound
 	}
 	return s, err
 }
+
 func (osRing) Set(service, account, secret string) error {
-	return keyring.Set(service, account, secret)
+	_, err := bounded(func() (string, error) { return "", keyring.Set(service, account, secret) })
+	return err
 }
+
 func (osRing) Delete(service, account string) error {
-	err := keyring.Delete(service, account)
+	_, err := bounded(func() (string, error) { return "", keyring.Delete(service, account) })
 	if errors.Is(err, keyring.ErrNotFound) {
 		return ErrNotFound
 	}
