@@ -24,5 +24,13 @@ func uapiAlive(name string) bool {
 	return true
 }
 
+// removeStaleSocket removes the local API socket a crashed daemon left
+// (only a socket: a path given by mistake is never deleted).
+func removeStaleSocket(path string) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(path)
+	}
+}
+
 // removeStaleUAPI removes the socket file a crashed daemon left.
 func removeStaleUAPI(name string) { _ = os.Remove(uapiPath(name)) }

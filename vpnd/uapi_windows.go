@@ -4,3 +4,6 @@ package vpnd
 func uapiAlive(name string) bool { return false }
 
 func removeStaleUAPI(name string) {}
+
+// A named pipe leaves nothing behind.
+func removeStaleSocket(path string) {}

@@ -201,6 +201,7 @@ func Cleanup(ctx context.Context, cfg Config) error {
 	if err := cleanup(cfg, dir); err != nil {
 		return err
 	}
+	removeStaleSocket(cfg.Socket)
 	cfg.Logger.Info("clean-up done", "stateDir", dir.Path)
 	return nil
 }
