@@ -22,6 +22,12 @@ func TestMain(m *testing.M) {
 		if os.Geteuid() != 0 {
 			return m.Run() // every test skips (or fails under RUNOS_E2E=1)
 		}
+		// RUNOS_E2E_BIN runs the tests against programs built elsewhere
+		// (a release, or a build with other settings) instead of building.
+		if d := os.Getenv("RUNOS_E2E_BIN"); d != "" {
+			binDir = d
+			return m.Run()
+		}
 		d, err := os.MkdirTemp("", "runos-e2e-bin-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
