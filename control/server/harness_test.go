@@ -72,7 +72,7 @@ func testWorld() api.World {
 }
 
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	st  store.Store
 	hub *hub.Hub
 	srv *Server
@@ -81,7 +81,7 @@ type env struct {
 	op  *api.Client
 }
 
-func newEnv(t *testing.T, mutate ...func(*Config)) *env {
+func newEnv(t testing.TB, mutate ...func(*Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
@@ -148,7 +148,7 @@ func (e *env) version() uint64 {
 	return v
 }
 
-func newKey(t *testing.T) wgtypes.Key {
+func newKey(t testing.TB) wgtypes.Key {
 	t.Helper()
 	k, err := wgtypes.GeneratePrivateKey()
 	if err != nil {
