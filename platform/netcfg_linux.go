@@ -25,7 +25,10 @@ func OpenTunnelNet(name string) (TunnelNet, error) {
 	return &linuxTunnelNet{name: name}, nil
 }
 
-// DeleteInterface removes a left-over interface; a missing one is not an error.
+// DeleteInterface removes a left-over tunnel interface; a missing one is
+// not an error. Only a TUN device is removed: an interface of that name of
+// any other kind (a kernel WireGuard wg1 of wg-quick) belongs to someone
+// else, and that is an error.
 func DeleteInterface(name string) error {
 	l, err := netlink.LinkByName(name)
 	if err != nil {
@@ -34,6 +37,9 @@ func DeleteInterface(name string) error {
 			return nil
 		}
 		return fmt.Errorf("interface %s: %w", name, err)
+	}
+	if _, ok := l.(*netlink.Tuntap); !ok {
+		return fmt.Errorf("interface %s exists and is a %s device, not a tunnel this daemon made: remove it or choose another name with --interface", name, l.Type())
 	}
 	if err := netlink.LinkDel(l); err != nil {
 		return fmt.Errorf("delete interface %s: %w", name, err)

@@ -100,6 +100,16 @@ func TestTunnelNetLinux(t *testing.T) {
 		t.Errorf("address not removed:\n%s", a)
 	}
 
+	// Another kind of interface of the name is someone else's: refused.
+	ns.MustExec("ip", "link", "add", "vx0", "type", "veth", "peer", "name", "vx1")
+	inNS(t, ns, func() {
+		if err := DeleteInterface("vx0"); err == nil || !strings.Contains(err.Error(), "--interface") {
+			t.Errorf("DeleteInterface(veth) = %v", err)
+		}
+	})
+	if _, err := ns.Exec("ip", "link", "show", "vx0"); err != nil {
+		t.Error("a veth was deleted")
+	}
 	inNS(t, ns, func() {
 		must(t, DeleteInterface("tn0"))
 		must(t, DeleteInterface("tn0")) // already gone: not an error
