@@ -11,6 +11,7 @@ import (
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/oauth"
+	"github.com/runos/vpn/control/oauth/storetest"
 	"github.com/runos/vpn/control/store"
 )
 
@@ -359,4 +360,18 @@ func TestDeviceCodes(t *testing.T) {
 	if err := g.UpdateDeviceCode(ctx, got); !errors.Is(err, oauth.ErrNotFound) {
 		t.Fatalf("update of a deleted code: %v", err)
 	}
+}
+
+func TestGrantStoreContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) oauth.GrantStore {
+		// The contract's entries are dated 2026-03-01 09:00; purge relative to then.
+		s, err := Open(context.Background(), filepath.Join(t.TempDir(), "c.db"), func() time.Time {
+			return time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s.Grants()
+	})
 }

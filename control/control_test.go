@@ -1,0 +1,255 @@
+package control
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/auth"
+	"github.com/runos/vpn/auth/formlogin"
+	"github.com/runos/vpn/control/api"
+)
+
+// certFor makes a self-signed certificate for 127.0.0.1 and returns the
+// files and a client that trusts it.
+func certFor(t *testing.T, dir string) (certFile, keyFile string, client *http.Client) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "runos-control test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "control.crt"), filepath.Join(dir, "control.key")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	c, _ := x509.ParseCertificate(der)
+	roots := x509.NewCertPool()
+	roots.AddCert(c)
+	return certFile, keyFile, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+}
+
+const user, password = "ada@example.com", "correct horse battery"
+
+func world(t *testing.T, dir string) string {
+	w := api.World{
+		Accounts: []api.WorldAccount{{AID: "rjwrn", OperatorToken: "operator-token-0123456789"}},
+		Users:    []api.WorldUser{{Email: user, Password: password, Accounts: []string{"rjwrn"}, Operator: true}},
+		Clusters: []api.WorldCluster{{CID: "ky3", AID: "rjwrn", Name: "tc3-ky3", DomainRoot: "example.com",
+			Nodes:      []api.WorldNode{{NID: "n1", Roles: []string{"control-plane", "worker"}, IngressIP: "10.77.0.21", Published: true, EnrollmentToken: "enroll-n1-0123456789"}},
+			VPNService: &api.WorldVPNService{ID: "wg-ky3", NodeID: "n1"}}},
+	}
+	b, _ := json.Marshal(w)
+	p := filepath.Join(dir, "world.json")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run starts control and returns its URL and a stop function that waits
+// for Run to return.
+func run(t *testing.T, cfg Config) (string, func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listener = ln
+	cfg.Issuer = "https://" + ln.Addr().String()
+	ready := make(chan string, 1)
+	cfg.Ready = func(u string) { ready <- u }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	select {
+	case u := <-ready:
+		var once sync.Once
+		var rerr error
+		stop := func() error {
+			once.Do(func() { cancel(); rerr = <-done })
+			return rerr
+		}
+		t.Cleanup(func() { stop() })
+		return u, stop
+	case err := <-done:
+		cancel()
+		t.Fatalf("control did not start: %v", err)
+	}
+	return "", nil
+}
+
+type formOpener struct {
+	ctx    context.Context
+	client *http.Client
+	errc   chan error
+}
+
+func (o *formOpener) Open(u string) error {
+	go func() {
+		_, err := formlogin.Login(o.ctx, o.client, u, user, password)
+		o.errc <- err
+	}()
+	return nil
+}
+
+// TestRunSignInAndRestart runs the real control: HTTPS, the world file, a
+// browser sign-in through the real login page with PKCE (scripted), then a
+// restart on the same database with the same world file, after which the
+// session still works and nothing was imported twice.
+func TestRunSignInAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, client := certFor(t, dir)
+	var logs strings.Builder
+	var mu sync.Mutex
+	cfg := Config{TLSCert: certFile, TLSKey: keyFile, DB: filepath.Join(dir, "control.db"), Seed: world(t, dir),
+		SessionTTL: 2 * time.Hour, BcryptCost: 4,
+		Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), nil))}
+	url, stop := run(t, cfg)
+	ctx := context.Background()
+
+	o := &formOpener{ctx: ctx, client: client, errc: make(chan error, 1)}
+	flow := &auth.Flow{Issuer: url, ClientID: api.ClientCLI, HTTPClient: client, Opener: o, Out: io.Discard}
+	tok, err := flow.SignInBrowser(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-o.errc; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(tok.ExpiresAt); d < 119*time.Minute || d > 121*time.Minute {
+		t.Fatalf("token expires in %s, want --session-ttl 2h", d)
+	}
+	c := &api.Client{BaseURL: url, Token: tok.AccessToken, HTTP: client}
+	me, err := c.Me(ctx)
+	if err != nil || me.User != user || !me.Operator {
+		t.Fatalf("me = %+v, %v", me, err)
+	}
+	// A long-poll open across the shutdown is answered, not left hanging.
+	cs, _ := c.Clusters(ctx)
+	if len(cs) != 1 {
+		t.Fatalf("clusters = %+v", cs)
+	}
+	gw := &api.Client{BaseURL: url, Token: "enroll-n1-0123456789", HTTP: client}
+	gm, err := gw.GatewayMap(ctx, 0, 0)
+	if err != nil || gm.Serve == nil {
+		t.Fatalf("gateway map = %+v, %v", gm, err)
+	}
+	held := make(chan error, 1)
+	go func() { _, err := gw.GatewayMap(ctx, gm.Version, 300*time.Second); held <- err }()
+	time.Sleep(50 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatalf("Run after shutdown: %v", err)
+	}
+	select {
+	case err := <-held:
+		if err != nil {
+			t.Logf("held long-poll ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a long-poll held the shutdown")
+	}
+	mu.Lock()
+	log := logs.String()
+	mu.Unlock()
+	if !strings.Contains(log, `msg="runos-control serving" url=`+url) || !strings.Contains(log, "created=5 existing=0") {
+		t.Fatalf("log:\n%s", log)
+	}
+
+	// Restart: same database, same world file.
+	logs.Reset()
+	url2, _ := run(t, cfg)
+	c2 := &api.Client{BaseURL: url2, Token: tok.AccessToken, HTTP: client}
+	if me, err := c2.Me(ctx); err != nil || me.User != user {
+		t.Fatalf("session after restart: %+v, %v", me, err)
+	}
+	mu.Lock()
+	log = logs.String()
+	mu.Unlock()
+	if !strings.Contains(log, "created=0 existing=5") {
+		t.Fatalf("second import log:\n%s", log)
+	}
+	// OAuth metadata names the issuer.
+	resp, err := client.Get(url2 + "/.well-known/oauth-authorization-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var md map[string]any
+	json.NewDecoder(resp.Body).Decode(&md)
+	if md["issuer"] != url2 {
+		t.Fatalf("metadata = %v", md)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestConfigCheck(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "--db"},
+		{Config{DB: "x"}, "--tls-cert and --tls-key are required"},
+		{Config{DB: "x", InsecureHTTP: true, TLSCert: "c"}, "not both"},
+		{Config{DB: "x", InsecureHTTP: true, Issuer: "ftp://x"}, "--issuer"},
+	} {
+		if err := c.cfg.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+	if err := (&Config{DB: "x", InsecureHTTP: true}).Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIssuerFromListen(t *testing.T) {
+	for listen, want := range map[string]string{
+		":443": "https://localhost", "198.51.100.10:443": "https://198.51.100.10",
+		"198.51.100.10:8443": "https://198.51.100.10:8443", "[::1]:443": "https://[::1]",
+	} {
+		if got := issuer(listen, false); got != want {
+			t.Errorf("%s: %s, want %s", listen, got, want)
+		}
+	}
+	if got := issuer(":8080", true); got != "http://localhost:8080" {
+		t.Errorf("insecure: %s", got)
+	}
+}
+
+func TestRunRefusesBadWorld(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "world.json")
+	os.WriteFile(p, []byte(`{"clusters":[{"cid":"X"}]}`), 0o600)
+	err := Run(context.Background(), Config{DB: filepath.Join(dir, "c.db"), InsecureHTTP: true, Seed: p, Listen: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), `invalid cid "X"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
