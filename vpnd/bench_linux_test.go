@@ -115,3 +115,36 @@ func BenchmarkDaemonRSS(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(l.rssKB())/1024, "RSS-MiB")
 }
+
+// BenchmarkMoveSwitch: from control pushing a move (the new node's key and
+// endpoint in the device map) to the watch stream showing the cluster on
+// the new node with peerUp, back and forth between ky3's n1 and n2. The
+// target server knows the device before the push, as control arranges.
+func BenchmarkMoveSwitch(b *testing.B) {
+	l := newLab(b)
+	l.start()
+	l.signIn(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := l.client.Connect(ctx, "ky3"); err != nil {
+		b.Fatal(err)
+	}
+	ch := l.statuses(ctx)
+	until(b, ch, "ky3 up", peerUp("ky3"))
+	var took []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		to := []string{"n2", "n1"}[i%2]
+		t0 := time.Now()
+		l.move("ky3", to)
+		until(b, ch, "ky3 on "+to, func(st *localapi.Status) bool {
+			c := cluster(*st, "ky3")
+			return c.Server.NodeID == to && c.PeerUp && c.LastHandshake.After(t0.Add(-time.Second))
+		})
+		took = append(took, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+}
