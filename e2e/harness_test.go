@@ -18,17 +18,19 @@ import (
 
 // world is one test's lab.
 type world struct {
-	t   *testing.T
+	t   testing.TB
 	lab *lab.Lab
 	env *lab.Env
 }
 
 // newWorld brings up a lab for this test and removes it when the test
 // ends (after printing the end of every log if the test failed).
-func newWorld(t *testing.T, clients int, ttl time.Duration) *world {
+func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 	t.Helper()
 	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "curl")
-	t.Parallel()
+	if tt, ok := t.(*testing.T); ok {
+		tt.Parallel() // benchmarks run alone, for quieter numbers
+	}
 	dir := filepath.Join(t.TempDir(), "lab")
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
