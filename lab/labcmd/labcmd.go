@@ -112,6 +112,9 @@ removed again.`,
   sudo runos-lab up --dir /tmp/lab --clients 3 --session-ttl 2m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if clients < 1 || clients > lab.MaxClients {
+				return fmt.Errorf("--clients %d: want 1 to %d laptops", clients, lab.MaxClients)
+			}
 			l, err := lab.Up(cmd.Context(), lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl,
 				BinDir: bin, Skip: skip, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose)})
 			if err != nil {
