@@ -10,4 +10,7 @@ type PeerCred struct {
 	// Admin is the OS's all-powerful identity: uid 0 on Unix, an elevated
 	// Administrators or SYSTEM token on Windows.
 	Admin bool
+	// SID is the user's security identifier on Windows (S-1-5-21-…), where
+	// it stands in for the uid; "" on Unix.
+	SID string
 }
