@@ -1,26 +1,32 @@
 package platform
 
 import (
-	"errors"
+	"fmt"
+	"net"
 	"net/netip"
+	"strings"
 )
 
-// errTunnelNet says what issue 5 adds here: ifconfig/route (or the routing socket) on the utun device.
-var errTunnelNet = errors.New("tunnel addresses and routes: not supported on darwin yet")
+// OpenTunnelNet returns the TunnelNet of the utun interface named name,
+// which must exist: addresses with ifconfig, routes with route.
+func OpenTunnelNet(name string) (TunnelNet, error) {
+	if !strings.HasPrefix(name, "utun") {
+		return nil, fmt.Errorf("interface %s: macOS tunnels are utunN devices", name)
+	}
+	if _, err := net.InterfaceByName(name); err != nil {
+		return nil, fmt.Errorf("interface %s: %w", name, err)
+	}
+	return newCmdNet(name, utunCmds{}, execRunner, func() ([]netip.Prefix, error) { return interfaceAddrs(name) }), nil
+}
 
-type unsupportedTunnelNet struct{}
-
-// OpenTunnelNet returns the TunnelNet of the interface named name.
-func OpenTunnelNet(name string) (TunnelNet, error) { return nil, errTunnelNet }
-
-// DeleteInterface removes a left-over interface; a missing one is not an error.
+// DeleteInterface removes a left-over interface; a missing one is not an
+// error. A utun device lives exactly as long as the file descriptor of the
+// process that made it, so a crashed daemon leaves none behind and one that
+// exists belongs to a live process: there is nothing to remove.
 func DeleteInterface(name string) error { return nil }
 
 // InterfaceExists reports whether an interface named name exists.
-func InterfaceExists(name string) bool { return false }
-
-func (unsupportedTunnelNet) Up() error                         { return errTunnelNet }
-func (unsupportedTunnelNet) SetAddresses([]netip.Prefix) error { return errTunnelNet }
-func (unsupportedTunnelNet) SetRoutes([]netip.Prefix) error    { return errTunnelNet }
-
-var _ TunnelNet = unsupportedTunnelNet{}
+func InterfaceExists(name string) bool {
+	_, err := net.InterfaceByName(name)
+	return err == nil
+}
