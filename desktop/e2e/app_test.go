@@ -100,7 +100,8 @@ func TestMenuFollowsTheDaemonAndClicksReachIt(t *testing.T) {
 	if reg.Service != "/StatusNotifierItem" {
 		t.Fatalf("registered %+v", reg)
 	}
-	m := readMenu(t, w.bus.conn(t), reg)
+	conn := w.bus.conn(t)
+	m := readMenu(t, conn, reg)
 	items := m.until("the signed-in menu", all(hasPrefix("Signed in as ana@example.com until "), has(menu.TitleConnect), has("ky3"), has("xym")))
 	got := labels(items)
 	want := []string{got[0], menu.TitleConnect, "----", "ky3", "xym", "----", menu.TitleConsole, menu.TitleQuit}
@@ -126,12 +127,14 @@ func TestMenuFollowsTheDaemonAndClicksReachIt(t *testing.T) {
 	if _, ok := find(items, menu.TitleDisconnect); !ok {
 		t.Fatalf("toggle did not turn into Disconnect: %q", labels(items))
 	}
+	iconIs(t, conn, reg, menu.IconConnected)
 
 	// A change made elsewhere (another client, the daemon) shows up live.
 	w.d.Update(func(s *localapi.Status) {
 		s.Clusters[0].Wanted, s.Clusters[0].State, s.Clusters[0].PeerUp = true, localapi.ClusterConnected, false
 	})
 	m.until("ky3 without handshake", all(has("ky3 — no handshake"), checked("ky3 — no handshake", true)))
+	iconIs(t, conn, reg, menu.IconError)
 
 	// The toggle is `vpn down`: every cluster off and the session ended.
 	items = visible(m.layout())
@@ -228,25 +231,37 @@ func TestReadOnlyUser(t *testing.T) {
 
 func TestSecondLaunchAsksTheFirstToShow(t *testing.T) {
 	w := newWorld(t, signedIn(), config)
+	notes := startNotifications(t, w.bus)
 	first := startApp(t, w.env)
-	reg := w.watcher.next(t)
+	m := readMenu(t, w.bus.conn(t), w.watcher.next(t))
+	m.until("signed in", hasPrefix("Signed in as "))
 	second := startApp(t, w.env)
 	select {
 	case <-second.done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the second launch kept running")
 	}
-	if code := second.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(second.out.String(), "RunOS Desktop is already running") {
+	want := fmt.Sprintf("RunOS Desktop is already running (pid %d); asked it to show itself", first.cmd.Process.Pid)
+	if code := second.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(second.out.String(), want) {
 		t.Fatalf("second launch: exit %d, output %q", code, second.out.String())
 	}
-	// The first shows itself: it registers with the tray again.
-	again := w.watcher.next(t)
-	if again.Service != fmt.Sprintf("org.kde.StatusNotifierItem-%d-1", first.cmd.Process.Pid) {
-		t.Fatalf("re-registration %+v (first was %+v)", again, reg)
+	// The first shows itself: a notification with how the VPN stands.
+	select {
+	case n := <-notes.got:
+		if n.App != "RunOS Desktop" || n.Summary != "RunOS Desktop is running" || !strings.HasPrefix(n.Body, "Signed in as ana@example.com") {
+			t.Fatalf("notification %+v", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first instance did not show itself")
 	}
 	select {
 	case <-first.done:
 		t.Fatalf("the first instance exited:\n%s", first.out.String())
+	default:
+	}
+	select {
+	case r := <-w.watcher.added:
+		t.Fatalf("a second tray item was registered: %+v", r)
 	default:
 	}
 }

@@ -8,7 +8,10 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"image/color"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +25,8 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/prop"
 
+	"github.com/runos/vpn/desktop/icons"
+	"github.com/runos/vpn/desktop/menu"
 	"github.com/runos/vpn/internal/netnstest"
 )
 
@@ -72,12 +77,14 @@ type bus struct {
 }
 
 // startBus runs `dbus-daemon --session` on a socket in a temp dir and
-// stops it (by PID) when the test ends.
-func startBus(t *testing.T) *bus {
+// stops it (by PID) when the test ends. env is added to the environment
+// of the services the bus starts on demand (xfconfd for the panel).
+func startBus(t *testing.T, env ...string) *bus {
 	t.Helper()
 	netnstest.Require(t, "dbus-daemon")
 	dir := shortTemp(t)
 	cmd := exec.Command("dbus-daemon", "--session", "--nofork", "--print-address=1", "--address=unix:path="+filepath.Join(dir, "bus"))
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -382,4 +389,86 @@ func all(preds ...func([]node) bool) func([]node) bool {
 
 func checked(label string, want bool) func([]node) bool {
 	return func(items []node) bool { n, ok := find(items, label); return ok && n.Checked == want }
+}
+
+// notice is one desktop notification.
+type notice struct{ App, Summary, Body string }
+
+// notifications is a minimal org.freedesktop.Notifications server.
+type notifications struct{ got chan notice }
+
+func (n *notifications) Notify(app string, replaces uint32, icon, summary, body string, actions []string,
+	hints map[string]dbus.Variant, timeout int32) (uint32, *dbus.Error) {
+	n.got <- notice{App: app, Summary: summary, Body: body}
+	return 1, nil
+}
+
+func startNotifications(t *testing.T, b *bus) *notifications {
+	t.Helper()
+	c := b.conn(t)
+	n := &notifications{got: make(chan notice, 8)}
+	if err := c.Export(n, "/org/freedesktop/Notifications", "org.freedesktop.Notifications"); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := c.RequestName("org.freedesktop.Notifications", dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("take org.freedesktop.Notifications: %v %v", reply, err)
+	}
+	return n
+}
+
+// pixmap is one StatusNotifierItem IconPixmap entry: ARGB32, network order.
+type pixmap struct {
+	W, H int32
+	Pix  []byte
+}
+
+// argbOf converts a PNG as the StatusNotifierItem spec says: straight
+// (not premultiplied) ARGB32.
+func argbOf(t *testing.T, b []byte) []byte {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bnd := img.Bounds()
+	argb := make([]byte, 0, bnd.Dx()*bnd.Dy()*4)
+	for y := bnd.Min.Y; y < bnd.Max.Y; y++ {
+		for x := bnd.Min.X; x < bnd.Max.X; x++ {
+			c := color.NRGBAModel.Convert(img.At(x, y)).(color.NRGBA)
+			if c.A == 0 {
+				c = color.NRGBA{}
+			}
+			argb = append(argb, c.A, c.R, c.G, c.B)
+		}
+	}
+	return argb
+}
+
+// iconIs waits until the item's IconPixmap is icon.
+func iconIs(t *testing.T, c *dbus.Conn, r registration, icon menu.Icon) {
+	t.Helper()
+	argb := argbOf(t, icons.PNG(icon))
+	item := c.Object(r.Sender, dbus.ObjectPath(r.Service))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := item.GetProperty("org.kde.StatusNotifierItem.IconPixmap")
+		var px []pixmap
+		if err == nil && dbus.Store([]any{v.Value()}, &px) == nil && len(px) == 1 && bytes.Equal(px[0].Pix, argb) {
+			return
+		}
+		if time.Now().After(deadline) {
+			sig := ""
+			if err == nil {
+				sig = v.Signature().String()
+			}
+			shown := "unknown"
+			for _, i := range menu.Icons() {
+				if len(px) == 1 && bytes.Equal(px[0].Pix, argbOf(t, icons.PNG(i))) {
+					shown = i.String()
+				}
+			}
+			t.Fatalf("the tray icon is %s, want %s (err %v, signature %s)", shown, icon, err, sig)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -1,6 +1,6 @@
-//go:build !windows
+//go:build !windows && !linux && !freebsd && !openbsd && !netbsd
 
 package icons
 
-// StatusNotifierItem hosts and AppKit take PNG.
+// AppKit takes PNG.
 const trayExt = ".png"

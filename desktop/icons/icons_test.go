@@ -97,3 +97,38 @@ func TestICOLayout(t *testing.T) {
 		}
 	}
 }
+
+// fyneARGB is what fyne.io/systray v1.12 sends as IconPixmap for a PNG:
+// the low byte of each channel of RGBA() (systray_unix.go argbForImage).
+func fyneARGB(t *testing.T, b []byte) []byte {
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for y := 0; y < img.Bounds().Dy(); y++ {
+		for x := 0; x < img.Bounds().Dx(); x++ {
+			r, g, b, a := img.At(x, y).RGBA()
+			out = append(out, byte(a), byte(r), byte(g), byte(b))
+		}
+	}
+	return out
+}
+
+// The Linux tray file, through fyne's conversion, gives exactly the
+// straight ARGB the StatusNotifierItem spec asks for.
+func TestSNIPixmapIsStraightARGB(t *testing.T) {
+	for _, i := range menu.Icons() {
+		want := draw.Image(i, draw.TraySize, false)
+		got := fyneARGB(t, draw.SNIPNG(i, draw.TraySize))
+		for p := 0; p < len(want.Pix); p += 4 {
+			r, g, b, a := want.Pix[p], want.Pix[p+1], want.Pix[p+2], want.Pix[p+3]
+			if a == 0 {
+				r, g, b = 0, 0, 0
+			}
+			if got[p] != a || got[p+1] != r || got[p+2] != g || got[p+3] != b {
+				t.Fatalf("%v pixel %d: fyne sends % x, want % x", i, p/4, got[p:p+4], []byte{a, r, g, b})
+			}
+		}
+	}
+}

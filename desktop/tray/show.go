@@ -6,6 +6,7 @@ import "log/slog"
 // what that means is the OS's (show_linux.go; elsewhere the menu-bar icon
 // is always on screen and there is nothing more to do than log it).
 func (t *Tray) Show(log *slog.Logger) {
+	t.refresh() // a tray that lost the icon gets it again
 	t.mu.Lock()
 	status := t.status.cur.Title
 	t.mu.Unlock()

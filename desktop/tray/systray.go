@@ -22,7 +22,9 @@ func Quit() { systray.Quit() }
 // Op of every enabled item the user chooses.
 func New(click func(menu.Op)) *Tray {
 	setTitle("RunOS VPN")
-	return newTray(systrayBackend{}, click)
+	t := newTray(systrayBackend{}, click)
+	go settle(t)
+	return t
 }
 
 type systrayBackend struct{}

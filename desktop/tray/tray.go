@@ -139,6 +139,16 @@ func (t *Tray) Render(m menu.Menu) {
 	t.quit.apply(m.Quit, true)
 }
 
+// refresh sends the icon and tooltip again, changed or not.
+func (t *Tray) refresh() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.iconSet {
+		t.b.SetIcon(icons.Template(t.icon), icons.Tray(t.icon))
+	}
+	t.b.SetTooltip(t.tooltip)
+}
+
 func grow(have, need int) int {
 	for have < need {
 		have *= 2

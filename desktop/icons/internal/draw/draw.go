@@ -161,6 +161,52 @@ func PNG(i menu.Icon, size int, template bool) []byte {
 	return buf.Bytes()
 }
 
+// SNIPNG encodes the icon for fyne.io/systray on Linux and the BSDs. The
+// StatusNotifierItem spec wants straight (not premultiplied) ARGB bytes;
+// fyne builds them from a decoded image's RGBA() by keeping the low byte of
+// each premultiplied 16-bit channel, which is only right for opaque and
+// clear pixels and turns antialiased edges into coloured fringes. This
+// 16-bit PNG is made so that exactly those low bytes are the straight
+// 8-bit colour: alpha A becomes A·0x101, and each colour channel the
+// 16-bit value whose premultiplied form ends in the wanted byte. (Viewed
+// as an ordinary PNG its edges look pale; it is meant for fyne only.)
+func SNIPNG(i menu.Icon, size int) []byte {
+	src := Image(i, size, false)
+	dst := image.NewNRGBA64(src.Rect)
+	for y := 0; y < size; y++ {
+		for x := 0; x < size; x++ {
+			c := src.NRGBAAt(x, y)
+			if c.A == 0 {
+				continue
+			}
+			a := uint32(c.A) * 0x101
+			dst.SetNRGBA64(x, y, color.NRGBA64{R: lowByte(c.R, a), G: lowByte(c.G, a), B: lowByte(c.B, a), A: uint16(a)})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, dst); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// lowByte returns the 16-bit straight channel c16 for which the
+// premultiplied value c16·a/0xffff (what color.NRGBA64.RGBA computes) has
+// want as its low byte, taking the largest such value so the high byte
+// stays as close to the real colour as it can.
+func lowByte(want uint8, a uint32) uint16 {
+	v := a&^0xff | uint32(want)
+	if v > a {
+		v -= 0x100
+	}
+	// Smallest c16 with c16·a/0xffff ≥ v; integer division then gives v.
+	c := (v*0xffff + a - 1) / a
+	for c*a/0xffff < v {
+		c++
+	}
+	return uint16(min(c, 0xffff))
+}
+
 // ICO encodes the icon as a Windows .ico holding one 32-bit DIB per size
 // (the classic layout every Windows version loads, unlike PNG entries).
 func ICO(i menu.Icon, sizes ...int) []byte {
@@ -222,14 +268,15 @@ const (
 // ICOSizes are the images in each .ico.
 var ICOSizes = []int{16, 32}
 
-// Files is every generated file by name: <icon>.png, <icon>-template.png
-// and <icon>.ico for each menu.Icon.
+// Files is every generated file by name: <icon>.png, <icon>-template.png,
+// <icon>-sni.png and <icon>.ico for each menu.Icon.
 func Files() map[string][]byte {
 	out := map[string][]byte{}
 	for _, i := range menu.Icons() {
 		out[i.String()+".png"] = PNG(i, TraySize, false)
 		out[i.String()+"-template.png"] = PNG(i, TraySize, true)
 		out[i.String()+".ico"] = ICO(i, ICOSizes...)
+		out[i.String()+"-sni.png"] = SNIPNG(i, TraySize)
 	}
 	return out
 }
