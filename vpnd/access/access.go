@@ -33,15 +33,16 @@ const OperatorFile = "operator.json"
 
 // Operator is the user recorded at install who may steer the daemon.
 type Operator struct {
-	UID  int    `json:"uid"`
+	UID  int    `json:"uid"` // -1 on Windows, which has SIDs instead
 	User string `json:"user"`
+	SID  string `json:"sid,omitempty"` // Windows: the user's SID (platform.PeerCred.SID)
 }
 
 // WriteOperator records op as the machine's operator in stateDir (0600,
 // atomically). `runos vpn install` calls it with the invoking user.
 func WriteOperator(stateDir string, op Operator) error {
-	if op.UID < 0 || op.User == "" {
-		return fmt.Errorf("operator: want a uid and a user name, have %+v", op)
+	if (op.UID < 0 && op.SID == "") || op.User == "" {
+		return fmt.Errorf("operator: want a uid (or a Windows SID) and a user name, have %+v", op)
 	}
 	d, err := store.Open(stateDir)
 	if err != nil {
@@ -138,7 +139,12 @@ func (p Policy) mayChange(c platform.PeerCred) bool {
 		return true
 	}
 	if c.UID < 0 {
-		return false
+		// Windows: no uid, the token's SID names the user.
+		if c.SID == "" || p.Operator == nil {
+			return false
+		}
+		op, err := p.Operator()
+		return err == nil && op != nil && op.SID == c.SID
 	}
 	if p.Operator != nil {
 		if op, err := p.Operator(); err == nil && op != nil && op.UID == c.UID {

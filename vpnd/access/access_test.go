@@ -110,6 +110,9 @@ func TestOperatorFile(t *testing.T) {
 	if err := WriteOperator(dir, Operator{UID: 5}); err == nil {
 		t.Error("operator without a name accepted")
 	}
+	if err := WriteOperator(dir, Operator{UID: -1, User: `PC\alice`}); err == nil {
+		t.Error("operator without a uid or a SID accepted")
+	}
 	os.WriteFile(filepath.Join(dir, OperatorFile), []byte("{"), 0o600)
 	if _, err := ReadOperator(dir); err == nil || !strings.Contains(err.Error(), "runos vpn install --operator") {
 		t.Errorf("malformed record: %v", err)
@@ -125,5 +128,33 @@ func TestSystemPolicyRoot(t *testing.T) {
 	}
 	if p.InGroup(0, 0, "no-such-group-runos-test") {
 		t.Error("member of a group that does not exist")
+	}
+}
+
+func TestWindowsOperatorBySID(t *testing.T) {
+	dir := t.TempDir()
+	op := Operator{UID: -1, User: `PC\alice`, SID: "S-1-5-21-1-2-3-1001"}
+	if err := WriteOperator(dir, op); err != nil {
+		t.Fatal(err)
+	}
+	pol := SystemPolicy(dir)
+	pol.InGroup = nil // Windows has no uid/gid groups
+	r := httptest.NewRequest("POST", "http://local.runos/v1/connect", nil)
+	pipe := func(sid string) Caller { return Caller{Cred: platform.PeerCred{UID: -1, GID: -1, SID: sid}} }
+	if ref := pol.Check(r, pipe("S-1-5-21-1-2-3-1001")); ref != nil {
+		t.Errorf("the operator's SID refused: %+v", ref)
+	}
+	if pol.Check(r, pipe("S-1-5-21-1-2-3-1002")) == nil {
+		t.Error("another SID allowed")
+	}
+	if pol.Check(r, pipe("")) == nil {
+		t.Error("a caller without a SID allowed")
+	}
+	// A Unix operator record never matches a SID-less caller by uid -1.
+	if err := WriteOperator(dir, Operator{UID: 1000, User: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if pol.Check(r, pipe("S-1-5-21-1-2-3-1001")) == nil {
+		t.Error("a SID matched a record without one")
 	}
 }
