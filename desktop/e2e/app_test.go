@@ -265,3 +265,15 @@ func TestSecondLaunchAsksTheFirstToShow(t *testing.T) {
 	default:
 	}
 }
+
+// fyne.io/systray drops an icon set while it is still exporting the item;
+// the connected icon must reach the tray even when it is the very first
+// status the app sees.
+func TestIconRightFromTheStart(t *testing.T) {
+	up := cluster("ky3", true, localapi.ClusterConnected)
+	up.PeerUp = true
+	w := newWorld(t, signedIn(up), config)
+	startApp(t, w.env)
+	reg := w.watcher.next(t)
+	iconIs(t, w.bus.conn(t), reg, menu.IconConnected)
+}

@@ -128,7 +128,16 @@ func (st style) at(x, y float64, template bool) color.NRGBA {
 
 // Image paints the icon for i at size×size pixels, 4×4 samples a pixel.
 func Image(i menu.Icon, size int, template bool) *image.NRGBA {
-	st := styleOf(i)
+	return styleOf(i).paint(size, template)
+}
+
+// AppImage is the application's own icon (Finder, the .app bundle): the
+// shield in blue with a check.
+func AppImage(size int) *image.NRGBA {
+	return style{blue, true, check}.paint(size, false)
+}
+
+func (st style) paint(size int, template bool) *image.NRGBA {
 	img := image.NewNRGBA(image.Rect(0, 0, size, size))
 	const n = 4
 	for py := 0; py < size; py++ {
