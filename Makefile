@@ -41,7 +41,10 @@ build:
 # builds the programs itself and runs many processes per lab, so it runs
 # without -race (the programs under test are not race-built either) and
 # with a longer timeout. Tests that need root fail under RUNOS_E2E=1.
-test: test-unit test-e2e
+# Both halves run even when the first fails, so one run shows everything.
+test:
+	@status=0; $(MAKE) --no-print-directory test-unit || status=1; \
+	$(MAKE) --no-print-directory test-e2e || status=1; exit $$status
 
 test-unit:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e$$')
