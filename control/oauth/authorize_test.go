@@ -154,7 +154,7 @@ func TestLoginPage(t *testing.T) {
 			t.Errorf("CSP %q lacks %q", csp, want)
 		}
 	}
-	for k, want := range map[string]string{"Cache-Control": "no-store", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"} {
+	for k, want := range map[string]string{"Cache-Control": "no-store", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"} {
 		if got := pg.header.Get(k); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}

@@ -67,7 +67,11 @@ func (s *Server) writePage(w http.ResponseWriter, status int, p page, formAction
 		"; form-action 'self'"+formAction+"; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: the pages' URLs never leave control
+	// (the loopback redirect and any link elsewhere get no Referer), yet
+	// browsers keep sending the real Origin on the form's POST, which
+	// checkCSRF verifies; under no-referrer they send "Origin: null".
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
