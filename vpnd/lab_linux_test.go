@@ -139,6 +139,13 @@ func (l *lab) gateway(cid string, dev api.Device, add bool) {
 // target serves every joined device first, then every device is told.
 func (l *lab) move(cid, nid string) {
 	l.t.Helper()
+	l.prepareMove(cid, nid)
+	l.pushMove(cid, nid)
+}
+
+// prepareMove has the target serve every joined device (the standby step).
+func (l *lab) prepareMove(cid, nid string) {
+	l.t.Helper()
 	for _, dev := range l.fc.Devices() {
 		if strings.Contains(strings.Join(l.fc.Joined(dev.ID), ","), cid) {
 			if err := l.servers[cid+"/"+nid].AddPeer(dev.PublicKey, netip.MustParseAddr(dev.Address)); err != nil {
@@ -146,6 +153,10 @@ func (l *lab) move(cid, nid string) {
 			}
 		}
 	}
+}
+
+// pushMove tells every device (the switch step).
+func (l *lab) pushMove(cid, nid string) {
 	l.mu.Lock()
 	l.active[cid] = nid
 	l.mu.Unlock()

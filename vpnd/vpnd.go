@@ -148,6 +148,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	eng.OnHandshake(d.kickRead)
 	readDone := make(chan struct{})
 	go func() { d.readLoop(dctx); close(readDone) }()
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),

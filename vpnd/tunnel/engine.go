@@ -8,13 +8,16 @@ package tunnel
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runos/vpn/platform"
@@ -48,6 +51,8 @@ type Engine struct {
 	wg   *wgctrl.Client
 	net  platform.TunnelNet
 
+	onHandshake atomic.Pointer[func()] // see OnHandshake
+
 	mu      sync.Mutex
 	closed  bool
 	applied wgcfg.Config
@@ -78,7 +83,7 @@ func New(name string, key wgtypes.Key, log *slog.Logger) (_ *Engine, err error) 
 	if real, nerr := e.tun.Name(); nerr == nil {
 		e.name = real // macOS picks utunN itself
 	}
-	e.dev = device.NewDevice(e.tun, conn.NewDefaultBind(), wgLogger(log))
+	e.dev = device.NewDevice(e.tun, conn.NewDefaultBind(), e.wgLogger(log))
 	e.uapi, err = uapiListen(e.name)
 	if err != nil {
 		return nil, fmt.Errorf("tunnel %s: UAPI socket: %w", e.name, err)
@@ -118,13 +123,35 @@ func (e *Engine) serveUAPI() {
 	}
 }
 
+// OnHandshake sets f to run (in its own goroutine, a moment later) when a
+// peer completes a handshake, so the daemon reads the device then rather
+// than at its next 50 ms read. The handshake itself is still read from the
+// device: this only says when to look.
+func (e *Engine) OnHandshake(f func()) { e.onHandshake.Store(&f) }
+
+// handshakeLog is the line wireguard-go logs when a handshake we initiated
+// completes (device/receive.go). If a version words it otherwise, the
+// daemon's regular reads still see the handshake.
+const handshakeLog = "Received handshake response"
+
 // wgLogger sends wireguard-go's chatter to debug and its errors to warn.
 // wireguard-go never logs keys, only peers' abbreviated public keys.
-func wgLogger(log *slog.Logger) *device.Logger {
+func (e *Engine) wgLogger(log *slog.Logger) *device.Logger {
 	l := log.With("component", "wireguard")
 	return &device.Logger{
-		Verbosef: func(f string, a ...any) { l.Debug(fmt.Sprintf(f, a...)) },
-		Errorf:   func(f string, a ...any) { l.Warn(fmt.Sprintf(f, a...)) },
+		Verbosef: func(f string, a ...any) {
+			if strings.HasSuffix(f, handshakeLog) {
+				if cb := e.onHandshake.Load(); cb != nil {
+					// wireguard-go records the handshake's time just
+					// after logging it.
+					time.AfterFunc(time.Millisecond, *cb)
+				}
+			}
+			if l.Enabled(context.Background(), slog.LevelDebug) {
+				l.Debug(fmt.Sprintf(f, a...))
+			}
+		},
+		Errorf: func(f string, a ...any) { l.Warn(fmt.Sprintf(f, a...)) },
 	}
 }
 
