@@ -63,7 +63,7 @@ type control struct {
 	backend *backend
 }
 
-func newControl(t *testing.T, tune func(*oauth.Config)) *control {
+func newControl(t testing.TB, tune func(*oauth.Config)) *control {
 	t.Helper()
 	c := &control{backend: &backend{sessions: map[string]string{}}}
 	var h http.Handler

@@ -82,7 +82,7 @@ const (
 // harness is an authorization server over real TLS with a fake clock, plus
 // a loopback "app" listener that records what the browser was sent to.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *httptest.Server
 	oauth    *Server
 	clock    *fakeClock
@@ -98,7 +98,7 @@ type harness struct {
 // harness copies it into RemoteAddr before the server sees the request.
 const testRemoteHeader = "X-Test-Remote-Addr"
 
-func newHarness(t *testing.T, tune func(*Config)) *harness {
+func newHarness(t testing.TB, tune func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: &fakeClock{t: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}}
 	h.backend = &fakeBackend{clock: h.clock, users: map[string]string{testUser: testPassword, "bob@example.com": "bobs password"}, sessions: map[string][2]string{}}
@@ -217,7 +217,7 @@ func (h *harness) post(c *http.Client, path string, form url.Values, hdr map[str
 	return readPage(h.t, resp)
 }
 
-func readPage(t *testing.T, resp *http.Response) testPage {
+func readPage(t testing.TB, resp *http.Response) testPage {
 	t.Helper()
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -268,7 +268,7 @@ func attrOf(n *html.Node, k string) string {
 }
 
 // location parses a redirect's Location and its query.
-func (p testPage) location(t *testing.T) (*url.URL, url.Values) {
+func (p testPage) location(t testing.TB) (*url.URL, url.Values) {
 	t.Helper()
 	loc := p.header.Get("Location")
 	if p.status != http.StatusFound || loc == "" {
