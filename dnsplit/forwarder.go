@@ -2,6 +2,7 @@ package dnsplit
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,12 @@ const (
 	queryBudget = 4500 * time.Millisecond
 	// failMemory is how long an upstream that timed out is tried last.
 	failMemory = 30 * time.Second
+	// maxInFlight bounds the UDP queries being answered at once (dnsmasq's
+	// dns-forward-max is 150); past it a query is dropped and the client
+	// retries, rather than the forwarder growing without bound.
+	maxInFlight = 1024
+	maxTCPConns = 128
+	tcpIdle     = 10 * time.Second
 )
 
 // newForwardTable routes each route's domains to its server (port 53) and
@@ -80,10 +87,11 @@ func (t *forwardTable) route(qname string) (zone, bool) {
 	return zone{}, false
 }
 
-// exchanger sends one query to one server; the forwarder's only network
-// side effect on the upstream side, injected by tests.
+// exchanger sends one packed query to one server and returns the packed
+// answer with the query's ID; the forwarder's only network side effect on
+// the upstream side, injected by tests.
 type exchanger interface {
-	exchange(ctx context.Context, m *dns.Msg, server netip.AddrPort, tcp bool) (*dns.Msg, error)
+	exchange(ctx context.Context, query []byte, server netip.AddrPort, tcp bool) ([]byte, error)
 }
 
 // forwarder is the built-in resolver resolv.conf points at: cluster names go
@@ -98,13 +106,15 @@ type forwarder struct {
 	mu     sync.Mutex
 	failed map[netip.AddrPort]time.Time // last timeout per upstream
 
-	servers []*dns.Server
-	done    chan error
+	pc     *net.UDPConn
+	ln     net.Listener
+	wg     sync.WaitGroup
+	closed atomic.Bool
 }
 
 func newForwarder(log *slog.Logger, now func() time.Time, ex exchanger, t *forwardTable) *forwarder {
 	if ex == nil {
-		ex = newNetExchanger()
+		ex = &netExchanger{}
 	}
 	f := &forwarder{log: log, now: now, ex: ex, failed: map[netip.AddrPort]time.Time{}}
 	f.table.Store(t)
@@ -117,7 +127,7 @@ func (f *forwarder) setTable(t *forwardTable) { f.table.Store(t) }
 // listen serves UDP and TCP on addr. Both sockets are bound before it
 // returns, so an address in use is reported here, not later.
 func (f *forwarder) listen(addr netip.AddrPort) error {
-	pc, err := net.ListenPacket("udp", addr.String())
+	pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
 	if err != nil {
 		return fmt.Errorf("forwarder: listen udp %s: %w", addr, err)
 	}
@@ -126,72 +136,138 @@ func (f *forwarder) listen(addr netip.AddrPort) error {
 		pc.Close()
 		return fmt.Errorf("forwarder: listen tcp %s: %w", addr, err)
 	}
-	f.done = make(chan error, 2)
-	f.servers = []*dns.Server{
-		{PacketConn: pc, Handler: f, UDPSize: dns.DefaultMsgSize},
-		{Listener: ln, Handler: f, ReadTimeout: 10 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }},
-	}
-	for _, s := range f.servers {
-		go func() { f.done <- s.ActivateAndServe() }()
-	}
+	f.pc, f.ln = pc, ln
+	f.wg.Add(2)
+	go f.serveUDP()
+	go f.serveTCP()
 	return nil
 }
 
-// close stops serving and waits for the servers to return.
+// close stops serving and waits for the answers in flight.
 func (f *forwarder) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, s := range f.servers {
-		_ = s.ShutdownContext(ctx)
+	f.closed.Store(true)
+	if f.pc != nil {
+		f.pc.Close()
+		f.ln.Close()
+		f.wg.Wait()
 	}
-	for range f.servers {
-		select {
-		case <-f.done:
-		case <-ctx.Done():
+	if c, ok := f.ex.(interface{ close() }); ok {
+		c.close()
+	}
+}
+
+// serveUDP reads queries and answers each on a goroutine of its own, so a
+// slow upstream holds up nobody else.
+func (f *forwarder) serveUDP() {
+	defer f.wg.Done()
+	sem := make(chan struct{}, maxInFlight)
+	buf := make([]byte, dns.MaxMsgSize)
+	for {
+		n, from, err := f.pc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if f.closed.Load() {
+				return
+			}
+			continue
 		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			continue // overloaded: the client will retry
+		}
+		pkt := append([]byte(nil), buf[:n]...)
+		f.wg.Add(1)
+		go func() {
+			defer func() { <-sem; f.wg.Done() }()
+			if out := f.handlePacket(pkt, false); out != nil {
+				_, _ = f.pc.WriteToUDPAddrPort(out, from)
+			}
+		}()
 	}
-	f.servers = nil
 }
 
-// ServeDNS answers one query. miekg/dns has already refused what does not
-// parse; this checks the rest of what it forwards, because only a query it
-// built itself from a checked one ever leaves for an upstream.
-func (f *forwarder) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	resp := f.answer(req, isTCP(w))
-	if resp == nil {
-		return // not a query: answering a response could be used to amplify
+// serveTCP answers length-prefixed queries (RFC 7766), one at a time per
+// connection, closing connections idle for tcpIdle.
+func (f *forwarder) serveTCP() {
+	defer f.wg.Done()
+	sem := make(chan struct{}, maxTCPConns)
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			if f.closed.Load() {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // e.g. out of file descriptors
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		f.wg.Add(1)
+		go func() {
+			defer func() { c.Close(); <-sem; f.wg.Done() }()
+			for !f.closed.Load() {
+				_ = c.SetDeadline(time.Now().Add(tcpIdle))
+				pkt, err := readTCPMsg(c)
+				if err != nil {
+					return
+				}
+				out := f.handlePacket(pkt, true)
+				if out == nil {
+					return
+				}
+				if err := writeTCPMsg(c, out); err != nil {
+					return
+				}
+			}
+		}()
 	}
-	_ = w.WriteMsg(resp)
 }
 
-func isTCP(w dns.ResponseWriter) bool {
-	_, ok := w.LocalAddr().(*net.TCPAddr)
-	return ok
+// handlePacket is everything the forwarder does with one packet from a
+// client: the fuzz target. It returns the answer to send, or nil to send
+// nothing (a response, or too short to answer: replying would let anyone
+// bounce traffic off us).
+func (f *forwarder) handlePacket(raw []byte, tcp bool) []byte {
+	if len(raw) < 12 || raw[2]&0x80 != 0 {
+		return nil
+	}
+	req := new(dns.Msg)
+	if err := req.Unpack(raw); err != nil {
+		// The header is readable (12 bytes): say FORMERR under its ID.
+		r := &dns.Msg{MsgHdr: dns.MsgHdr{Id: binary.BigEndian.Uint16(raw), Response: true,
+			Opcode: int(raw[2]>>3) & 0xF, Rcode: dns.RcodeFormatError}}
+		out, _ := r.Pack()
+		return out
+	}
+	resp := f.answer(req, tcp)
+	return resp
 }
 
-// answer is the whole of the forwarder's logic for one query, kept apart
-// from the sockets so that fuzzing reaches all of it.
-func (f *forwarder) answer(req *dns.Msg, tcp bool) *dns.Msg {
+// answer answers one checked query. Only a query it packed itself from
+// the parsed one ever leaves for an upstream.
+func (f *forwarder) answer(req *dns.Msg, tcp bool) []byte {
 	if req.Response {
 		return nil
 	}
 	if req.Opcode != dns.OpcodeQuery {
-		return reply(req, dns.RcodeNotImplemented)
+		return packReply(req, dns.RcodeNotImplemented)
 	}
 	if len(req.Question) != 1 || len(req.Answer) > 0 || len(req.Ns) > 0 {
-		return reply(req, dns.RcodeFormatError)
+		return packReply(req, dns.RcodeFormatError)
 	}
 	q := req.Question[0]
-	if _, ok := dns.IsDomainName(q.Name); !ok || q.Qclass == dns.ClassNONE {
-		return reply(req, dns.RcodeFormatError)
-	}
 	size := dns.MinMsgSize
 	if opt := req.IsEdns0(); opt != nil {
 		if opt.Version() != 0 {
 			// RFC 6891 6.1.3: unknown EDNS version.
 			r := reply(req, dns.RcodeBadVers)
 			r.SetEdns0(dns.DefaultMsgSize, false)
-			return r
+			out, _ := r.Pack()
+			return out
 		}
 		size = max(int(opt.UDPSize()), dns.MinMsgSize)
 	}
@@ -200,10 +276,8 @@ func (f *forwarder) answer(req *dns.Msg, tcp bool) *dns.Msg {
 	}
 
 	t := f.table.Load()
-	name := strings.ToLower(q.Name)
 	targets := t.upstreams
-	z, cluster := t.route(name)
-	if cluster {
+	if z, cluster := t.route(strings.ToLower(q.Name)); cluster {
 		// A cluster's names never leak to the public resolvers: if its
 		// server is down they fail, they do not resolve elsewhere.
 		targets = []netip.AddrPort{z.server}
@@ -212,43 +286,49 @@ func (f *forwarder) answer(req *dns.Msg, tcp bool) *dns.Msg {
 	}
 
 	out := &dns.Msg{MsgHdr: req.MsgHdr, Question: []dns.Question{q}, Extra: onlyOPT(req.Extra)}
-	out.Id = dns.Id() // our own ID upstream: the client's is not ours to trust
 	out.Zero = false
+	query, err := out.Pack()
+	if err != nil {
+		return packReply(req, dns.RcodeFormatError)
+	}
+	qlen := questionLen(query)
 
 	ctx, cancel := context.WithTimeout(context.Background(), queryBudget)
 	defer cancel()
-	var last *dns.Msg
+	var last []byte
 	for _, s := range targets {
-		r, err := f.try(ctx, out, s, tcp, t.timeout)
+		r, err := f.try(ctx, query, qlen, s, tcp, t.timeout)
 		if err != nil {
 			f.log.Debug("dns: upstream failed", "server", s, "name", q.Name, "err", err)
 			continue
 		}
 		last = r
-		if r.Rcode == dns.RcodeServerFailure || r.Rcode == dns.RcodeRefused {
+		if rc := r[3] & 0xF; rc == dns.RcodeServerFailure || rc == dns.RcodeRefused {
 			continue // as glibc does: the next server may know better
 		}
 		break
 	}
 	if last == nil {
-		return reply(req, dns.RcodeServerFailure)
+		return packReply(req, dns.RcodeServerFailure)
 	}
-	last.Id = req.Id
-	last.Question = req.Question // the client's spelling (0x20 case) back
-	if !tcp {
-		last.Truncate(size)
+	// The client's question (its 0x20 spelling) back; same length, since
+	// try checked it matches ignoring case.
+	copy(last[12:12+qlen], query[12:12+qlen])
+	if len(last) > size {
+		return truncate(last, size)
 	}
 	return last
 }
 
 // try asks one server within the per-attempt timeout, over TCP when the
-// client asked over TCP or the UDP answer came back truncated.
-func (f *forwarder) try(ctx context.Context, m *dns.Msg, s netip.AddrPort, tcp bool, timeout time.Duration) (*dns.Msg, error) {
+// client asked over TCP or the UDP answer came back truncated, and checks
+// that what came back answers the question asked.
+func (f *forwarder) try(ctx context.Context, query []byte, qlen int, s netip.AddrPort, tcp bool, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	r, err := f.ex.exchange(ctx, m, s, tcp)
-	if err == nil && r.Truncated && !tcp {
-		r, err = f.ex.exchange(ctx, m, s, true)
+	r, err := f.ex.exchange(ctx, query, s, tcp)
+	if err == nil && !tcp && len(r) >= 12 && r[2]&0x02 != 0 {
+		r, err = f.ex.exchange(ctx, query, s, true)
 	}
 	if err != nil {
 		var ne net.Error
@@ -257,11 +337,60 @@ func (f *forwarder) try(ctx context.Context, m *dns.Msg, s netip.AddrPort, tcp b
 		}
 		return nil, err
 	}
-	if !r.Response || len(r.Question) != 1 || !strings.EqualFold(r.Question[0].Name, m.Question[0].Name) ||
-		r.Question[0].Qtype != m.Question[0].Qtype {
+	if !answers(r, query, qlen) {
 		return nil, fmt.Errorf("answer from %s does not match the question", s)
 	}
 	return r, nil
+}
+
+// answers says whether r is a response to query: same ID, QR set, opcode
+// QUERY, one question, the same question (names compared ignoring case).
+func answers(r, query []byte, qlen int) bool {
+	if len(r) < 12+qlen || r[0] != query[0] || r[1] != query[1] || r[2]&0x80 == 0 || r[2]&0x78 != 0 ||
+		r[4] != 0 || r[5] != 1 {
+		return false
+	}
+	for i := 12; i < 12+qlen; i++ {
+		a, b := r[i], query[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// questionLen is the length of the question section of a query we packed
+// (one uncompressed name, type, class).
+func questionLen(query []byte) int {
+	i := 12
+	for i < len(query) && query[i] != 0 {
+		i += int(query[i]) + 1
+	}
+	return i + 1 + 4 - 12
+}
+
+// truncate fits an answer into a client's UDP buffer the way a server
+// would: as many whole records as fit, TC set if any were left out. One
+// that does not parse is not sent at all: SERVFAIL instead.
+func truncate(raw []byte, size int) []byte {
+	m := new(dns.Msg)
+	if err := m.Unpack(raw); err != nil {
+		r := &dns.Msg{MsgHdr: dns.MsgHdr{Id: binary.BigEndian.Uint16(raw), Response: true, Rcode: dns.RcodeServerFailure}}
+		out, _ := r.Pack()
+		return out
+	}
+	m.Truncate(size)
+	out, err := m.Pack()
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // byHealth keeps the order of the servers but moves the ones that timed out
@@ -300,6 +429,14 @@ func reply(req *dns.Msg, rcode int) *dns.Msg {
 	return r
 }
 
+func packReply(req *dns.Msg, rcode int) []byte {
+	out, err := reply(req, rcode).Pack()
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
 // onlyOPT keeps the client's EDNS record (its buffer size, DO bit, cookie)
 // and drops anything else from the additional section, such as a TSIG
 // meant for us, which an upstream would reject.
@@ -310,25 +447,4 @@ func onlyOPT(extra []dns.RR) []dns.RR {
 		}
 	}
 	return nil
-}
-
-// netExchanger talks to real servers.
-type netExchanger struct {
-	udp, tcp *dns.Client
-}
-
-func newNetExchanger() *netExchanger {
-	return &netExchanger{
-		udp: &dns.Client{Net: "udp", UDPSize: dns.MaxMsgSize},
-		tcp: &dns.Client{Net: "tcp"},
-	}
-}
-
-func (e *netExchanger) exchange(ctx context.Context, m *dns.Msg, s netip.AddrPort, tcp bool) (*dns.Msg, error) {
-	c := e.udp
-	if tcp {
-		c = e.tcp
-	}
-	r, _, err := c.ExchangeContext(ctx, m, s.String())
-	return r, err
 }
