@@ -237,23 +237,16 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 			return doc{}, e
 		}
 		var m api.DeviceMap
-		var cids []string
-		var devVer uint64
-		err := s.st.View(ctx, func(rd store.Reader) error {
-			d, err := ownDevice(rd, p, id)
-			if err != nil {
-				return err
-			}
-			if devVer, err = rd.TopicVersion(hub.Device(id)); err != nil {
-				return err
-			}
-			m.Device = deviceDoc(d)
-			cids, err = rd.DeviceClusters(id)
-			return err
-		})
+		de, err := s.deviceState(ctx, id)
 		if err != nil {
 			return doc{}, s.asError(err)
 		}
+		if de.dev.User != p.user.Email {
+			return doc{}, &api.Error{Status: 404, Code: api.CodeNotFound,
+				Message: fmt.Sprintf("no device %s of yours", id), Hint: "register the device first (POST /v1/devices)"}
+		}
+		m.Device = deviceDoc(de.dev)
+		cids, devVer := de.cids, de.version
 		m.Session = api.SessionInfo{ID: p.session.ID, User: p.session.User, ExpiresAt: p.session.ExpiresAt}
 		m.Clusters = []api.ClusterConfig{}
 		m.Version = max(devVer, p.sesVer)

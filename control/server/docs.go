@@ -182,6 +182,54 @@ func (s *Server) clusterConfig(ctx context.Context, cid string) (clusterEntry, e
 	return v.(clusterEntry), nil
 }
 
+// deviceCache keeps each device's own part of its map (the device and the
+// clusters it joined) as of a version of its topic, so that a woken
+// long-poll reads nothing from the store unless the device itself changed.
+type deviceCache struct {
+	mu sync.Mutex
+	m  map[string]deviceEntry
+}
+
+type deviceEntry struct {
+	version uint64
+	dev     model.Device
+	cids    []string
+}
+
+func (c *deviceCache) init() { c.m = map[string]deviceEntry{} }
+
+// deviceState returns the device with its joined clusters and the version
+// of device:<id> they reflect.
+func (s *Server) deviceState(ctx context.Context, id string) (deviceEntry, error) {
+	want := s.hub.Version(hub.Device(id))
+	s.devCache.mu.Lock()
+	e, hit := s.devCache.m[id]
+	s.devCache.mu.Unlock()
+	if hit && e.version >= want {
+		return e, nil
+	}
+	err := s.st.View(ctx, func(r store.Reader) error {
+		var err error
+		if e.version, err = r.TopicVersion(hub.Device(id)); err != nil {
+			return err
+		}
+		if e.dev, err = r.Device(id); err != nil {
+			return err
+		}
+		e.cids, err = r.DeviceClusters(id)
+		return err
+	})
+	if err != nil {
+		return deviceEntry{}, err
+	}
+	s.devCache.mu.Lock()
+	if old, ok := s.devCache.m[id]; !ok || old.version <= e.version {
+		s.devCache.m[id] = e
+	}
+	s.devCache.mu.Unlock()
+	return e, nil
+}
+
 func sortNodes(ns []api.Node) {
 	sort.Slice(ns, func(i, j int) bool { return ns[i].NID < ns[j].NID })
 }

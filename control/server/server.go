@@ -51,6 +51,7 @@ type Server struct {
 
 	auth     authCache
 	clusters clusterCache
+	devCache deviceCache
 
 	mu      sync.Mutex
 	timers  map[string]clock.Timer
@@ -108,6 +109,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.auth.init()
 	s.clusters.init()
+	s.devCache.init()
 	s.routes()
 	return s, nil
 }

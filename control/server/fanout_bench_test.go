@@ -1,0 +1,425 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/clock"
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/seed"
+	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/sqlitestore"
+	"github.com/runos/vpn/control/token"
+)
+
+// BenchmarkMoveFanOut measures the push of one change, a move's switch, to
+// RUNOS_FANOUT_DEVICES (default 10,000) simulated devices, each holding its
+// DeviceMap long-poll on its own TCP connection (HTTPS, HTTP/1.1) to one
+// control server on loopback. The devices live in a helper process (this
+// test binary re-executed) so that the heap and RSS reported are control's
+// alone. Each iteration is a real move through the API: the target reports
+// listening (the commit that changes every device's map, from which the
+// time is measured), every device's answer is timed on arrival, then the
+// target reports every device's handshake and the move is done; the next
+// iteration moves the server back.
+//
+// Run with a fixed count, since setting up 10,000 connections takes a while:
+//
+//	go test -run='^$' -bench=BenchmarkMoveFanOut -benchtime=5x ./control/server/
+//
+// Metrics: ms-all (commit to the last device's answer), ms-p50 and ms-p99
+// (to the median and 99th percentile device), heap-MB (control's heap in
+// use with every long-poll parked) and rss-MB (control's resident memory).
+func BenchmarkMoveFanOut(b *testing.B) {
+	n := 10000
+	if v := os.Getenv("RUNOS_FANOUT_DEVICES"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	raiseNoFile(b)
+	ctx := context.Background()
+	dir := b.TempDir()
+
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "control.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	services, _ := pool.NewServices(netip.MustParsePrefix("100.100.0.0/16"))
+	if _, err := seed.Import(ctx, st, testWorld(), seed.Options{Services: services, BcryptCost: 4, Now: time.Now()}); err != nil {
+		b.Fatal(err)
+	}
+	tokens, keys := bulkDevices(b, st, n)
+	var g uint64
+	var vs map[string]uint64
+	_ = st.View(ctx, func(r store.Reader) error {
+		g, _ = r.GlobalVersion()
+		vs, _ = r.AllTopicVersions()
+		return nil
+	})
+	h := hub.New(g, vs)
+	srv, err := New(Config{Store: st, Hub: h, Clock: clock.Real{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	// Count the device-map answers written, and when the last was, to tell
+	// control's share of the fan-out from the helper's.
+	var written, lastWrite atomic.Int64
+	counting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.Handler().ServeHTTP(w, r)
+		if strings.HasSuffix(r.URL.Path, "/map") {
+			lastWrite.Store(time.Now().UnixNano())
+			written.Add(1)
+		}
+	})
+	ts := httptest.NewUnstartedServer(counting)
+	certPEM, cert := benchCert(b)
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	if os.Getenv("RUNOS_FANOUT_PLAIN") == "1" { // to see TLS's share
+		ts.Start()
+	} else {
+		ts.StartTLS()
+	}
+	defer ts.Close()
+	caFile := filepath.Join(dir, "ca.pem")
+	os.WriteFile(caFile, certPEM, 0o600)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	op := &api.Client{BaseURL: ts.URL, Token: opToken, HTTP: hc}
+	gw := func(nid string) *api.Client { return &api.Client{BaseURL: ts.URL, Token: enroll("ky3", nid), HTTP: hc} }
+	nodeKeys := map[string]wgtypes.Key{"n1": mustKey(b), "n2": mustKey(b)}
+	report := func(nid string, mapVersion uint64, hs []api.PeerHandshake) {
+		if err := gw(nid).GatewayReport(ctx, api.GatewayReport{PublicKey: nodeKeys[nid].PublicKey().String(), Version: "bench",
+			ServiceID: "wg-ky3", Listening: true, ListenPort: 32768, MapVersion: mapVersion, Handshakes: hs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	report("n1", 1<<40, nil)
+
+	tokFile := filepath.Join(dir, "devices.txt")
+	os.WriteFile(tokFile, []byte(strings.Join(tokens, "\n")), 0o600)
+	helper := exec.Command(os.Args[0], "-test.run=^TestFanOutHelper$", "-test.v")
+	helper.Env = append(os.Environ(), "RUNOS_FANOUT_HELPER=1", "RUNOS_FANOUT_URL="+ts.URL, "RUNOS_FANOUT_CA="+caFile, "RUNOS_FANOUT_TOKENS="+tokFile)
+	stdin, _ := helper.StdinPipe()
+	stdout, _ := helper.StdoutPipe()
+	helper.Stderr = os.Stderr
+	if err := helper.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { stdin.Close(); helper.Process.Kill(); helper.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	expect := func(prefix string) []string {
+		for lines.Scan() {
+			if f := strings.Fields(lines.Text()); len(f) > 0 && f[0] == prefix {
+				return f[1:]
+			}
+		}
+		b.Fatalf("helper ended before %q: %v", prefix, lines.Err())
+		return nil
+	}
+	waitParked := func() {
+		for h.Watchers() < n {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	expect("started")
+	waitParked()
+
+	var all, p50, p99, srvAll []float64
+	var heap, rss float64
+	from, to := "n1", "n2"
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		report(from, 1<<40, nil) // heartbeats
+		report(to, 0, nil)
+		mv, err := op.StartMove(ctx, "ky3", "wg-ky3", to)
+		if err != nil || mv.State != api.MovePreparing {
+			b.Fatalf("start move: %+v, %v", mv, err)
+		}
+		m, err := gw(to).GatewayMap(ctx, 0, 0)
+		if err != nil || m.Serve == nil || len(m.Serve.Peers) != n {
+			b.Fatalf("standby map: %v", err)
+		}
+		waitParked()
+		var ms runtime.MemStats
+		runtime.GC() // live heap, not garbage awaiting collection
+		runtime.ReadMemStats(&ms)
+		heap, rss = float64(ms.HeapInuse)/(1<<20), rssMB()
+		if f := os.Getenv("RUNOS_FANOUT_HEAPPROFILE"); f != "" && i == 0 {
+			if out, err := os.Create(f); err == nil {
+				pprof.WriteHeapProfile(out)
+				out.Close()
+			}
+		}
+		fmt.Fprintf(stdin, "round %d\n", i)
+		expect("armed")
+		var prof *os.File
+		if f := os.Getenv("RUNOS_FANOUT_CPUPROFILE"); f != "" && i == b.N-1 {
+			prof, _ = os.Create(f)
+			pprof.StartCPUProfile(prof)
+		}
+		written.Store(0)
+		b.StartTimer()
+		t0 := time.Now()
+		report(to, m.Version, nil) // listening: the switch, one commit
+		got := expect("done")
+		b.StopTimer()
+		if prof != nil {
+			pprof.StopCPUProfile()
+			prof.Close()
+		}
+		times := make([]float64, 3)
+		for j := range times {
+			ns, _ := strconv.ParseInt(got[j], 10, 64)
+			times[j] = float64(time.Unix(0, ns).Sub(t0)) / float64(time.Millisecond)
+		}
+		p50, p99, all = append(p50, times[0]), append(p99, times[1]), append(all, times[2])
+		for written.Load() < int64(n) {
+			time.Sleep(time.Millisecond)
+		}
+		srvAll = append(srvAll, float64(time.Unix(0, lastWrite.Load()).Sub(t0))/float64(time.Millisecond))
+		hs := make([]api.PeerHandshake, 0, n)
+		now := time.Now()
+		for _, k := range keys {
+			hs = append(hs, api.PeerHandshake{PublicKey: k, At: now})
+		}
+		report(to, m.Version, hs)
+		if done, _ := op.Move(ctx, mv.ID, 0, 0); done.State != api.MoveDone || done.Devices.Switched != n {
+			b.Fatalf("move after the handshakes: %s %+v", done.State, done.Devices)
+		}
+		from, to = to, from
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(median(all), "ms-all")
+	b.ReportMetric(median(srvAll), "ms-written")
+	b.ReportMetric(median(p50), "ms-p50")
+	b.ReportMetric(median(p99), "ms-p99")
+	b.ReportMetric(heap, "heap-MB")
+	b.ReportMetric(rss, "rss-MB")
+	b.ReportMetric(float64(n), "devices")
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// TestFanOutHelper is the devices' side of BenchmarkMoveFanOut, run in its
+// own process; it skips unless the benchmark started it.
+func TestFanOutHelper(t *testing.T) {
+	if os.Getenv("RUNOS_FANOUT_HELPER") != "1" {
+		t.Skip("run by BenchmarkMoveFanOut")
+	}
+	raiseNoFile(t)
+	data, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_TOKENS"))
+	pemData, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_CA"))
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pemData)
+	base := os.Getenv("RUNOS_FANOUT_URL")
+	lines := strings.Split(string(data), "\n")
+	// Several transports, so the devices do not queue on one pool's lock;
+	// HTTP/1.1, so each device holds its own connection as a laptop would.
+	const nTransports = 64
+	var trs []*http.Client
+	for range nTransports {
+		trs = append(trs, &http.Client{Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots}, MaxIdleConnsPerHost: len(lines)/nTransports + 16,
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
+		}})
+	}
+	var mu sync.Mutex
+	round := -1
+	var recv []int64
+	armed := make(chan struct{}, 1)
+	var started atomic.Int64
+	for i, l := range lines {
+		tok, id, _ := strings.Cut(l, " ")
+		c := &api.Client{BaseURL: base, Token: tok, HTTP: trs[i%nTransports]}
+		go func() {
+			var since uint64
+			first := true
+			for {
+				m, err := c.DeviceMap(context.Background(), id, since, 300*time.Second)
+				at := time.Now().UnixNano()
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "fan-out helper:", err)
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				since = m.Version
+				if first {
+					first = false
+					started.Add(1)
+					continue
+				}
+				mu.Lock()
+				if round >= 0 {
+					recv = append(recv, at)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for started.Load() < int64(len(lines)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("started")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		f := strings.Fields(in.Text())
+		if len(f) != 2 || f[0] != "round" {
+			continue
+		}
+		r, _ := strconv.Atoi(f[1])
+		mu.Lock()
+		round, recv = r, recv[:0]
+		mu.Unlock()
+		select {
+		case armed <- struct{}{}:
+		default:
+		}
+		fmt.Println("armed")
+		for {
+			mu.Lock()
+			if len(recv) >= len(lines) {
+				s := append([]int64(nil), recv...)
+				round = -1
+				mu.Unlock()
+				sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+				fmt.Printf("done %d %d %d\n", s[len(s)/2], s[len(s)*99/100], s[len(s)-1])
+				break
+			}
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// bulkDevices creates n signed-in devices joined to ky3 in one transaction
+// and returns "token deviceID" lines and their public keys.
+func bulkDevices(tb testing.TB, st store.Store, n int) ([]string, []string) {
+	devices, _ := pool.NewDevices(netip.MustParsePrefix("100.96.0.0/16"))
+	now := time.Now()
+	var lines, keys []string
+	_, err := st.Update(context.Background(), func(w store.Writer) error {
+		for i := range n {
+			tok := token.New()
+			sess := model.Session{ID: fmt.Sprintf("ses-%d", i), TokenHash: token.Hash(tok), User: "ada@example.com", ClientID: api.ClientCLI,
+				State: model.SessionLive, CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
+			if err := w.PutSession(sess); err != nil {
+				return err
+			}
+			k := mustKey(tb).PublicKey().String()
+			d := model.Device{ID: fmt.Sprintf("dev-%d", i), User: sess.User, Name: fmt.Sprintf("laptop%d", i), OS: "linux", PublicKey: k,
+				AddrIndex: 2 + i, Address: devices.Addr(2 + i), SessionID: sess.ID, CreatedAt: now}
+			if err := w.PutDevice(d); err != nil {
+				return err
+			}
+			if _, err := w.JoinCluster(d.ID, "ky3"); err != nil {
+				return err
+			}
+			w.Touch(hub.Device(d.ID))
+			lines = append(lines, tok+" "+d.ID)
+			keys = append(keys, k)
+		}
+		w.Touch(hub.Gateway("ky3", "n1"), hub.Gateway("ky3", "n2"), hub.Service("wg-ky3"))
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return lines, keys
+}
+
+func mustKey(tb testing.TB) wgtypes.Key {
+	k, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
+
+func raiseNoFile(tb testing.TB) {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		tb.Fatal(err)
+	}
+	r.Cur = r.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func rssMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// benchCert is an ECDSA certificate for 127.0.0.1 (cheaper handshakes than
+// httptest's RSA one, as a production certificate would be).
+func benchCert(tb testing.TB) ([]byte, tls.Certificate) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return certPEM, cert
+}
+
