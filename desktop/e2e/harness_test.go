@@ -68,6 +68,9 @@ func TestMain(m *testing.M) {
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}
+	if labBin != "" {
+		os.RemoveAll(labBin)
+	}
 	os.Exit(code)
 }
 
@@ -212,6 +215,13 @@ func startApp(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = env
+	return startCmd(t, cmd)
+}
+
+// startCmd starts a prepared runos-desktop command (e.g. inside a lab
+// laptop) and stops it by PID when the test ends.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
 	p := &proc{cmd: cmd, out: &syncBuf{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
