@@ -107,6 +107,9 @@ func (m *resolvedMode) set(ctx context.Context, routes []Route) error {
 	if err != nil {
 		return fmt.Errorf("dns: tunnel interface %s: %w", m.opt.Interface, err)
 	}
+	if m.rec != nil && m.rec.Index == idx && slices.EqualFunc(m.routes, routes, routeEqual) {
+		return nil // already so: no need to flush resolved's cache again
+	}
 	if m.rec != nil && m.rec.Index != idx {
 		// The tunnel was recreated under a new index: the old link is gone
 		// or is someone else's now; only forget it.

@@ -96,6 +96,13 @@ func TestResolvedModeSetsAndRevertsTheLink(t *testing.T) {
 	if cs, _ := j.load(); len(cs) != 1 || cs[0].Kind != kindResolvedLink || cs[0].Index != 7 || cs[0].Interface != "wg1" {
 		t.Errorf("journal: %+v", cs)
 	}
+	// The same routes again change nothing (and flush nothing).
+	if err := m.Set(context.Background(), twoClusters); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.take(); len(got) != 0 {
+		t.Errorf("an unchanged Set called %v", got)
+	}
 
 	// The tunnel is recreated with a new index: the new link is set up,
 	// the old one (gone) only forgotten.
