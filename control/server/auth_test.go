@@ -124,7 +124,9 @@ func TestSessionExpiryActsAtTheInstant(t *testing.T) {
 	}
 	// The daemon and the gateway hold their long-polls across the expiry.
 	devPoll := poll(func() (*api.DeviceMap, error) { return d.c.DeviceMap(ctx, d.dev.ID, dm.Version, 300*time.Second) })
-	gwPoll := poll(func() (*api.GatewayMap, error) { return e.gateway("ky3", "n1").GatewayMap(ctx, gm.Version, 300*time.Second) })
+	gwPoll := poll(func() (*api.GatewayMap, error) {
+		return e.gateway("ky3", "n1").GatewayMap(ctx, gm.Version, 300*time.Second)
+	})
 	e.waitWatchers(2)
 	e.clk.Advance(2*time.Minute - time.Second)
 	if e.hub.Watchers() != 2 {

@@ -422,4 +422,3 @@ func benchCert(tb testing.TB) ([]byte, tls.Certificate) {
 	}
 	return certPEM, cert
 }
-

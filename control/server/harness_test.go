@@ -251,14 +251,6 @@ func recv[T any](t *testing.T, c chan polled[T]) (T, error) {
 	}
 }
 
-func rawJSON(t *testing.T, v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // raw sends body as it is and returns the status and error code.
 func (e *env) raw(tok, method, path, body string) (int, string) {
 	e.t.Helper()

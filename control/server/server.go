@@ -193,15 +193,6 @@ func (s *Server) after(key string, t time.Time, fn func()) {
 	s.timers[key] = tm
 }
 
-func (s *Server) cancel(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := s.timers[key]; t != nil {
-		t.Stop()
-		delete(s.timers, key)
-	}
-}
-
 // bg is the context of work started by timers.
 func (s *Server) bg() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
