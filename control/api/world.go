@@ -46,11 +46,11 @@ type WorldCluster struct {
 type WorldNode struct {
 	NID             string   `json:"nid"`
 	Name            string   `json:"name"`
-	Roles           []string `json:"roles"`                // control-plane, worker
-	IngressIP       string   `json:"ingressIp,omitempty"`  // declared ingress address
-	PublicIP        string   `json:"publicIp,omitempty"`   // detected public address
-	Published       bool     `json:"published"`            // in the public DNS records
-	EnrollmentToken string   `json:"enrollmentToken"`      // the gateway's credential; stored hashed
+	Roles           []string `json:"roles"`               // control-plane, worker
+	IngressIP       string   `json:"ingressIp,omitempty"` // declared ingress address
+	PublicIP        string   `json:"publicIp,omitempty"`  // detected public address
+	Published       bool     `json:"published"`           // in the public DNS records
+	EnrollmentToken string   `json:"enrollmentToken"`     // the gateway's credential; stored hashed
 }
 
 // WorldVPNService is a cluster's WireGuard server.
