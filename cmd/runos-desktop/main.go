@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -71,7 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.atLogin, "at-login", false, "started by the login item: reconnect silently, never open a browser")
 	fs.StringVar(&o.socket, "socket", platform.SocketPath(), "the daemon's local API socket (or $"+platform.EnvSocket+")")
 	fs.StringVar(&o.consoleURL, "console-url", "", "page \"Open RunOS console\" opens (default: control's URL)")
-	fs.StringVar(&o.logFile, "log-file", "", "append logs to FILE instead of stderr")
+	fs.StringVar(&o.logFile, "log-file", "", "append logs to FILE (default: stderr; with --at-login, where nobody sees stderr, <user cache dir>/runos/desktop.log)")
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
@@ -105,8 +106,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	logOut := stderr
+	if o.logFile == "" && o.atLogin {
+		if d, err := os.UserCacheDir(); err == nil {
+			o.logFile = filepath.Join(d, "runos", "desktop.log")
+		}
+	}
 	if o.logFile != "" {
-		f, err := os.OpenFile(o.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		f, err := openLog(o.logFile)
 		if err != nil {
 			fmt.Fprintln(stderr, "runos-desktop:", err)
 			return 1
@@ -181,6 +187,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("RunOS Desktop quit")
 	return 0
+}
+
+// maxLog is where the log file starts over, so a login item that runs
+// for years never fills the disk.
+const maxLog = 1 << 20
+
+func openLog(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
+	}
+	flags := os.O_CREATE | os.O_APPEND | os.O_WRONLY
+	if fi, err := os.Stat(path); err == nil && fi.Size() > maxLog {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
+	}
+	return f, nil
 }
 
 // appConfig reads the user's config (read-only; a broken file is shown in

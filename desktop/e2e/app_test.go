@@ -25,7 +25,7 @@ type world struct {
 	browserLog string
 }
 
-func newWorld(t *testing.T, st localapi.Status, config string) *world {
+func newWorld(t testing.TB, st localapi.Status, config string) *world {
 	t.Helper()
 	b := startBus(t)
 	w := &world{bus: b, watcher: startWatcher(t, b), dir: shortTemp(t)}
@@ -62,7 +62,7 @@ func newWorld(t *testing.T, st localapi.Status, config string) *world {
 	return w
 }
 
-func (w *world) launches(t *testing.T) []string {
+func (w *world) launches(t testing.TB) []string {
 	t.Helper()
 	b, err := os.ReadFile(w.browserLog)
 	if os.IsNotExist(err) {
@@ -183,6 +183,11 @@ func TestAtLoginExpiredSessionOpensNoBrowser(t *testing.T) {
 	}
 	if c := w.calls(); len(c) != 0 {
 		t.Fatalf("at login the app changed the daemon: %q", c)
+	}
+	// At login nobody sees stderr: the log goes to the user's cache dir.
+	b, err := os.ReadFile(filepath.Join(w.dir, ".cache", "runos", "desktop.log"))
+	if err != nil || !strings.Contains(string(b), "started at login") {
+		t.Fatalf("login log: %v\n%s", err, b)
 	}
 }
 

@@ -38,7 +38,7 @@ var (
 
 // binary builds cmd/runos-desktop once per test run, as shipped for Linux
 // (CGO_ENABLED=0).
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "runos-desktop-e2e")
@@ -82,7 +82,7 @@ type bus struct {
 // startBus runs `dbus-daemon --session` on a socket in a temp dir and
 // stops it (by PID) when the test ends. env is added to the environment
 // of the services the bus starts on demand (xfconfd for the panel).
-func startBus(t *testing.T, env ...string) *bus {
+func startBus(t testing.TB, env ...string) *bus {
 	t.Helper()
 	netnstest.Require(t, "dbus-daemon")
 	dir := shortTemp(t)
@@ -105,7 +105,7 @@ func startBus(t *testing.T, env ...string) *bus {
 }
 
 // shortTemp is a temp dir with a short path: unix sockets allow ~100 bytes.
-func shortTemp(t *testing.T) string {
+func shortTemp(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "rde")
 	if err != nil {
@@ -115,7 +115,7 @@ func shortTemp(t *testing.T) string {
 	return d
 }
 
-func (b *bus) conn(t *testing.T) *dbus.Conn {
+func (b *bus) conn(t testing.TB) *dbus.Conn {
 	t.Helper()
 	c, err := dbus.Connect(b.addr)
 	if err != nil {
@@ -151,7 +151,7 @@ func (w *watcher) RegisterStatusNotifierItem(service string, sender dbus.Sender)
 
 func (w *watcher) RegisterStatusNotifierHost(string) *dbus.Error { return nil }
 
-func startWatcher(t *testing.T, b *bus) *watcher {
+func startWatcher(t testing.TB, b *bus) *watcher {
 	t.Helper()
 	c := b.conn(t)
 	w := &watcher{added: make(chan registration, 16)}
@@ -175,7 +175,7 @@ func startWatcher(t *testing.T, b *bus) *watcher {
 }
 
 // next waits for the next registration.
-func (w *watcher) next(t *testing.T) registration {
+func (w *watcher) next(t testing.TB) registration {
 	t.Helper()
 	select {
 	case r := <-w.added:
@@ -211,7 +211,7 @@ func (s *syncBuf) String() string {
 }
 
 // startApp runs the binary with env and stops it by PID when the test ends.
-func startApp(t *testing.T, env []string, args ...string) *proc {
+func startApp(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = env
@@ -220,7 +220,7 @@ func startApp(t *testing.T, env []string, args ...string) *proc {
 
 // startCmd starts a prepared runos-desktop command (e.g. inside a lab
 // laptop) and stops it by PID when the test ends.
-func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+func startCmd(t testing.TB, cmd *exec.Cmd) *proc {
 	t.Helper()
 	p := &proc{cmd: cmd, out: &syncBuf{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
