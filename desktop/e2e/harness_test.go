@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package e2e runs the real runos-desktop binary on Linux: a private
 // session D-Bus (Debian's dbus-daemon), a minimal StatusNotifierWatcher
 // written here with godbus standing in for the tray host, and a daemon
