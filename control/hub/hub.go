@@ -27,7 +27,7 @@ func Gateway(cid, nid string) string { return "gateway:" + cid + "/" + nid }
 
 // Hub fans changes out to watchers. The zero value is not usable; use New.
 type Hub struct {
-	mu       sync.Mutex
+	mu       sync.RWMutex // read-locked by the many version checks
 	global   uint64
 	versions map[string]uint64
 	watchers map[string]map[*Watch]struct{}
@@ -63,15 +63,15 @@ func (h *Hub) Publish(version uint64, topics []string) {
 
 // Global is the version of the latest change published.
 func (h *Hub) Global() uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	return h.global
 }
 
 // Version is the newest version among topics (0 if none ever changed).
 func (h *Hub) Version(topics ...string) uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	var v uint64
 	for _, t := range topics {
 		v = max(v, h.versions[t])

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -236,7 +237,7 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 		if e != nil {
 			return doc{}, e
 		}
-		var m api.DeviceMap
+		var m deviceMapWire
 		de, err := s.deviceState(ctx, id)
 		if err != nil {
 			return doc{}, s.asError(err)
@@ -248,7 +249,7 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 		m.Device = deviceDoc(de.dev)
 		cids, devVer := de.cids, de.version
 		m.Session = api.SessionInfo{ID: p.session.ID, User: p.session.User, ExpiresAt: p.session.ExpiresAt}
-		m.Clusters = []api.ClusterConfig{}
+		m.Clusters = []json.RawMessage{}
 		m.Version = max(devVer, p.sesVer)
 		topics := []string{hub.Device(id), hub.Session(p.session.ID)}
 		for _, cid := range cids {
@@ -257,13 +258,22 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 				return doc{}, s.asError(err)
 			}
 			if e.ok {
-				m.Clusters = append(m.Clusters, e.cfg)
+				m.Clusters = append(m.Clusters, e.json)
 			}
 			m.Version = max(m.Version, e.version)
 			topics = append(topics, hub.Cluster(cid))
 		}
 		return doc{body: m, version: m.Version, topics: topics}, nil
 	})
+}
+
+// deviceMapWire is api.DeviceMap with each cluster's config already
+// encoded: after a move every device of the cluster gets the same bytes.
+type deviceMapWire struct {
+	Version  uint64            `json:"version"`
+	Device   api.Device        `json:"device"`
+	Session  api.SessionInfo   `json:"session"`
+	Clusters []json.RawMessage `json:"clusters"`
 }
 
 // handleEndSession ends the caller's session and, in the same transaction,

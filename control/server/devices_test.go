@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/base64"
 	"net/http"
 	"strconv"
@@ -190,5 +191,19 @@ func TestLongPollSemantics(t *testing.T) {
 	e.clk.Advance(300 * time.Second)
 	if _, err := recv(t, p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The pre-encoded answer is byte for byte what api.DeviceMap would give.
+func TestDeviceMapWireMatchesAPI(t *testing.T) {
+	cc := api.ClusterConfig{CID: "ky3", AID: "rjwrn", Name: "n", Domain: "d", VPN: api.VPNConfig{ServiceID: "s", Domains: []string{"d"}, Ready: true}}
+	m := api.DeviceMap{Version: 7, Device: api.Device{ID: "dev", Address: "100.96.0.2"},
+		Session: api.SessionInfo{ID: "ses", User: "u", ExpiresAt: t0}, Clusters: []api.ClusterConfig{cc}}
+	raw, _ := json.Marshal(cc)
+	w := deviceMapWire{Version: m.Version, Device: m.Device, Session: m.Session, Clusters: []json.RawMessage{raw}}
+	a, _ := json.Marshal(m)
+	b, _ := json.Marshal(w)
+	if string(a) != string(b) {
+		t.Fatalf("wire %s\n api %s", b, a)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sort"
 	"sync"
@@ -123,7 +124,8 @@ type clusterCache struct {
 type clusterEntry struct {
 	version uint64
 	cfg     api.ClusterConfig
-	ok      bool // the cluster exists and has a VPN service
+	json    json.RawMessage // cfg encoded once, for every device's map
+	ok      bool            // the cluster exists and has a VPN service
 }
 
 func (c *clusterCache) init() { c.m = map[string]clusterEntry{} }
@@ -167,6 +169,9 @@ func (s *Server) clusterConfig(ctx context.Context, cid string) (clusterEntry, e
 			return nil
 		})
 		if err != nil {
+			return clusterEntry{}, err
+		}
+		if e.json, err = json.Marshal(e.cfg); err != nil {
 			return clusterEntry{}, err
 		}
 		s.clusters.mu.Lock()
