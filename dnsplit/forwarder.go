@@ -1,7 +1,6 @@
 package dnsplit
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -87,13 +86,6 @@ func (t *forwardTable) route(qname string) (zone, bool) {
 	return zone{}, false
 }
 
-// exchanger sends one packed query to one server and returns the packed
-// answer with the query's ID; the forwarder's only network side effect on
-// the upstream side, injected by tests.
-type exchanger interface {
-	exchange(ctx context.Context, query []byte, server netip.AddrPort, tcp bool) ([]byte, error)
-}
-
 // forwarder is the built-in resolver resolv.conf points at: cluster names go
 // to their cluster's DNS server through the tunnel, everything else to the
 // nameservers resolv.conf had before, in order, with failover.
@@ -156,8 +148,11 @@ func (f *forwarder) close() {
 	}
 }
 
-// serveUDP reads queries and answers each on a goroutine of its own, so a
-// slow upstream holds up nobody else.
+// serveUDP reads queries and starts each on its way upstream from this
+// goroutine; the answer goes back to the client from whichever goroutine
+// settles the query (the upstream socket's reader, or a timer). No
+// goroutine is started and none handed a query per packet: that is what
+// keeps the forwarder as cheap as dnsmasq per query.
 func (f *forwarder) serveUDP() {
 	defer f.wg.Done()
 	sem := make(chan struct{}, maxInFlight)
@@ -175,14 +170,12 @@ func (f *forwarder) serveUDP() {
 		default:
 			continue // overloaded: the client will retry
 		}
-		pkt := append([]byte(nil), buf[:n]...)
-		f.wg.Add(1)
-		go func() {
-			defer func() { <-sem; f.wg.Done() }()
-			if out := f.handlePacket(pkt, false); out != nil {
+		f.start(slices.Clone(buf[:n]), false, func(out []byte) {
+			if out != nil {
 				_, _ = f.pc.WriteToUDPAddrPort(out, from)
 			}
-		}()
+			<-sem
+		})
 	}
 }
 
@@ -227,13 +220,23 @@ func (f *forwarder) serveTCP() {
 	}
 }
 
-// handlePacket is everything the forwarder does with one packet from a
-// client: the fuzz target. It returns the answer to send, or nil to send
-// nothing (a response, or too short to answer: replying would let anyone
-// bounce traffic off us).
+// handlePacket answers one packet from a client and waits for the answer:
+// the TCP path, and the fuzz target (it goes through all of start).
 func (f *forwarder) handlePacket(raw []byte, tcp bool) []byte {
+	ch := make(chan []byte, 1)
+	f.start(raw, tcp, func(out []byte) { ch <- out })
+	return <-ch
+}
+
+// start is everything the forwarder does with one packet from a client;
+// reply is called exactly once, with the answer, or nil to send nothing (a
+// response, or too short to answer: replying would let anyone bounce
+// traffic off us). Only a query it packed itself from the parsed, checked
+// one ever leaves for an upstream.
+func (f *forwarder) start(raw []byte, tcp bool, reply func([]byte)) {
 	if len(raw) < 12 || raw[2]&0x80 != 0 {
-		return nil
+		reply(nil)
+		return
 	}
 	req := new(dns.Msg)
 	if err := req.Unpack(raw); err != nil {
@@ -241,33 +244,27 @@ func (f *forwarder) handlePacket(raw []byte, tcp bool) []byte {
 		r := &dns.Msg{MsgHdr: dns.MsgHdr{Id: binary.BigEndian.Uint16(raw), Response: true,
 			Opcode: int(raw[2]>>3) & 0xF, Rcode: dns.RcodeFormatError}}
 		out, _ := r.Pack()
-		return out
-	}
-	resp := f.answer(req, tcp)
-	return resp
-}
-
-// answer answers one checked query. Only a query it packed itself from
-// the parsed one ever leaves for an upstream.
-func (f *forwarder) answer(req *dns.Msg, tcp bool) []byte {
-	if req.Response {
-		return nil
+		reply(out)
+		return
 	}
 	if req.Opcode != dns.OpcodeQuery {
-		return packReply(req, dns.RcodeNotImplemented)
+		reply(packReply(req, dns.RcodeNotImplemented))
+		return
 	}
 	if len(req.Question) != 1 || len(req.Answer) > 0 || len(req.Ns) > 0 {
-		return packReply(req, dns.RcodeFormatError)
+		reply(packReply(req, dns.RcodeFormatError))
+		return
 	}
 	q := req.Question[0]
 	size := dns.MinMsgSize
 	if opt := req.IsEdns0(); opt != nil {
 		if opt.Version() != 0 {
 			// RFC 6891 6.1.3: unknown EDNS version.
-			r := reply(req, dns.RcodeBadVers)
+			r := reply0(req, dns.RcodeBadVers)
 			r.SetEdns0(dns.DefaultMsgSize, false)
 			out, _ := r.Pack()
-			return out
+			reply(out)
+			return
 		}
 		size = max(int(opt.UDPSize()), dns.MinMsgSize)
 	}
@@ -284,63 +281,90 @@ func (f *forwarder) answer(req *dns.Msg, tcp bool) []byte {
 	} else {
 		targets = f.byHealth(targets)
 	}
-
 	out := &dns.Msg{MsgHdr: req.MsgHdr, Question: []dns.Question{q}, Extra: onlyOPT(req.Extra)}
 	out.Zero = false
-	query, err := out.Pack()
+	pkt, err := out.Pack()
 	if err != nil {
-		return packReply(req, dns.RcodeFormatError)
+		reply(packReply(req, dns.RcodeFormatError))
+		return
 	}
-	qlen := questionLen(query)
-
-	ctx, cancel := context.WithTimeout(context.Background(), queryBudget)
-	defer cancel()
-	var last []byte
-	for _, s := range targets {
-		r, err := f.try(ctx, query, qlen, s, tcp, t.timeout)
-		if err != nil {
-			f.log.Debug("dns: upstream failed", "server", s, "name", q.Name, "err", err)
-			continue
-		}
-		last = r
-		if rc := r[3] & 0xF; rc == dns.RcodeServerFailure || rc == dns.RcodeRefused {
-			continue // as glibc does: the next server may know better
-		}
-		break
-	}
-	if last == nil {
-		return packReply(req, dns.RcodeServerFailure)
-	}
-	// The client's question (its 0x20 spelling) back; same length, since
-	// try checked it matches ignoring case.
-	copy(last[12:12+qlen], query[12:12+qlen])
-	if len(last) > size {
-		return truncate(last, size)
-	}
-	return last
+	p := &pending{f: f, req: req, pkt: pkt, qlen: questionLen(pkt), size: size, tcp: tcp, targets: targets,
+		timeout: t.timeout, deadline: time.Now().Add(queryBudget), reply: reply}
+	p.next()
 }
 
-// try asks one server within the per-attempt timeout, over TCP when the
-// client asked over TCP or the UDP answer came back truncated, and checks
-// that what came back answers the question asked.
-func (f *forwarder) try(ctx context.Context, query []byte, qlen int, s netip.AddrPort, tcp bool, timeout time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	r, err := f.ex.exchange(ctx, query, s, tcp)
-	if err == nil && !tcp && len(r) >= 12 && r[2]&0x02 != 0 {
-		r, err = f.ex.exchange(ctx, query, s, true)
-	}
-	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-			f.markFailed(s)
+// pending is one client query on its way. Its attempts are made one after
+// the other and each ends in exactly one call of result, so nothing in it
+// is ever touched by two goroutines at once.
+type pending struct {
+	f        *forwarder
+	req      *dns.Msg
+	pkt      []byte // the query as sent upstream
+	qlen     int
+	size     int  // the client's buffer
+	tcp      bool // the client came over TCP
+	targets  []netip.AddrPort
+	i        int  // the target being asked
+	viaTCP   bool // asking targets[i] again over TCP after a truncated answer
+	timeout  time.Duration
+	deadline time.Time
+	last     []byte // the last answer that came back, if only a refusal
+	reply    func([]byte)
+}
+
+func (p *pending) next() {
+	if p.i < len(p.targets) {
+		if left := time.Until(p.deadline); left > 0 {
+			p.f.ex.send(p.pkt, p.targets[p.i], p.tcp || p.viaTCP, min(p.timeout, left), p.result)
+			return
 		}
-		return nil, err
 	}
-	if !answers(r, query, qlen) {
-		return nil, fmt.Errorf("answer from %s does not match the question", s)
+	p.finish()
+}
+
+func (p *pending) result(r []byte, err error) {
+	s := p.targets[p.i]
+	if err == nil && !p.tcp && !p.viaTCP && len(r) >= 12 && r[2]&0x02 != 0 {
+		p.viaTCP = true // truncated: the same server again, over TCP
+		p.next()
+		return
 	}
-	return r, nil
+	p.viaTCP = false
+	p.i++
+	switch {
+	case err != nil:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			p.f.markFailed(s)
+		}
+		p.f.log.Debug("dns: upstream failed", "server", s, "name", p.req.Question[0].Name, "err", err)
+	case !answers(r, p.pkt, p.qlen):
+		p.f.log.Debug("dns: answer does not match the question", "server", s, "name", p.req.Question[0].Name)
+	default:
+		p.last = r
+		if rc := r[3] & 0xF; rc != dns.RcodeServerFailure && rc != dns.RcodeRefused {
+			p.finish()
+			return
+		}
+		// SERVFAIL or REFUSED: as glibc does, the next server may know better.
+	}
+	p.next()
+}
+
+// finish answers the client: the last answer with the client's spelling of
+// the question put back (same length: answers checked it matches ignoring
+// case), fitted to its buffer; SERVFAIL if no server answered.
+func (p *pending) finish() {
+	if p.last == nil {
+		p.reply(packReply(p.req, dns.RcodeServerFailure))
+		return
+	}
+	copy(p.last[12:12+p.qlen], p.pkt[12:12+p.qlen])
+	if len(p.last) > p.size {
+		p.reply(truncate(p.last, p.size))
+		return
+	}
+	p.reply(p.last)
 }
 
 // answers says whether r is a response to query: same ID, QR set, opcode
@@ -421,8 +445,8 @@ func (f *forwarder) markFailed(s netip.AddrPort) {
 	f.mu.Unlock()
 }
 
-// reply is an empty answer to req with rcode.
-func reply(req *dns.Msg, rcode int) *dns.Msg {
+// reply0 is an empty answer to req with rcode.
+func reply0(req *dns.Msg, rcode int) *dns.Msg {
 	r := new(dns.Msg)
 	r.SetRcode(req, rcode)
 	r.RecursionAvailable = true
@@ -430,7 +454,7 @@ func reply(req *dns.Msg, rcode int) *dns.Msg {
 }
 
 func packReply(req *dns.Msg, rcode int) []byte {
-	out, err := reply(req, rcode).Pack()
+	out, err := reply0(req, rcode).Pack()
 	if err != nil {
 		return nil
 	}

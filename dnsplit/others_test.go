@@ -280,7 +280,7 @@ func TestNewPicksAMode(t *testing.T) {
 	if err := c.Set(context.Background(), twoClusters); err != nil {
 		t.Fatal(err)
 	}
-	if st := c.Status(); st.Mode != ModeOff || st.Reason == "" || st.Error == "" {
+	if st := c.Status(); st.Mode != ModeOff || st.Reason == "" || st.Error != "" {
 		t.Errorf("off: %+v", st)
 	}
 	opt.Mode = "bogus"

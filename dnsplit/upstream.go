@@ -14,11 +14,23 @@ import (
 	"github.com/miekg/dns"
 )
 
+// exchanger sends one packed query to one server and calls done exactly
+// once: with the answer (under the query's own ID), or with an error
+// (errUpstreamTimeout after timeout). It is the forwarder's only network
+// side effect towards upstreams; tests stand in for it.
+type exchanger interface {
+	send(query []byte, server netip.AddrPort, tcp bool, timeout time.Duration, done func(answer []byte, err error))
+}
+
+// errUpstreamTimeout is a net.Error whose Timeout is true.
+var errUpstreamTimeout error = &net.OpError{Op: "read", Net: "udp", Err: context.DeadlineExceeded}
+
 // Upstream sockets: a fresh socket per query costs five system calls more
 // than the query itself, which at a few thousand queries a second is most
-// of the forwarder's work. So each server gets a few connected UDP sockets
+// of a forwarder's work. So each server gets a few connected UDP sockets
 // that many queries share, told apart by their (random) message IDs, as
-// dnsmasq does. Each socket is retired after sockMaxUses queries or
+// dnsmasq does, and an answer is handled on the socket's reader goroutine
+// with no hand-off. Each socket is retired after sockMaxUses queries or
 // sockMaxAge, so the source port still changes often enough that an
 // off-path attacker has port and ID to guess, not the ID alone.
 const (
@@ -28,31 +40,58 @@ const (
 	sockIdle      = 2 * time.Minute // a server not asked for this long loses its sockets
 )
 
-// udpPools holds the sockets for every server asked.
-type udpPools struct {
+// netExchanger talks to real servers: UDP over shared sockets, TCP over a
+// connection per query (rare: truncated answers, TCP clients).
+type netExchanger struct {
 	mu    sync.Mutex
 	pools map[netip.AddrPort]*udpPool
 }
 
-func (p *udpPools) get(s netip.AddrPort) *udpPool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.pools == nil {
-		p.pools = map[netip.AddrPort]*udpPool{}
+func (e *netExchanger) send(query []byte, server netip.AddrPort, tcp bool, timeout time.Duration, done func([]byte, error)) {
+	if tcp {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			done(exchangeTCP(ctx, query, server))
+		}()
+		return
 	}
-	now := time.Now()
-	for k, pl := range p.pools {
-		if k != s && pl.idleSince(now) > sockIdle {
-			pl.close()
-			delete(p.pools, k)
-		}
+	s, err := e.pool(server).pick()
+	if err != nil {
+		done(nil, err)
+		return
 	}
-	pl := p.pools[s]
+	s.send(query, timeout, done)
+}
+
+func (e *netExchanger) pool(s netip.AddrPort) *udpPool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pools == nil {
+		e.pools = map[netip.AddrPort]*udpPool{}
+	}
+	pl := e.pools[s]
 	if pl == nil {
+		now := time.Now()
+		for k, old := range e.pools {
+			if old.idleSince(now) > sockIdle {
+				old.close()
+				delete(e.pools, k)
+			}
+		}
 		pl = &udpPool{server: s}
-		p.pools[s] = pl
+		e.pools[s] = pl
 	}
 	return pl
+}
+
+func (e *netExchanger) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, pl := range e.pools {
+		pl.close()
+		delete(e.pools, k)
+	}
 }
 
 // udpPool is one server's sockets.
@@ -77,14 +116,13 @@ func (pl *udpPool) pick() (*udpSock, error) {
 	defer pl.mu.Unlock()
 	now := time.Now()
 	pl.last = now
-	for i := 0; i < len(pl.socks); {
-		if s := pl.socks[i]; !s.usable(now) {
-			s.retire()
-			pl.socks = append(pl.socks[:i], pl.socks[i+1:]...)
-			continue
+	pl.socks = slices.DeleteFunc(pl.socks, func(s *udpSock) bool {
+		if s.usable(now) {
+			return false
 		}
-		i++
-	}
+		s.retire()
+		return true
+	})
 	if len(pl.socks) < sockPerServer {
 		s, err := dialUDPSock(pl.server, now)
 		if err != nil {
@@ -113,7 +151,16 @@ type udpSock struct {
 	mu      sync.Mutex
 	uses    int
 	retired bool
-	pending map[uint16]chan []byte
+	pending map[uint16]*waiter
+}
+
+// waiter is one query in flight on a socket: whoever takes it from the map
+// (the reader with its answer, the timer, a failed write, the socket
+// closing) is the one who calls done.
+type waiter struct {
+	qid   [2]byte // the query's own ID, put back into the answer
+	done  func([]byte, error)
+	timer *time.Timer
 }
 
 var errSockClosed = errors.New("upstream socket closed")
@@ -123,7 +170,7 @@ func dialUDPSock(server netip.AddrPort, now time.Time) (*udpSock, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &udpSock{conn: c, born: now, pending: map[uint16]chan []byte{}}
+	s := &udpSock{conn: c, born: now, pending: map[uint16]*waiter{}}
 	go s.read()
 	return s, nil
 }
@@ -134,80 +181,95 @@ func (s *udpSock) usable(now time.Time) bool {
 	return !s.retired && s.uses < sockMaxUses && now.Sub(s.born) < sockMaxAge
 }
 
-// read hands each answer to the query with its ID. Only the server can
-// answer: the socket is connected.
+// send writes query under a random ID free on this socket.
+func (s *udpSock) send(query []byte, timeout time.Duration, done func([]byte, error)) {
+	pkt := slices.Clone(query)
+	s.mu.Lock()
+	var id uint16
+	for tries := 0; ; tries++ {
+		id = dns.Id()
+		if _, busy := s.pending[id]; !busy {
+			break
+		}
+		if tries == 64 {
+			s.mu.Unlock()
+			done(nil, errors.New("upstream socket has no free message ID"))
+			return
+		}
+	}
+	w := &waiter{qid: [2]byte{query[0], query[1]}, done: done}
+	w.timer = time.AfterFunc(timeout, func() {
+		if w := s.take(id); w != nil {
+			w.done(nil, errUpstreamTimeout)
+		}
+	})
+	s.pending[id] = w
+	s.uses++
+	s.mu.Unlock()
+
+	binary.BigEndian.PutUint16(pkt, id)
+	if _, err := s.conn.Write(pkt); err != nil {
+		if w := s.take(id); w != nil {
+			w.timer.Stop()
+			w.done(nil, err)
+		}
+	}
+}
+
+// take removes and returns the waiter for id, closing a retired socket once
+// its last query is settled.
+func (s *udpSock) take(id uint16) *waiter {
+	s.mu.Lock()
+	w := s.pending[id]
+	delete(s.pending, id)
+	closeNow := w != nil && s.retired && len(s.pending) == 0
+	s.mu.Unlock()
+	if closeNow {
+		s.conn.Close()
+	}
+	return w
+}
+
+// read hands each answer to the query with its ID, on this goroutine.
+// Only the server can answer: the socket is connected.
 func (s *udpSock) read() {
 	buf := make([]byte, dns.MaxMsgSize)
 	for {
 		n, err := s.conn.Read(buf)
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				// ICMP port unreachable and the like: keep reading; the
-				// queries waiting time out and fail over.
-				s.mu.Lock()
-				retired := s.retired
-				s.mu.Unlock()
-				if !retired {
-					continue
-				}
+			if errors.Is(err, net.ErrClosed) {
+				s.failAll()
+				return
 			}
-			s.failAll()
-			return
+			// ICMP port unreachable and the like: the queries waiting time
+			// out and fail over.
+			continue
 		}
 		if n < 12 {
 			continue
 		}
-		id := binary.BigEndian.Uint16(buf)
-		s.mu.Lock()
-		ch := s.pending[id]
-		delete(s.pending, id)
-		s.mu.Unlock()
-		if ch != nil {
-			ch <- append([]byte(nil), buf[:n]...)
+		if w := s.take(binary.BigEndian.Uint16(buf)); w != nil {
+			w.timer.Stop()
+			b := slices.Clone(buf[:n])
+			b[0], b[1] = w.qid[0], w.qid[1]
+			w.done(b, nil)
 		}
 	}
 }
 
 func (s *udpSock) failAll() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, ch := range s.pending {
-		close(ch)
-		delete(s.pending, id)
-	}
-}
-
-// register reserves a random ID not in flight on this socket.
-func (s *udpSock) register() (uint16, chan []byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.retired && len(s.pending) == 0 {
-		return 0, nil, errSockClosed
-	}
-	for range 64 {
-		id := dns.Id()
-		if _, busy := s.pending[id]; !busy {
-			ch := make(chan []byte, 1)
-			s.pending[id] = ch
-			s.uses++
-			return id, ch, nil
-		}
-	}
-	return 0, nil, errors.New("upstream socket has no free message ID")
-}
-
-func (s *udpSock) unregister(id uint16) {
-	s.mu.Lock()
-	delete(s.pending, id)
-	closeNow := s.retired && len(s.pending) == 0
+	ws := s.pending
+	s.pending = map[uint16]*waiter{}
 	s.mu.Unlock()
-	if closeNow {
-		s.conn.Close()
+	for _, w := range ws {
+		w.timer.Stop()
+		w.done(nil, errSockClosed)
 	}
 }
 
 // retire takes the socket out of use; it closes once its last query is
-// answered or given up.
+// settled.
 func (s *udpSock) retire() {
 	s.mu.Lock()
 	s.retired = true
@@ -218,56 +280,8 @@ func (s *udpSock) retire() {
 	}
 }
 
-// exchangeUDP sends query under an ID of the socket's choosing and returns
-// the answer with the query's own ID put back.
-func (p *udpPools) exchangeUDP(ctx context.Context, query []byte, server netip.AddrPort) ([]byte, error) {
-	s, err := p.get(server).pick()
-	if err != nil {
-		return nil, err
-	}
-	id, ch, err := s.register()
-	if err != nil {
-		return nil, err
-	}
-	pkt := slices.Clone(query)
-	binary.BigEndian.PutUint16(pkt, id)
-	if _, err := s.conn.Write(pkt); err != nil {
-		s.unregister(id)
-		return nil, err
-	}
-	select {
-	case b, ok := <-ch:
-		s.unregister(id)
-		if !ok {
-			return nil, errSockClosed
-		}
-		copy(b, query[:2])
-		return b, nil
-	case <-ctx.Done():
-		s.unregister(id)
-		return nil, ctx.Err()
-	}
-}
-
-func (p *udpPools) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, pl := range p.pools {
-		pl.close()
-		delete(p.pools, k)
-	}
-}
-
-// netExchanger talks to real servers: UDP over shared sockets, TCP over a
-// connection per query (rare: truncated answers, TCP clients).
-type netExchanger struct {
-	udp udpPools
-}
-
-func (e *netExchanger) exchange(ctx context.Context, query []byte, s netip.AddrPort, tcp bool) ([]byte, error) {
-	if !tcp {
-		return e.udp.exchangeUDP(ctx, query, s)
-	}
+// exchangeTCP asks over a connection of its own (RFC 7766).
+func exchangeTCP(ctx context.Context, query []byte, s netip.AddrPort) ([]byte, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", s.String())
 	if err != nil {
@@ -282,8 +296,6 @@ func (e *netExchanger) exchange(ctx context.Context, query []byte, s netip.AddrP
 	}
 	return readTCPMsg(c)
 }
-
-func (e *netExchanger) close() { e.udp.close() }
 
 // readTCPMsg reads one length-prefixed DNS message (RFC 1035 4.2.2).
 func readTCPMsg(r io.Reader) ([]byte, error) {

@@ -1,7 +1,7 @@
 package dnsplit
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -52,6 +52,18 @@ func packQuery(t *testing.T, name string, id uint16) []byte {
 	return b
 }
 
+// syncSend waits for one send's answer.
+func syncSend(ex exchanger, q []byte, s netip.AddrPort, tcp bool, timeout time.Duration) ([]byte, error) {
+	type res struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan res, 1)
+	ex.send(q, s, tcp, timeout, func(b []byte, err error) { ch <- res{b, err} })
+	r := <-ch
+	return r.b, r.err
+}
+
 func TestUpstreamSocketsAreSharedAndRotated(t *testing.T) {
 	srv, ports := portServer(t)
 	ex := &netExchanger{}
@@ -67,9 +79,7 @@ func TestUpstreamSocketsAreSharedAndRotated(t *testing.T) {
 			defer wg.Done()
 			name := fmt.Sprintf("q%d.example.test.", i)
 			q := packQuery(t, name, uint16(i))
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			b, err := ex.exchange(ctx, q, srv, false)
+			b, err := syncSend(ex, q, srv, false, 10*time.Second)
 			if err != nil {
 				errs <- err
 				return
@@ -92,11 +102,9 @@ func TestUpstreamSocketsAreSharedAndRotated(t *testing.T) {
 	// Past sockMaxUses per socket, fresh sockets (fresh ports) take over.
 	total := 2 * sockPerServer * sockMaxUses
 	for i := range total {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := ex.exchange(ctx, packQuery(t, "r.example.test.", uint16(i)), srv, false); err != nil {
+		if _, err := syncSend(ex, packQuery(t, "r.example.test.", uint16(i)), srv, false, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		cancel()
 	}
 	if n := len(ports()); n < 2*sockPerServer || n > total/100 {
 		t.Errorf("%d queries used %d source ports: want the ports to rotate, but sockets to be shared", total, n)
@@ -107,12 +115,12 @@ func TestUpstreamTimeoutAndLateAnswers(t *testing.T) {
 	dead, _ := blackhole(t)
 	ex := &netExchanger{}
 	defer ex.close()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if _, err := ex.exchange(ctx, packQuery(t, "x.example.test.", 1), dead, false); err == nil {
-		t.Fatal("a server that never answers answered")
+	_, err := syncSend(ex, packQuery(t, "x.example.test.", 1), dead, false, 100*time.Millisecond)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("a server that never answers: %v, want a timeout", err)
 	}
-	pl := ex.udp.get(dead)
+	pl := ex.pool(dead)
 	pl.mu.Lock()
 	for _, s := range pl.socks {
 		s.mu.Lock()

@@ -298,10 +298,18 @@ func run(duration time.Duration, rate, rounds, names int) (*Result, error) {
 		t.ClusterQP = median(t.Runs, "cluster", func(r Run) float64 { return r.QPS })
 		t.CPUus = median(t.Runs, "throughput", func(r Run) float64 { return r.CPUus })
 	}
+	// Added latency is paired per round (each forwarder's latency run
+	// against the upstream's in the same round, minutes apart at most), so
+	// a round slowed by the machine's other load is compared with itself.
 	base, fwd, dm2 := res.Targets[0], res.Targets[1], res.Targets[2]
+	baseLat := latencyRuns(base)
 	for _, t := range res.Targets[1:] {
-		t.AddedP50 = t.P50us - base.P50us
-		t.AddedP99 = t.P99us - base.P99us
+		var p50, p99 []float64
+		for i, r := range latencyRuns(t) {
+			p50 = append(p50, r.P50us-baseLat[i].P50us)
+			p99 = append(p99, r.P99us-baseLat[i].P99us)
+		}
+		t.AddedP50, t.AddedP99 = medianOf(p50), medianOf(p99)
 	}
 	res.Verdict = []string{
 		fmt.Sprintf("rate: forwarder %.0f qps vs dnsmasq %.0f qps (%.2fx; target >= 1x)", fwd.QPS, dm2.QPS, fwd.QPS/dm2.QPS),
@@ -353,6 +361,25 @@ func median(runs []Run, kind string, f func(Run) float64) float64 {
 	if len(vs) == 0 {
 		return 0
 	}
+	slices.Sort(vs)
+	return vs[len(vs)/2]
+}
+
+func latencyRuns(t *Target) []Run {
+	var rs []Run
+	for _, r := range t.Runs {
+		if r.Kind == "latency" {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+func medianOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	vs = slices.Clone(vs)
 	slices.Sort(vs)
 	return vs[len(vs)/2]
 }
