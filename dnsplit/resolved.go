@@ -2,6 +2,7 @@ package dnsplit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -24,6 +25,7 @@ type resolvedMode struct {
 	routes []Route
 	rec    *change // the link we configured, while any
 	err    string
+	closed bool
 }
 
 // busTimeout bounds one D-Bus call: resolved answers in microseconds, and a
@@ -85,6 +87,9 @@ func linkConfig(routes []Route) (servers []netip.Addr, domains []string) {
 func (m *resolvedMode) Set(ctx context.Context, routes []Route) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("dns: systemd-resolved configurator already closed")
+	}
 	err := m.set(ctx, routes)
 	m.err = ""
 	if err != nil {
@@ -178,6 +183,10 @@ func (m *resolvedMode) revert(ctx context.Context) error {
 func (m *resolvedMode) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
 	m.routes = nil
 	err := m.revert(context.Background())
 	if cerr := m.r.Close(); err == nil {

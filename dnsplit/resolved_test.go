@@ -132,6 +132,12 @@ func TestResolvedModeSetsAndRevertsTheLink(t *testing.T) {
 	if got := f.take(); len(got) != 0 {
 		t.Errorf("Close with nothing set called %v", got)
 	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := m.Set(context.Background(), twoClusters); err == nil {
+		t.Error("Set after Close accepted")
+	}
 }
 
 func TestResolvedModeFailureRevertsAndReports(t *testing.T) {

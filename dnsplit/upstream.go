@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -43,8 +44,55 @@ const (
 // netExchanger talks to real servers: UDP over shared sockets, TCP over a
 // connection per query (rare: truncated answers, TCP clients).
 type netExchanger struct {
-	mu    sync.Mutex
-	pools map[netip.AddrPort]*udpPool
+	mu       sync.Mutex
+	pools    map[netip.AddrPort]*udpPool
+	sweeping bool // a sweeper runs while queries are pending
+	closed   bool
+}
+
+// sweepEvery is how finely UDP timeouts are kept. One sweeper per
+// exchanger instead of a timer per query: arming a timer earlier than the
+// runtime's next one wakes a sleeping thread, once per query, which costs
+// more than the query.
+const sweepEvery = 20 * time.Millisecond
+
+// sweep expires overdue queries until none is pending, then stops, so an
+// idle daemon is never woken.
+func (e *netExchanger) sweep() {
+	for {
+		time.Sleep(sweepEvery)
+		now := time.Now()
+		e.mu.Lock()
+		pools := slices.Collect(maps.Values(e.pools))
+		e.mu.Unlock()
+		left := 0
+		for _, pl := range pools {
+			left += pl.expire(now)
+		}
+		if left == 0 {
+			e.mu.Lock()
+			// A send that came in since holds e.mu to check sweeping; so
+			// look once more under the lock before stopping.
+			for _, pl := range e.pools {
+				left += pl.pendingCount()
+			}
+			if left == 0 {
+				e.sweeping = false
+				e.mu.Unlock()
+				return
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+func (e *netExchanger) ensureSweeper() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.sweeping {
+		e.sweeping = true
+		go e.sweep()
+	}
 }
 
 func (e *netExchanger) send(query []byte, server netip.AddrPort, tcp bool, timeout time.Duration, done func([]byte, error)) {
@@ -56,17 +104,26 @@ func (e *netExchanger) send(query []byte, server netip.AddrPort, tcp bool, timeo
 		}()
 		return
 	}
-	s, err := e.pool(server).pick()
+	pl := e.pool(server)
+	if pl == nil {
+		done(nil, errSockClosed)
+		return
+	}
+	s, err := pl.pick()
 	if err != nil {
 		done(nil, err)
 		return
 	}
 	s.send(query, timeout, done)
+	e.ensureSweeper()
 }
 
 func (e *netExchanger) pool(s netip.AddrPort) *udpPool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
 	if e.pools == nil {
 		e.pools = map[netip.AddrPort]*udpPool{}
 	}
@@ -75,7 +132,7 @@ func (e *netExchanger) pool(s netip.AddrPort) *udpPool {
 		now := time.Now()
 		for k, old := range e.pools {
 			if old.idleSince(now) > sockIdle {
-				old.close()
+				old.shut()
 				delete(e.pools, k)
 			}
 		}
@@ -85,22 +142,26 @@ func (e *netExchanger) pool(s netip.AddrPort) *udpPool {
 	return pl
 }
 
+// close fails every query in flight at once (they answer SERVFAIL) and
+// refuses new ones.
 func (e *netExchanger) close() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	for k, pl := range e.pools {
-		pl.close()
-		delete(e.pools, k)
+	pools := e.pools
+	e.pools, e.closed = nil, true
+	e.mu.Unlock()
+	for _, pl := range pools {
+		pl.shut()
 	}
 }
 
 // udpPool is one server's sockets.
 type udpPool struct {
-	server netip.AddrPort
-	mu     sync.Mutex
-	socks  []*udpSock
-	next   int
-	last   time.Time
+	server   netip.AddrPort
+	mu       sync.Mutex
+	socks    []*udpSock // taking new queries
+	draining []*udpSock // retired, answering the last of theirs
+	next     int
+	last     time.Time
 }
 
 func (pl *udpPool) idleSince(now time.Time) time.Duration {
@@ -121,6 +182,7 @@ func (pl *udpPool) pick() (*udpSock, error) {
 			return false
 		}
 		s.retire()
+		pl.draining = append(pl.draining, s)
 		return true
 	})
 	if len(pl.socks) < sockPerServer {
@@ -134,13 +196,43 @@ func (pl *udpPool) pick() (*udpSock, error) {
 	return pl.socks[pl.next], nil
 }
 
-func (pl *udpPool) close() {
+// expire settles this server's overdue queries and says how many remain.
+func (pl *udpPool) expire(now time.Time) int {
+	pl.mu.Lock()
+	socks := append(slices.Clone(pl.socks), pl.draining...)
+	pl.mu.Unlock()
+	left := 0
+	for _, s := range socks {
+		left += s.expire(now)
+	}
+	pl.mu.Lock()
+	pl.draining = slices.DeleteFunc(pl.draining, func(s *udpSock) bool { return s.pendingCount() == 0 })
+	pl.mu.Unlock()
+	return left
+}
+
+func (pl *udpPool) pendingCount() int {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	for _, s := range pl.socks {
-		s.retire()
+	n := 0
+	for _, s := range append(slices.Clone(pl.socks), pl.draining...) {
+		n += s.pendingCount()
 	}
-	pl.socks = nil
+	return n
+}
+
+// shut closes every socket now: their readers fail what is pending.
+func (pl *udpPool) shut() {
+	pl.mu.Lock()
+	socks := append(pl.socks, pl.draining...)
+	pl.socks, pl.draining = nil, nil
+	pl.mu.Unlock()
+	for _, s := range socks {
+		s.mu.Lock()
+		s.retired = true
+		s.mu.Unlock()
+		s.conn.Close()
+	}
 }
 
 // udpSock is one connected socket and the queries waiting on it.
@@ -155,12 +247,12 @@ type udpSock struct {
 }
 
 // waiter is one query in flight on a socket: whoever takes it from the map
-// (the reader with its answer, the timer, a failed write, the socket
+// (the reader with its answer, the sweeper, a failed write, the socket
 // closing) is the one who calls done.
 type waiter struct {
-	qid   [2]byte // the query's own ID, put back into the answer
-	done  func([]byte, error)
-	timer *time.Timer
+	qid      [2]byte // the query's own ID, put back into the answer
+	done     func([]byte, error)
+	deadline time.Time
 }
 
 var errSockClosed = errors.New("upstream socket closed")
@@ -197,20 +289,13 @@ func (s *udpSock) send(query []byte, timeout time.Duration, done func([]byte, er
 			return
 		}
 	}
-	w := &waiter{qid: [2]byte{query[0], query[1]}, done: done}
-	w.timer = time.AfterFunc(timeout, func() {
-		if w := s.take(id); w != nil {
-			w.done(nil, errUpstreamTimeout)
-		}
-	})
-	s.pending[id] = w
+	s.pending[id] = &waiter{qid: [2]byte{query[0], query[1]}, done: done, deadline: time.Now().Add(timeout)}
 	s.uses++
 	s.mu.Unlock()
 
 	binary.BigEndian.PutUint16(pkt, id)
 	if _, err := s.conn.Write(pkt); err != nil {
 		if w := s.take(id); w != nil {
-			w.timer.Stop()
 			w.done(nil, err)
 		}
 	}
@@ -249,7 +334,6 @@ func (s *udpSock) read() {
 			continue
 		}
 		if w := s.take(binary.BigEndian.Uint16(buf)); w != nil {
-			w.timer.Stop()
 			b := slices.Clone(buf[:n])
 			b[0], b[1] = w.qid[0], w.qid[1]
 			w.done(b, nil)
@@ -263,9 +347,36 @@ func (s *udpSock) failAll() {
 	s.pending = map[uint16]*waiter{}
 	s.mu.Unlock()
 	for _, w := range ws {
-		w.timer.Stop()
 		w.done(nil, errSockClosed)
 	}
+}
+
+func (s *udpSock) pendingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
+// expire settles the queries past their deadline and says how many remain.
+func (s *udpSock) expire(now time.Time) int {
+	var over []*waiter
+	s.mu.Lock()
+	for id, w := range s.pending {
+		if !now.Before(w.deadline) {
+			over = append(over, w)
+			delete(s.pending, id)
+		}
+	}
+	left := len(s.pending)
+	closeNow := len(over) > 0 && s.retired && left == 0
+	s.mu.Unlock()
+	if closeNow {
+		s.conn.Close()
+	}
+	for _, w := range over {
+		w.done(nil, errUpstreamTimeout)
+	}
+	return left
 }
 
 // retire takes the socket out of use; it closes once its last query is

@@ -164,3 +164,40 @@ func TestAnswersChecksTheQuestion(t *testing.T) {
 		}
 	}
 }
+
+func TestUpstreamCloseFailsWhatIsPendingAndSweeperStops(t *testing.T) {
+	dead, _ := blackhole(t)
+	ex := &netExchanger{}
+	got := make(chan error, 1)
+	ex.send(packQuery(t, "x.example.test.", 1), dead, false, time.Hour, func(_ []byte, err error) { got <- err })
+	ex.close()
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Error("a query to a dead server succeeded")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("close left a query pending")
+	}
+	if _, err := syncSend(ex, packQuery(t, "y.example.test.", 2), dead, false, time.Second); err == nil {
+		t.Error("a closed exchanger sent a query")
+	}
+
+	// The sweeper runs only while something is pending.
+	ex = &netExchanger{}
+	defer ex.close()
+	if _, err := syncSend(ex, packQuery(t, "z.example.test.", 3), dead, false, 50*time.Millisecond); err == nil {
+		t.Fatal("no timeout")
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ex.mu.Lock()
+		running := ex.sweeping
+		ex.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sweeper kept running with nothing pending")
+		}
+	}
+}

@@ -25,9 +25,9 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,28 +54,23 @@ func main() {
 		rate     = flag.Int("rate", 2000, "queries per second in the latency runs (well below saturation, so latency is not queueing)")
 		rounds   = flag.Int("rounds", 3, "runs per target, interleaved; the median is reported")
 		names    = flag.Int("names", 10000, "distinct names in the query file")
-		role     = flag.String("role", "", "internal: upstream")
-		profile  = flag.String("cpuprofile", "", "write a CPU profile of this process (the forwarder) to this file")
+		role     = flag.String("role", "", "internal: upstream, or forwarder (serve the forwarder alone until killed)")
 	)
 	flag.Parse()
-	if *role == "upstream" {
+	switch *role {
+	case "upstream":
 		serveUpstream()
+		return
+	case "forwarder":
+		serveForwarder()
 		return
 	}
 	if os.Getenv(innerEnv) == "" {
 		os.Exit(reexecInNamespace())
 	}
-	if *profile != "" {
-		f, err := os.Create(*profile)
-		if err == nil {
-			_ = pprof.StartCPUProfile(f)
-			defer pprof.StopCPUProfile()
-		}
-	}
 	res, err := run(*duration, *rate, *rounds, *names)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
@@ -140,6 +135,46 @@ func serveUpstream() {
 	os.Exit(1)
 }
 
+// serveForwarder runs the forwarder on its own (for measuring it by hand:
+// `unshare -n`, then dnsperf against 127.0.80.53), until killed.
+func serveForwarder() {
+	dir, err := os.MkdirTemp("", "runos-dnsplit-fwd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	c, err := startForwarder(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer c.Close()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+}
+
+// startForwarder starts the real forwarder, as the daemon does (resolv.conf
+// mode), on a resolv.conf of its own naming the upstream.
+func startForwarder(dir string) (dnsplit.Configurator, error) {
+	rc := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(rc, []byte("nameserver "+upstreamAddr+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	cfg, err := dnsplit.New(dnsplit.Options{Interface: "lo", StateDir: filepath.Join(dir, "state"), ResolvConf: rc,
+		Mode: dnsplit.ModeResolvConf, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return nil, err
+	}
+	err = cfg.Set(context.Background(), []dnsplit.Route{{CID: "ky3", Server: netip.MustParseAddr(clusterAddr), Domains: []string{"ky3.rjwrn.example.com"}}})
+	if err != nil {
+		cfg.Close()
+		return nil, err
+	}
+	return cfg, nil
+}
+
 // Target is one server measured.
 type Target struct {
 	Name      string  `json:"name"`
@@ -202,22 +237,14 @@ func run(duration time.Duration, rate, rounds, names int) (*Result, error) {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
 
-	// The real forwarder, as the daemon starts it (resolv.conf mode), on a
-	// resolv.conf of the bench's own.
-	rc := filepath.Join(dir, "resolv.conf")
-	if err := os.WriteFile(rc, []byte("nameserver "+upstreamAddr+"\n"), 0o644); err != nil {
+	// The real forwarder, as the daemon starts it, in a process of its own
+	// like dnsmasq, so that each one's CPU time is its own.
+	fw := exec.Command(self, "-role=forwarder")
+	fw.Stderr = os.Stderr
+	if err := fw.Start(); err != nil {
 		return nil, err
 	}
-	cfg, err := dnsplit.New(dnsplit.Options{Interface: "lo", StateDir: filepath.Join(dir, "state"), ResolvConf: rc,
-		Mode: dnsplit.ModeResolvConf, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		return nil, err
-	}
-	defer cfg.Close()
-	err = cfg.Set(context.Background(), []dnsplit.Route{{CID: "ky3", Server: netip.MustParseAddr(clusterAddr), Domains: []string{"ky3.rjwrn.example.com"}}})
-	if err != nil {
-		return nil, err
-	}
+	defer func() { _ = fw.Process.Signal(syscall.SIGTERM); _ = fw.Wait() }()
 
 	// dnsmasq doing the same job: the cluster domain to the cluster's
 	// server, the rest upstream; no cache, so every query is forwarded.
@@ -256,7 +283,7 @@ func run(duration time.Duration, rate, rounds, names int) (*Result, error) {
 		Rounds:   rounds,
 		Targets: []*Target{
 			{Name: "upstream (no forwarder)", Address: upstreamAddr, cpu: procCPU(up.Process.Pid)},
-			{Name: "runos forwarder", Address: forwarderAddr, cpu: selfCPU},
+			{Name: "runos forwarder", Address: forwarderAddr, cpu: procCPU(fw.Process.Pid)},
 			{Name: "dnsmasq --cache-size=0", Address: dnsmasqAddr, cpu: procCPU(dm.Process.Pid)},
 		},
 	}
@@ -396,14 +423,6 @@ func waitAnswer(addr string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return err
-}
-
-// selfCPU is this process's CPU time: the forwarder's, as nothing else
-// here works while dnsperf runs.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // procCPU reads another process's CPU time from /proc/PID/stat.
