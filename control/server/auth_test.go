@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store"
 )
 
 func TestAuthentication(t *testing.T) {
@@ -187,4 +189,38 @@ func TestEndSessionRemovesPeersAtOnce(t *testing.T) {
 	}
 	err = e.op.EndSession(ctx)
 	wantCode(t, err, 403, api.CodeForbidden)
+}
+
+// Sessions that lapsed while control was down are acted on at start.
+func TestExpiryCatchesUpAtStart(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SessionTTL = time.Minute })
+	ctx := context.Background()
+	d := e.newDevice("ada@example.com", "laptop")
+	if _, err := d.c.JoinCluster(ctx, d.dev.ID, "ky3"); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Close() // control is down; the clock moves on
+	e.clk.Advance(2 * time.Minute)
+	srv2, err := New(Config{Store: e.st, Hub: e.hub, Clock: e.clk, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv2.Close()
+	if err := srv2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.gateway("ky3", "n1").GatewayMap(ctx, 0, 0)
+	if err != nil || len(m.Serve.Peers) != 0 {
+		t.Fatalf("peers after a restart past the expiry: %+v, %v", m.Serve, err)
+	}
+	_, err = d.c.Me(ctx)
+	wantCode(t, err, 401, api.CodeSessionExpired)
+	_ = e.st.View(ctx, func(r store.Reader) error {
+		dev, _ := r.Device(d.dev.ID)
+		sess, err := r.Session(dev.SessionID)
+		if err != nil || sess.State != model.SessionExpired {
+			t.Errorf("session after start = %+v, %v; want it marked expired", sess, err)
+		}
+		return nil
+	})
 }
