@@ -36,7 +36,7 @@ const helperPrefix = "dnsplit-helper: "
 func TestDnsplitHelperProcess(t *testing.T) {
 	role := os.Getenv("RUNOS_DNSPLIT_HELPER")
 	if role == "" {
-		t.Skip("only runs re-executed by a root test")
+		return // only does anything re-executed by a root test
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	say := func(format string, a ...any) { fmt.Printf(helperPrefix+format+"\n", a...) }
