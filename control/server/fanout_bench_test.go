@@ -215,6 +215,7 @@ func BenchmarkMoveFanOut(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 		srvAll = append(srvAll, float64(time.Unix(0, lastWrite.Load()).Sub(t0))/float64(time.Millisecond))
+		b.Logf("round %d: all %.0f ms, written %.0f ms, p50 %.0f ms", i, times[2], srvAll[len(srvAll)-1], times[0])
 		hs := make([]api.PeerHandshake, 0, n)
 		now := time.Now()
 		for _, k := range keys {
