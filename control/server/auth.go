@@ -262,15 +262,17 @@ func (s *Server) CreateSession(ctx context.Context, email, clientID string) (str
 	sess := model.Session{ID: token.ID("ses"), TokenHash: token.Hash(tok), User: email, ClientID: clientID,
 		State: model.SessionLive, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)}
 	err := s.update(ctx, func(w store.Writer) error {
-		if _, err := w.User(email); err != nil {
+		u, err := w.User(email)
+		if err != nil {
 			return err
 		}
+		sess.User = u.Email // as the store spells it, whatever case was typed
 		return w.PutSession(sess)
 	})
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("create session for %s: %w", email, err)
 	}
-	s.log.Info("session started", "user", email, "client", clientID, "session", sess.ID, "expires", sess.ExpiresAt)
+	s.log.Info("session started", "user", sess.User, "client", clientID, "session", sess.ID, "expires", sess.ExpiresAt)
 	s.armExpiry(sess.ExpiresAt)
 	return tok, sess.ExpiresAt, nil
 }

@@ -98,11 +98,18 @@ func TestCheckPassword(t *testing.T) {
 	for _, c := range []struct {
 		email, pw string
 		ok        bool
-	}{{"ada@example.com", password, true}, {"ada@example.com", "wrong", false}, {"nobody@example.com", password, false}} {
+	}{{"ada@example.com", password, true}, {"Ada@Example.COM", password, true}, {"ada@example.com", "wrong", false}, {"nobody@example.com", password, false}} {
 		ok, err := e.srv.CheckPassword(ctx, c.email, c.pw)
 		if err != nil || ok != c.ok {
 			t.Errorf("%s/%s: %v, %v; want %v", c.email, c.pw, ok, err, c.ok)
 		}
+	}
+	tok, _, err := e.srv.CreateSession(ctx, "ADA@example.com", api.ClientCLI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if me, err := e.client(tok).Me(ctx); err != nil || me.User != "ada@example.com" || len(me.Accounts) != 1 {
+		t.Fatalf("session of a differently cased email: %+v, %v", me, err)
 	}
 	if _, _, err := e.srv.CreateSession(ctx, "nobody@example.com", api.ClientCLI); err == nil {
 		t.Fatal("session for an unknown user")

@@ -56,7 +56,7 @@ type Reader interface {
 
 	Account(aid string) (model.Account, error)
 	AccountByOperatorToken(hash string) (model.Account, error)
-	User(email string) (model.User, error)
+	User(email string) (model.User, error) // email matched without regard to case
 
 	Cluster(cid string) (model.Cluster, error)
 	Clusters(aids []string) ([]model.Cluster, error) // by cid

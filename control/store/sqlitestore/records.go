@@ -115,13 +115,13 @@ func (t *tx) PutAccount(a model.Account) error {
 func (t *tx) User(email string) (model.User, error) {
 	var u model.User
 	var op int
-	err := t.q.QueryRowContext(t.ctx, "SELECT email, password_hash, operator FROM users WHERE email = ?", email).
+	err := t.q.QueryRowContext(t.ctx, "SELECT email, password_hash, operator FROM users WHERE email = ? COLLATE NOCASE", email).
 		Scan(&u.Email, &u.PasswordHash, &op)
 	if err != nil {
 		return u, one(err, "user "+email)
 	}
 	u.Operator = op != 0
-	rows, err := t.q.QueryContext(t.ctx, "SELECT aid FROM user_accounts WHERE email = ? ORDER BY aid", email)
+	rows, err := t.q.QueryContext(t.ctx, "SELECT aid FROM user_accounts WHERE email = ? ORDER BY aid", u.Email)
 	if err != nil {
 		return u, fmt.Errorf("user %s: %w", email, err)
 	}
