@@ -154,3 +154,22 @@ func firstA(r *dns.Msg) string {
 	}
 	return ""
 }
+
+// freeLoopbackPort is a port free for both UDP and TCP on 127.0.0.1.
+func freeLoopbackPort(t *testing.T) netip.AddrPort {
+	t.Helper()
+	for range 20 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := netip.MustParseAddrPort(pc.LocalAddr().String())
+		pc.Close()
+		if ln, err := net.Listen("tcp", a.String()); err == nil {
+			ln.Close()
+			return a
+		}
+	}
+	t.Fatal("no free port")
+	return netip.AddrPort{}
+}

@@ -102,13 +102,15 @@ type forwarder struct {
 	ln     net.Listener
 	wg     sync.WaitGroup
 	closed atomic.Bool
+	connMu sync.Mutex
+	conns  map[net.Conn]struct{} // TCP clients, closed by close
 }
 
 func newForwarder(log *slog.Logger, now func() time.Time, ex exchanger, t *forwardTable) *forwarder {
 	if ex == nil {
 		ex = &netExchanger{}
 	}
-	f := &forwarder{log: log, now: now, ex: ex, failed: map[netip.AddrPort]time.Time{}}
+	f := &forwarder{log: log, now: now, ex: ex, failed: map[netip.AddrPort]time.Time{}, conns: map[net.Conn]struct{}{}}
 	f.table.Store(t)
 	return f
 }
@@ -135,22 +137,29 @@ func (f *forwarder) listen(addr netip.AddrPort) error {
 	return nil
 }
 
-// close stops serving and waits for the answers in flight.
+// close stops serving: queries in flight fail at once (the exchanger
+// closes first), TCP clients are hung up on, and it returns when every
+// goroutine of the forwarder has.
 func (f *forwarder) close() {
 	f.closed.Store(true)
 	if f.pc != nil {
 		f.pc.Close()
 		f.ln.Close()
-		f.wg.Wait()
 	}
 	if c, ok := f.ex.(interface{ close() }); ok {
 		c.close()
 	}
+	f.connMu.Lock()
+	for c := range f.conns {
+		c.Close()
+	}
+	f.connMu.Unlock()
+	f.wg.Wait()
 }
 
 // serveUDP reads queries and starts each on its way upstream from this
 // goroutine; the answer goes back to the client from whichever goroutine
-// settles the query (the upstream socket's reader, or a timer). No
+// settles the query (the upstream socket's reader, or the sweeper). No
 // goroutine is started and none handed a query per packet: that is what
 // keeps the forwarder as cheap as dnsmasq per query.
 func (f *forwarder) serveUDP() {
@@ -199,9 +208,22 @@ func (f *forwarder) serveTCP() {
 			c.Close()
 			continue
 		}
+		f.connMu.Lock()
+		f.conns[c] = struct{}{}
+		f.connMu.Unlock()
+		if f.closed.Load() {
+			c.Close() // close may have hung up on the others already
+		}
 		f.wg.Add(1)
 		go func() {
-			defer func() { c.Close(); <-sem; f.wg.Done() }()
+			defer func() {
+				f.connMu.Lock()
+				delete(f.conns, c)
+				f.connMu.Unlock()
+				c.Close()
+				<-sem
+				f.wg.Done()
+			}()
 			for !f.closed.Load() {
 				_ = c.SetDeadline(time.Now().Add(tcpIdle))
 				pkt, err := readTCPMsg(c)

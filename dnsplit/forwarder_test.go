@@ -239,3 +239,37 @@ func TestForwardTable(t *testing.T) {
 		t.Errorf("no nameserver: %v, want 127.0.0.1:53 as glibc", tb.upstreams)
 	}
 }
+
+func TestForwarderCloseHangsUpOnTCPClients(t *testing.T) {
+	up := startDNS(t, "", serverBehaviour{answer: netip.MustParseAddr("192.0.2.1")})
+	f := newForwarder(slog.New(slog.DiscardHandler), time.Now, nil, tableWith(nil, up.addr))
+	addr := freeLoopbackPort(t)
+	if err := f.listen(addr); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// One query, so the connection is known to be served, then idle.
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.test.", dns.TypeA)
+	dc := &dns.Conn{Conn: c}
+	if err := dc.WriteMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.ReadMsg(); err != nil {
+		t.Fatal(err)
+	}
+	f.close()
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("the TCP client is still connected after close")
+	}
+	f.connMu.Lock()
+	defer f.connMu.Unlock()
+	if len(f.conns) != 0 {
+		t.Errorf("%d TCP connections left", len(f.conns))
+	}
+}

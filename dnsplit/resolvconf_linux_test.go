@@ -30,24 +30,6 @@ func (c *fakeClock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func freeLoopbackPort(t *testing.T) netip.AddrPort {
-	t.Helper()
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := netip.MustParseAddrPort(pc.LocalAddr().String())
-		pc.Close()
-		if ln, err := net.Listen("tcp", a.String()); err == nil {
-			ln.Close()
-			return a
-		}
-	}
-	t.Fatal("no free port")
-	return netip.AddrPort{}
-}
-
 // waitFor polls cond (a file the watcher reacts to, a status) until it
 // holds; the deadline is generous because the machine is shared.
 func waitFor(t *testing.T, what string, cond func() bool) {
