@@ -11,7 +11,7 @@ mkdir -p "$(dirname "$out")"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 # RUNOS_E2E=1: a missing tool fails the run instead of skipping it.
-if ! RUNOS_E2E=1 go test -count=1 -run '^TestScreenshot$' ./desktop/e2e -screenshot="$out" -v >"$log" 2>&1; then
+if ! RUNOS_E2E=1 go test -count=1 -run '^TestScreenshot$' ./desktop/apptest -screenshot="$out" -v >"$log" 2>&1; then
 	cat "$log" >&2
 	exit 1
 fi

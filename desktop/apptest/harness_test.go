@@ -1,12 +1,13 @@
 //go:build linux
 
-// Package e2e runs the real runos-desktop binary on Linux: a private
+// Package apptest runs the real runos-desktop binary on Linux (it is not
+// named e2e so that `make test` runs it with the unit half): a private
 // session D-Bus (Debian's dbus-daemon), a minimal StatusNotifierWatcher
 // written here with godbus standing in for the tray host, and a daemon
 // speaking the real local API on a temp socket. The menu is read the way a
 // tray reads it (com.canonical.dbusmenu GetLayout) and clicked the way a
 // tray clicks it (Event "clicked").
-package e2e
+package apptest
 
 import (
 	"bufio"
