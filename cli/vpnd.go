@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd"
@@ -78,8 +79,12 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 		CAFile:    caFile,
 		Interface: f.iface,
 		Logger:    log,
-		// DNS and Cleanup stay nil here: the split-DNS configurator is
-		// plugged in where dnsplit lands.
+		// Split DNS: dnsplit picks the OS's mode (and logs why) against the
+		// same state directory, where its changes are recorded for Cleanup.
+		DNS: func(iface string, log *slog.Logger) (dnsplit.Configurator, error) {
+			return dnsplit.New(dnsplit.Options{Interface: iface, StateDir: f.stateDir, Logger: log})
+		},
+		Cleanup: dnsplit.Cleanup,
 	}, nil
 }
 
