@@ -66,7 +66,7 @@ func TestVPNDFlags(t *testing.T) {
 		t.Fatalf("runs %d cleanups %d", len(h.vpnd.runs), len(h.vpnd.cleanups))
 	}
 	c := h.vpnd.runs[0]
-	if c.StateDir != "/tmp/sd" || c.Socket != "/tmp/s.sock" || c.CAFile != "/tmp/ca.pem" || c.Interface != "wg7" || c.Logger == nil || c.DNS != nil {
+	if c.StateDir != "/tmp/sd" || c.Socket != "/tmp/s.sock" || c.CAFile != "/tmp/ca.pem" || c.Interface != "wg7" || c.Logger == nil || c.DNS == nil || c.Cleanup == nil {
 		t.Errorf("config %+v", c)
 	}
 	if c := h.vpnd.runs[1]; c.StateDir != "/var/lib/runos" || c.Socket != h.daemon.socket || c.CAFile != h.control.caFile || c.Interface != "wg1" {
