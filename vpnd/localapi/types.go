@@ -95,7 +95,7 @@ type ClusterDNS struct {
 type ClusterStatus struct {
 	CID           string     `json:"cid"`
 	Name          string     `json:"name,omitempty"`
-	State         string     `json:"state"` // connecting, connected, disconnected or error
+	State         string     `json:"state"`  // connecting, connected, disconnected or error
 	Wanted        bool       `json:"wanted"` // the user asked for it
 	PeerUp        bool       `json:"peerUp"` // handshake within HandshakeFresh, read from the device
 	LastHandshake time.Time  `json:"lastHandshake,omitzero"`
