@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ import (
 func TestRealDaemon(t *testing.T) {
 	netnstest.Require(t, "ip")
 	bin := filepath.Join(t.TempDir(), "runos")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/runos/vpn/cmd/runos")
+	build := exec.Command("go", "build", "-o", bin, "github.com/runos/vpn/cmd/runos")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build runos: %v\n%s", err, out)
 	}
