@@ -1,0 +1,86 @@
+package installer
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/windows"
+	"golang.org/x/sys/windows/svc/mgr"
+
+	"github.com/runos/vpn/vpnd/access"
+)
+
+// DefaultName is the service's name.
+const DefaultName = "runos-vpnd"
+
+// DefaultBinary is where Install puts runos.exe: %ProgramFiles%\RunOS.
+func DefaultBinary() string {
+	pf := os.Getenv("ProgramFiles")
+	if pf == "" {
+		pf = `C:\Program Files`
+	}
+	return filepath.Join(pf, "RunOS", "runos.exe")
+}
+
+func defaultLogFile(string) string { return "" } // the daemon's output: the event log
+
+func defaultPIDFile(string) string { return "" }
+
+func readWritePaths() []string { return nil }
+
+func isAdmin() bool { return windows.GetCurrentProcessToken().IsElevated() }
+
+func adminHint(cmd string) string {
+	return "run it in a terminal opened with \"Run as administrator\": runos " + cmd
+}
+
+// invokingUser is the user who elevated: an elevated prompt runs as the
+// same account when an administrator approves the UAC prompt. (When a
+// standard user types an administrator's password instead, that is the
+// administrator: name the user with --operator.)
+func invokingUser(func(string) string) string {
+	tu, err := windows.GetCurrentProcessToken().GetTokenUser()
+	if err != nil {
+		return ""
+	}
+	account, domain, _, err := tu.User.Sid.LookupAccount("")
+	if err != nil {
+		return ""
+	}
+	return domain + `\` + account
+}
+
+// lookupOperator finds an account (DOMAIN\name or name) and its SID, which
+// the daemon compares with the pipe client's token.
+func lookupOperator(name string) (access.Operator, error) {
+	sid, domain, _, err := windows.LookupSID("", name)
+	if err != nil {
+		return access.Operator{}, fmt.Errorf("no such account: %w", err)
+	}
+	account, _, _, err := sid.LookupAccount("")
+	if err != nil {
+		return access.Operator{}, err
+	}
+	return access.Operator{UID: -1, User: domain + `\` + account, SID: sid.String()}, nil
+}
+
+// afterInstall makes the recovery actions apply when the daemon exits with
+// an error too, not only when it crashes (kardianos/service sets the
+// actions but not this flag).
+func afterInstall(platform, name string) error {
+	if platform != PlatformWindows {
+		return nil
+	}
+	m, err := mgr.Connect()
+	if err != nil {
+		return err
+	}
+	defer m.Disconnect()
+	s, err := m.OpenService(name)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.SetRecoveryActionsOnNonCrashFailures(true)
+}
