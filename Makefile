@@ -47,7 +47,7 @@ test:
 	$(MAKE) --no-print-directory test-e2e || status=1; exit $$status
 
 test-unit:
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/e2e$$')
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -vx '$(PKG)/e2e')
 
 test-e2e:
 	$(GO) test -count=1 -timeout 25m ./e2e/...
