@@ -208,6 +208,7 @@ As an operator (after runos login, or with RUNOS_TOKEN):
 
 Set a default cluster so you can drop --cid:  runos config set cid ky3`,
 		a.vpnCmd(),
+		a.desktopCmd(),
 		a.vpndCmd(),
 		a.configCmd(),
 		a.loginCmd(),

@@ -31,8 +31,8 @@ reconnects the clusters you had connected.`,
 		a.vpnDisconnectCmd(),
 		a.vpnStatusCmd(),
 		a.vpnDownCmd(),
-		// Install and uninstall of the system service join this group
-		// (issue 5): add their constructors here.
+		a.vpnInstallCmd(),
+		a.vpnUninstallCmd(),
 	)
 	a.addSocketFlag(c)
 	return c

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runos/vpn/installer"
+	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/vpnd/access"
+)
+
+// installFlags are runos vpn install's and uninstall's. The hidden ones
+// place a second, side-by-side service (the end-to-end tests install one
+// next to whatever the machine runs).
+type installFlags struct {
+	operator, caFile string
+	purge, json      bool
+
+	name, binary, stateDir, iface, logFile string
+	startTimeout                           time.Duration
+}
+
+func (a *app) addHiddenInstallFlags(c *cobra.Command, f *installFlags) {
+	c.Flags().StringVar(&f.name, "service-name", installer.DefaultName, "the service's name")
+	c.Flags().StringVar(&f.binary, "binary", installer.DefaultBinary(), "where runos is installed")
+	c.Flags().StringVar(&f.stateDir, "state-dir", platform.DefaultStateDir, "the daemon's state directory")
+	c.Flags().StringVar(&f.iface, "interface", "", "the tunnel interface (default wg1)")
+	c.Flags().StringVar(&f.logFile, "log-file", "", "the daemon's log under System V init and launchd")
+	for _, n := range []string{"service-name", "binary", "state-dir", "interface", "log-file"} {
+		_ = c.Flags().MarkHidden(n)
+	}
+}
+
+// installOptions maps the flags to the installer's Options.
+func (a *app) installOptions(f installFlags) (installer.Options, error) {
+	if f.startTimeout < 0 {
+		return installer.Options{}, usagef("--timeout must be positive, got %s", f.startTimeout)
+	}
+	for flag, p := range map[string]string{"--binary": f.binary, "--state-dir": f.stateDir} {
+		if p != "" && !filepath.IsAbs(p) {
+			return installer.Options{}, usagef("%s %q: give an absolute path", flag, p)
+		}
+	}
+	ca := f.caFile
+	if ca != "" {
+		abs, err := filepath.Abs(ca)
+		if err != nil {
+			return installer.Options{}, usagef("--ca-file %q: %v", ca, err)
+		}
+		ca = abs
+	}
+	return installer.Options{
+		Name: f.name, Binary: f.binary, StateDir: f.stateDir, Socket: a.socketPath(),
+		Interface: f.iface, CAFile: ca, LogFile: f.logFile, Operator: f.operator, Purge: f.purge,
+		Getenv: a.env.Getenv, Progress: a.env.Stderr, StartTimeout: f.startTimeout,
+	}, nil
+}
+
+func (a *app) vpnInstallCmd() *cobra.Command {
+	var f installFlags
+	c := &cobra.Command{
+		Use:   "install",
+		Short: "Install the background service (once per machine, with sudo)",
+		Long: `Install the VPN daemon (runos vpnd) as a system service that starts at boot
+and restarts after a failure: systemd, System V init where there is no
+systemd, launchd on macOS, the service manager on Windows.
+
+It copies this runos to ` + installer.DefaultBinary() + ` (unless it already runs from
+there), creates the state directory ` + platform.DefaultStateDir + ` (0700), records
+the user who ran sudo as the operator, registers the service and starts it,
+and returns once the daemon answers on its socket.
+
+Who may steer the VPN (up, connect, disconnect, down): root, the operator and
+members of the ` + access.Group + ` group; everyone else may read the status.
+--operator names another user instead of the one who ran sudo.
+
+Running it again upgrades in place: the service is stopped, runos replaced,
+the service registered anew and started. If anything fails, what this run
+changed is undone (an upgrade puts the previous version back).`,
+		Example: `  sudo runos vpn install
+  sudo runos vpn install --operator alice
+  sudo runos vpn install --ca-file ./control-ca.pem   # a control with its own CA`,
+		Args: exactArgs(),
+		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
+			o, err := a.installOptions(f)
+			if err != nil {
+				return err
+			}
+			res, err := installer.Install(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(a.env.Stdout, res)
+			}
+			a.printInstalled(res)
+			return nil
+		}),
+	}
+	c.Flags().StringVar(&f.operator, "operator", "", "the user who may steer the VPN besides root (default: the user who ran sudo)")
+	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (copied into the state directory)")
+	c.Flags().DurationVar(&f.startTimeout, "timeout", installer.DefaultStartTimeout, "how long to wait for the daemon to answer")
+	c.Flags().BoolVar(&f.json, "json", false, "print what was installed as JSON")
+	a.addHiddenInstallFlags(c, &f)
+	return c
+}
+
+func (a *app) printInstalled(r *installer.Result) {
+	verb := "Installed"
+	if r.Upgraded {
+		verb = "Upgraded"
+	}
+	w := a.env.Stdout
+	fmt.Fprintf(w, "%s the RunOS VPN service %s (%s); the daemon runs %s.\n", verb, r.Service, r.Platform, r.Version)
+	t := newTable(w, "", "")
+	t.row("daemon", r.Binary+" vpnd")
+	t.row("state", r.StateDir)
+	t.row("socket", r.Socket)
+	if r.Operator != "" {
+		t.row("operator", r.Operator+" may steer the VPN (so may root and the "+access.Group+" group)")
+	} else {
+		t.row("operator", "none: only root and the "+access.Group+" group may steer the VPN (add one: sudo runos vpn install --operator USER)")
+	}
+	if r.Log != "" {
+		t.row("log", r.Log)
+	}
+	t.flush()
+	fmt.Fprintln(w, "Next: runos vpn up")
+}
+
+func (a *app) vpnUninstallCmd() *cobra.Command {
+	var f installFlags
+	c := &cobra.Command{
+		Use:   "uninstall",
+		Short: "Stop and remove the background service (with sudo)",
+		Long: `Stop the VPN daemon's service and remove it, then undo whatever the daemon
+changed: split DNS, routes and the tunnel interface.
+
+The state directory stays, with this machine's device key (its identity
+towards control): installing again brings the same device back. --purge
+removes it too, with the operator record and the service's log.
+
+runos itself stays where it is. Running it when nothing is installed only
+cleans up.`,
+		Example: `  sudo runos vpn uninstall
+  sudo runos vpn uninstall --purge`,
+		Args: exactArgs(),
+		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
+			o, err := a.installOptions(f)
+			if err != nil {
+				return err
+			}
+			res, err := installer.Uninstall(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSON(a.env.Stdout, res)
+			}
+			w := a.env.Stdout
+			if res.Removed {
+				fmt.Fprintf(w, "Uninstalled the RunOS VPN service %s (%s).\n", res.Service, res.Platform)
+			} else {
+				fmt.Fprintf(w, "The RunOS VPN service %s was not installed; cleaned up what a daemon left.\n", res.Service)
+			}
+			switch {
+			case res.Purged:
+				fmt.Fprintln(w, "Removed the state directory with the device key.")
+			case res.DeviceKey != "":
+				fmt.Fprintf(w, "The device key stays in %s; remove it with --purge.\n", res.DeviceKey)
+			}
+			return nil
+		}),
+	}
+	c.Flags().BoolVar(&f.purge, "purge", false, "also remove the state directory with the device key, and the log")
+	c.Flags().BoolVar(&f.json, "json", false, "print what was removed as JSON")
+	a.addHiddenInstallFlags(c, &f)
+	return c
+}

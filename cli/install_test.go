@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestInstallFlags(t *testing.T) {
+	h := newHarness(t)
+	h.run("vpn", "install", "--binary", "bin/runos").want(t, ExitUsage, nil, []string{`--binary "bin/runos": give an absolute path`})
+	h.run("vpn", "uninstall", "--state-dir", "state").want(t, ExitUsage, nil, []string{`--state-dir "state": give an absolute path`})
+	h.run("vpn", "install", "--timeout", "-1s").want(t, ExitUsage, nil, []string{"--timeout must be positive"})
+	h.run("vpn", "install", "extra").want(t, ExitUsage, nil, []string{"too many arguments"})
+	h.run("vpn", "uninstall", "--help").want(t, ExitOK, []string{"--purge", "device key", "sudo runos vpn uninstall"}, nil)
+	r := h.run("vpn", "install", "--help")
+	r.want(t, ExitOK, []string{"--operator", "--ca-file", "upgrades in place", "runos group"}, nil)
+	for _, hidden := range []string{"--service-name", "--state-dir", "--binary"} {
+		if strings.Contains(r.stdout, hidden) {
+			t.Errorf("help shows the test-only flag %s", hidden)
+		}
+	}
+
+	// The mapping to the installer's options.
+	env := map[string]string{"RUNOS_VPND_SOCKET": "/run/runos-e2e/vpnd.sock", "SUDO_USER": "alice"}
+	a := newApp(Env{Getenv: func(k string) string { return env[k] }})
+	dir := t.TempDir()
+	t.Chdir(dir)
+	o, err := a.installOptions(installFlags{operator: "bob", caFile: "ca.pem", purge: true, name: "runos-vpnd-x",
+		binary: "/opt/x/runos", stateDir: "/var/lib/runos-x", iface: "wgx", logFile: "/var/log/x.log", startTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Name != "runos-vpnd-x" || o.Binary != "/opt/x/runos" || o.StateDir != "/var/lib/runos-x" || o.Interface != "wgx" ||
+		o.LogFile != "/var/log/x.log" || o.Operator != "bob" || !o.Purge || o.StartTimeout != 5*time.Second ||
+		o.Socket != "/run/runos-e2e/vpnd.sock" || o.CAFile != filepath.Join(dir, "ca.pem") || o.Getenv("SUDO_USER") != "alice" {
+		t.Errorf("options %+v", o)
+	}
+}
+
+func TestDesktopCommands(t *testing.T) {
+	h := newHarness(t)
+	h.run("desktop").want(t, ExitOK, []string{"install", "uninstall", "menu-bar"}, nil)
+	missing := filepath.Join(t.TempDir(), "runos-desktop")
+	h.run("desktop", "install", "--from", missing).want(t, ExitError, nil, []string{"desktop install: --from " + missing})
+	h.run("desktop", "install", "--help").want(t, ExitOK, []string{"--at-login", "make build", "--from"}, nil)
+}
