@@ -92,6 +92,10 @@ on n1. Every command below runs on the laptop, as its user would type it.
 		nil, "", "curl", "-sS", "--max-time", "10", url); err != nil {
 		return err
 	}
+	if err := d.run("Split DNS: ky3's names resolve to its VPN address, other names as before (the LAN resolver)",
+		nil, "", "getent", "hosts", "traefik."+ky3.Domain, "www.example.test"); err != nil {
+		return err
+	}
 	if err := d.run("Reach another cluster too", nil, "", "runos", "vpn", "connect", "xym"); err != nil {
 		return err
 	}
