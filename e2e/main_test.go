@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package e2e holds the end-to-end tests: each test brings up its own lab
 // (lab.Up: control, gateways, web apps, the LAN resolver and laptop
 // daemons in network namespaces) in its own t.TempDir(), drives it the way

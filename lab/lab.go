@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package lab builds a whole RunOS world in Linux network namespaces on one
 // machine: control, two clusters of nodes each running a gateway and a web
 // app, a LAN resolver, and laptops running the daemon. runos-lab and the

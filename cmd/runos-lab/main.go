@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Command runos-lab builds a whole RunOS world in network namespaces on
 // this machine; see `runos-lab --help` and lab/README.md.
 package main

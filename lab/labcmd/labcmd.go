@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package labcmd is the runos-lab command tree (cobra): up, down, exec,
 // status, demo, and the hidden helpers the lab itself runs (webapp,
 // browser).
