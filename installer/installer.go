@@ -123,7 +123,11 @@ func realHost() *host {
 		version: func(ctx context.Context, socket string) (*localapi.Version, error) {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			return localapi.NewClient(socket).Version(ctx)
+			v, err := localapi.NewClient(socket).Version(ctx)
+			if err != nil {
+				return nil, err // a *Version only when the daemon answered
+			}
+			return v, nil
 		},
 		cleanup: vpnd.Cleanup,
 		rwPaths: readWritePaths,
