@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -115,19 +116,17 @@ func (a *app) printInstalled(r *installer.Result) {
 	}
 	w := a.env.Stdout
 	fmt.Fprintf(w, "%s the RunOS VPN service %s (%s); the daemon runs %s.\n", verb, r.Service, r.Platform, r.Version)
-	t := newTable(w, "", "")
-	t.row("daemon", r.Binary+" vpnd")
-	t.row("state", r.StateDir)
-	t.row("socket", r.Socket)
+	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(t, "  daemon\t%s vpnd\n  state\t%s\n  socket\t%s\n", r.Binary, r.StateDir, r.Socket)
 	if r.Operator != "" {
-		t.row("operator", r.Operator+" may steer the VPN (so may root and the "+access.Group+" group)")
+		fmt.Fprintf(t, "  operator\t%s may steer the VPN (so may root and the %s group)\n", r.Operator, access.Group)
 	} else {
-		t.row("operator", "none: only root and the "+access.Group+" group may steer the VPN (add one: sudo runos vpn install --operator USER)")
+		fmt.Fprintf(t, "  operator\tnone: only root and the %s group may steer the VPN (add one: sudo runos vpn install --operator USER)\n", access.Group)
 	}
 	if r.Log != "" {
-		t.row("log", r.Log)
+		fmt.Fprintf(t, "  log\t%s\n", r.Log)
 	}
-	t.flush()
+	_ = t.Flush()
 	fmt.Fprintln(w, "Next: runos vpn up")
 }
 
