@@ -360,7 +360,7 @@ func TestInstallService(t *testing.T) {
 		t.Fatal(err)
 	}
 	if w.must("client", nil, "cat", "/etc/resolv.conf") == resolvBefore {
-		t.Log("note: split DNS left resolv.conf as it was while connected")
+		t.Error("no split DNS while connected: resolv.conf is as before")
 	}
 
 	// Uninstall while connected: no service, process, socket, tunnel or
