@@ -46,3 +46,16 @@ func TestDesktopCommands(t *testing.T) {
 	h.run("desktop", "install", "--from", missing).want(t, ExitError, nil, []string{"desktop install: --from " + missing})
 	h.run("desktop", "install", "--help").want(t, ExitOK, []string{"--at-login", "make build", "--from"}, nil)
 }
+
+func TestStatusWarnsOfAnotherDaemonVersion(t *testing.T) {
+	h := newHarness(t)
+	r := h.run("vpn", "status")
+	if strings.Contains(r.stderr, "warning: the daemon runs") {
+		t.Errorf("warned about the same version:\n%s", r)
+	}
+	h.daemon.mu.Lock()
+	h.daemon.st.Version = "v9.9.9"
+	h.daemon.mu.Unlock()
+	h.run("vpn", "status", "--json").want(t, ExitOK, []string{`"version": "v9.9.9"`},
+		[]string{"warning: the daemon runs v9.9.9 but this runos is dev: run `sudo runos vpn install` to update the daemon"})
+}

@@ -34,6 +34,7 @@ During the last hour of a sign-in it warns; run runos vpn up to renew.
 			if err != nil {
 				return fmt.Errorf("vpn status: %w", err)
 			}
+			a.warnDaemonVersion(st.Version)
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
 			}

@@ -1,0 +1,17 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/runos/vpn/internal/version"
+)
+
+// warnDaemonVersion warns on stderr when the daemon runs another build
+// than this command: after an upgrade of runos the service still runs the
+// old one until it is installed again.
+func (a *app) warnDaemonVersion(daemon string) {
+	if daemon == "" || daemon == version.Version {
+		return
+	}
+	fmt.Fprintf(a.env.Stderr, "warning: the daemon runs %s but this runos is %s: run `sudo runos vpn install` to update the daemon\n", daemon, version.Version)
+}
