@@ -1,0 +1,336 @@
+//go:build linux
+
+package labbench
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/lab"
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+// probeEnv carries a ProbeConfig (JSON) when this test binary is re-run
+// inside a laptop as the handshake probe.
+const probeEnv = "RUNOS_BENCH_PROBE"
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(probeEnv); cfg != "" {
+		os.Exit(runProbe(cfg))
+	}
+	code := m.Run()
+	if progs.dir != "" {
+		os.RemoveAll(progs.dir)
+	}
+	os.Exit(code)
+}
+
+func runProbe(cfgJSON string) int {
+	var cfg ProbeConfig
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "probe config:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := Handshakes(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// progs is the project's programs, built once per test binary (only when
+// a lab benchmark runs, so unit tests never pay for it).
+var progs struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// binDir builds runos, runos-control, runos-gateway and runos-lab as a
+// release would (-trimpath, stripped), or uses RUNOS_BENCH_BIN.
+func binDir(tb testing.TB) string {
+	tb.Helper()
+	if d := os.Getenv("RUNOS_BENCH_BIN"); d != "" {
+		return d
+	}
+	progs.once.Do(func() {
+		d, err := os.MkdirTemp("", "runos-labbench-bin-")
+		if err != nil {
+			progs.err = err
+			return
+		}
+		progs.dir = d
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", d+"/",
+			"../../cmd/runos", "../../cmd/runos-control", "../../cmd/runos-gateway", "../../cmd/runos-lab")
+		if out, err := build.CombinedOutput(); err != nil {
+			progs.err = fmt.Errorf("building the programs: %v\n%s", err, out)
+		}
+	})
+	if progs.err != nil {
+		tb.Fatal(progs.err)
+	}
+	return progs.dir
+}
+
+// envInt is a positive integer from the environment, else def.
+func envInt(tb testing.TB, name string, def int) int {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("%s=%q: want a positive whole number", name, v)
+	}
+	return n
+}
+
+// envDuration is a duration from the environment, else def.
+func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		tb.Fatalf("%s=%q: want a duration such as 300ms", name, v)
+	}
+	return d
+}
+
+// world is one benchmark's lab.
+type world struct {
+	b   *testing.B
+	lab *lab.Lab
+	env *lab.Env
+	ctx context.Context // ends with the benchmark
+}
+
+// newWorld brings up a lab with that many laptops and removes it when the
+// benchmark ends (printing the end of every log first if it failed).
+func newWorld(b *testing.B, clients int) *world {
+	b.Helper()
+	netnstest.Require(b, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "go")
+	bin := binDir(b)
+	dir := filepath.Join(b.TempDir(), "lab")
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, lab.Options{Dir: dir, Clients: clients, BinDir: bin, Progress: &progress})
+	if err != nil {
+		b.Fatalf("lab up: %v\n%s", err, progress.String())
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	w := &world{b: b, lab: l, env: l.Env(), ctx: wctx}
+	b.Cleanup(func() {
+		wcancel()
+		if b.Failed() {
+			w.dumpLogs()
+		}
+		if err := lab.Down(context.Background(), dir, lab.DownOptions{}); err != nil {
+			b.Errorf("lab down: %v", err)
+		}
+	})
+	return w
+}
+
+func (w *world) dumpLogs() {
+	logs, _ := filepath.Glob(filepath.Join(w.env.Dir, "logs", "*.log"))
+	for _, f := range logs {
+		b, _ := os.ReadFile(f)
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 30 {
+			lines = lines[len(lines)-30:]
+		}
+		w.b.Logf("--- %s (end):\n%s", filepath.Base(f), strings.Join(lines, "\n"))
+	}
+}
+
+// run runs argv on a host and returns its stdout and stderr, the error
+// naming the command and carrying its output.
+func (w *world) run(host string, extra []string, argv ...string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(w.ctx, 2*time.Minute)
+	defer cancel()
+	cmd, err := w.lab.Command(ctx, host, extra, argv...)
+	if err != nil {
+		return "", "", err
+	}
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		return o.String(), e.String(), fmt.Errorf("on %s: %s: %w\n%s%s", host, strings.Join(argv, " "), err, o.String(), e.String())
+	}
+	return o.String(), e.String(), nil
+}
+
+// must is run that fails the benchmark on error and returns stdout.
+func (w *world) must(host string, extra []string, argv ...string) string {
+	w.b.Helper()
+	out, _, err := w.run(host, extra, argv...)
+	if err != nil {
+		w.b.Fatal(err)
+	}
+	return out
+}
+
+// upAll runs `runos vpn up --cid cid` on every laptop (the lab's scripted
+// browser signs in through the real login page), a few at a time.
+func (w *world) upAll(cid string) {
+	w.b.Helper()
+	var g errgroup.Group
+	g.SetLimit(3)
+	for _, c := range w.env.Clients {
+		g.Go(func() error {
+			_, _, err := w.run(c.Host, nil, "runos", "vpn", "up", "--cid", cid)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		w.b.Fatal(err)
+	}
+}
+
+// daemon is a laptop daemon's local API client.
+func (w *world) daemon(host string) *localapi.Client {
+	c, ok := w.env.Laptop(host)
+	if !ok {
+		w.b.Fatalf("no laptop %s in the lab", host)
+	}
+	return localapi.NewClient(c.Socket)
+}
+
+// follow starts following a laptop's watch stream for the whole benchmark.
+func (w *world) follow(host string) *Follower {
+	return Follow(w.ctx, host, w.daemon(host).Watch, time.Now)
+}
+
+// waitEach waits until cond holds on every follower (after cursor 0).
+func (w *world) waitEach(fs []*Follower, what string, timeout time.Duration, cond func(*localapi.Status) bool) {
+	w.b.Helper()
+	ctx, cancel := context.WithTimeout(w.ctx, timeout)
+	defer cancel()
+	for _, f := range fs {
+		if _, err := f.Wait(ctx, 0, cond); err != nil {
+			w.b.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// apiClient is a control client from inside a host that keeps its
+// connection (HTTP/2, as the daemon's and the CLI's do), so a request
+// costs one round trip and not a TLS handshake.
+func (w *world) apiClient(host, token string) *api.Client {
+	w.b.Helper()
+	pem, err := os.ReadFile(w.env.CAFile)
+	if err != nil {
+		w.b.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		w.b.Fatalf("lab CA %s: no certificate", w.env.CAFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return w.lab.Dial(ctx, host, network, addr)
+	}
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	tr.ForceAttemptHTTP2 = true
+	w.b.Cleanup(tr.CloseIdleConnections)
+	return &api.Client{BaseURL: w.env.APIURL, Token: token, HTTP: &http.Client{Transport: tr, Timeout: time.Minute}}
+}
+
+// rss reads a lab program's resident and peak memory in kB.
+func (w *world) rss(host, name string) (rssKB, hwmKB int) {
+	w.b.Helper()
+	p, ok := w.lab.Proc(host, name)
+	if !ok || !p.Alive() {
+		w.b.Fatalf("%s on %s is not running", name, host)
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID))
+	if err != nil {
+		w.b.Fatal(err)
+	}
+	if rssKB, err = StatusKB(st, "VmRSS"); err == nil {
+		hwmKB, err = StatusKB(st, "VmHWM")
+	}
+	if err != nil {
+		w.b.Fatalf("%s on %s: %v", name, host, err)
+	}
+	return rssKB, hwmKB
+}
+
+// pid is a lab program's recorded PID.
+func (w *world) pid(host, name string) int {
+	p, ok := w.lab.Proc(host, name)
+	if !ok || !p.Alive() {
+		w.b.Fatalf("%s on %s is not running", name, host)
+	}
+	return p.PID
+}
+
+// newResult starts the benchmark's results document.
+func (w *world) newResult(name, reproduce string) *Result {
+	m := DescribeMachine(os.DirFS("/"))
+	if out, err := exec.Command("git", "-C", "../..", "describe", "--always", "--dirty").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	}
+	m.Note = os.Getenv("RUNOS_BENCH_MACHINE")
+	r := NewResult(name, time.Now(), m)
+	r.Reproduce = reproduce
+	return r
+}
+
+// save writes the result to RUNOS_BENCH_RESULTS (default bench/results).
+func (w *world) save(r *Result) {
+	w.b.Helper()
+	dir := os.Getenv("RUNOS_BENCH_RESULTS")
+	if dir == "" {
+		dir = filepath.Join("..", "results")
+	}
+	path, err := r.Write(dir, time.Now())
+	if err != nil {
+		w.b.Fatal(err)
+	}
+	abs, _ := filepath.Abs(path)
+	w.b.Logf("results: %s", abs)
+}
+
+// report puts a summary's p50/p99/max on the benchmark line.
+func report(b *testing.B, key string, s Summary) {
+	b.ReportMetric(s.P50, key+"-p50-ms")
+	b.ReportMetric(s.P99, key+"-p99-ms")
+	b.ReportMetric(s.Max, key+"-max-ms")
+}
+
+// logSummary prints a summary in one line.
+func logSummary(b *testing.B, key string, s Summary) {
+	b.Logf("%-28s n=%-4d p50 %8.2f  p90 %8.2f  p99 %8.2f  max %8.2f  mean %8.2f  min %8.2f",
+		key, s.N, s.P50, s.P90, s.P99, s.Max, s.Mean, s.Min)
+}
