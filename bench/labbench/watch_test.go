@@ -13,8 +13,8 @@ import (
 
 // fakeStream is a status stream the test feeds by hand.
 type fakeStream struct {
-	ch   chan *localapi.Status
-	end  chan error
+	ch  chan *localapi.Status
+	end chan error
 }
 
 func newFakeStream() *fakeStream {
