@@ -22,6 +22,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
 
 .PHONY: all help build test test-unit test-e2e demo lint bench clean
+.PHONY: cross release
 
 all: build
 
@@ -32,6 +33,8 @@ help:
 	@echo 'make lint    gofmt, go vet, staticcheck'
 	@echo 'make bench   every Go benchmark, JSON into bench/results/'
 	@echo 'make clean   remove $(BIN)/'
+	@echo 'make cross   cross-compile for $(CROSS_TARGETS) into $(CROSS)/'
+	@echo 'make release versioned archives of the cross builds and SHA256SUMS in $(DIST)/'
 
 build:
 	@mkdir -p $(BIN)
@@ -77,3 +80,46 @@ bench:
 
 clean:
 	rm -rf $(BIN)
+
+# Cross-compiling: runos, runos-control and runos-gateway for every OS and
+# architecture RunOS ships for, pure Go (CGO_ENABLED=0); runos-desktop
+# where its tray needs no cgo (Linux talks D-Bus, Windows the Win32 API;
+# macOS's menu bar needs cgo, so it is built on a Mac). Into
+# $(CROSS)/<os>-<arch>/.
+CROSS_TARGETS  := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+CROSS_PROGRAMS := runos runos-control runos-gateway
+CROSS_DESKTOP  := linux windows
+CROSS          := $(BIN)/cross
+DIST           := dist
+# The archives' file times and order are the commit's and fixed, so two
+# releases of one commit differ only in the build date inside the programs.
+SOURCE_DATE    ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+
+cross:
+	@set -e; for t in $(CROSS_TARGETS); do \
+		os=$${t%/*}; arch=$${t#*/}; progs="$(CROSS_PROGRAMS)"; \
+		case " $(CROSS_DESKTOP) " in *" $$os "*) progs="$$progs runos-desktop";; esac; \
+		echo "cross: $$os/$$arch: $$progs"; \
+		rm -rf $(CROSS)/$$os-$$arch; mkdir -p $(CROSS)/$$os-$$arch; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+			-o $(CROSS)/$$os-$$arch/ $$(for p in $$progs; do echo ./cmd/$$p; done); \
+	done
+
+# Versioned archives in $(DIST)/: runos-<version>-<os>-<arch>.tar.gz (zip
+# for Windows), each with the programs and the README, and SHA256SUMS.
+release: cross
+	@command -v zip >/dev/null || { echo "make release needs zip: apt-get install zip" >&2; exit 1; }
+	@set -e; rm -rf $(DIST); mkdir -p $(DIST)/.stage; \
+	for d in $(CROSS)/*-*; do \
+		t=$$(basename $$d); name=runos-$(VERSION)-$$t; stage=$(DIST)/.stage/$$name; \
+		mkdir -p $$stage; cp $$d/* $$stage/; [ ! -f README.md ] || cp README.md $$stage/; \
+		find $$stage -exec touch -h -d @$(SOURCE_DATE) {} +; \
+		case $$t in \
+		windows-*) (cd $(DIST)/.stage && find $$name | LC_ALL=C sort | zip -q -X -D ../$$name.zip -@);; \
+		*) tar -C $(DIST)/.stage --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE) \
+			-cf - $$name | gzip -n -9 > $(DIST)/$$name.tar.gz;; \
+		esac; \
+		echo "release: $(DIST)/$$(ls $(DIST) | grep -F $$name)"; \
+	done; \
+	rm -rf $(DIST)/.stage; \
+	cd $(DIST) && sha256sum *.tar.gz *.zip > SHA256SUMS && echo "release: $(DIST)/SHA256SUMS" && cat SHA256SUMS
