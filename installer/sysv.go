@@ -109,7 +109,7 @@ stop_orphan() {
     if [ -n "$dpid" ] && kill -0 "$dpid" 2>/dev/null; then
         kill -TERM "$dpid" 2>/dev/null
         i=0
-        while [ $i -lt $stop_timeout ] && kill -0 "$dpid" 2>/dev/null; do sleep 1; i=$((i + 1)); done
+        while [ $i -lt $((stop_timeout * 10)) ] && kill -0 "$dpid" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
         kill -KILL "$dpid" 2>/dev/null
     fi
     rm -f "$daemon_pid_file"
@@ -150,7 +150,7 @@ case "$1" in
         echo "Stopping $name"
         kill -TERM "$pid"
         i=0
-        while [ $i -lt $stop_timeout ] && is_running; do sleep 1; i=$((i + 1)); done
+        while [ $i -lt $((stop_timeout * 10)) ] && is_running; do sleep 0.1; i=$((i + 1)); done
         if is_running; then
             echo "Not stopped after $stop_timeout s: killing it"
             kill -KILL "$pid" 2>/dev/null
