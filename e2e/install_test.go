@@ -51,11 +51,13 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func newInstallWorld(t *testing.T) *installWorld {
+func newInstallWorld(t testing.TB) *installWorld {
 	t.Helper()
 	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "curl",
 		"useradd", "userdel", "setpriv", "service", "setsid")
-	t.Parallel()
+	if tt, ok := t.(*testing.T); ok {
+		tt.Parallel()
+	}
 	base, err := os.MkdirTemp("", "runos-install-e2e-")
 	if err != nil {
 		t.Fatal(err)
