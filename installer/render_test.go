@@ -177,6 +177,11 @@ func TestServiceConfigs(t *testing.T) {
 		t.Error("a name with a space accepted")
 	}
 	bad = s
+	bad.Binary = "/usr/local/bin/run\x05os" // XML would turn it into U+FFFD: another path
+	if _, err := serviceConfig(PlatformLaunchd, bad); err == nil {
+		t.Error("a control character in a path accepted")
+	}
+	bad = s
 	bad.StateDir = "/var/lib/{{x}}"
 	if _, err := serviceConfig(PlatformSysV, bad); err == nil {
 		t.Error("{{ in a path accepted")

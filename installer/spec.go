@@ -3,6 +3,8 @@ package installer
 import (
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Spec is the service as every service manager is told about it: what it
@@ -59,8 +61,8 @@ func (s Spec) commonArgs(withCA bool) []string {
 func (s Spec) checkPaths() error {
 	for what, p := range map[string]string{"binary": s.Binary, "state directory": s.StateDir, "socket": s.Socket,
 		"CA file": s.CAFile, "log file": s.LogFile, "pid file": s.PIDFile, "interface": s.Interface, "service name": s.Name} {
-		if strings.ContainsAny(p, "\x00\n\r") || strings.Contains(p, "{{") {
-			return fmt.Errorf("%s %q: a newline, NUL or {{ cannot go into a service definition", what, p)
+		if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) || strings.Contains(p, "{{") {
+			return fmt.Errorf("%s %q: control characters, invalid UTF-8 or {{ cannot go into a service definition", what, p)
 		}
 	}
 	if s.Name == "" || strings.Trim(s.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != "" {
