@@ -261,6 +261,9 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	if _, err := store.Open(spec.StateDir); err != nil {
 		return fail(fmt.Errorf("install: %w", err))
 	}
+	if err := secureStateDir(spec.StateDir); err != nil {
+		return fail(fmt.Errorf("install: restrict %s to administrators: %w", spec.StateDir, err))
+	}
 	if o.CAFile != "" {
 		undo, err := replaceFile(filepath.Join(spec.StateDir, CAFileName), func(dst string) error { return copyFile(o.CAFile, dst, 0o600) })
 		if err != nil {

@@ -84,3 +84,20 @@ func afterInstall(platform, name string) error {
 	defer s.Close()
 	return s.SetRecoveryActionsOnNonCrashFailures(true)
 }
+
+// secureStateDir gives the state directory an ACL of its own: SYSTEM and
+// Administrators only, inherited by every file in it, instead of what
+// %ProgramData% passes down (read access for all users), because the
+// device key lives there.
+func secureStateDir(dir string) error {
+	sd, err := windows.SecurityDescriptorFromString("D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)")
+	if err != nil {
+		return err
+	}
+	dacl, _, err := sd.DACL()
+	if err != nil {
+		return err
+	}
+	return windows.SetNamedSecurityInfo(dir, windows.SE_FILE_OBJECT,
+		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil)
+}
