@@ -104,7 +104,8 @@ func (a *app) wgMove(ctx context.Context, id string, f moveFlags) error {
 	if err != nil {
 		return err
 	}
-	for _, l := range planLines(plan) {
+	shown := planLines(plan)
+	for _, l := range shown {
 		fmt.Fprintln(out, l)
 	}
 	m, err := opCall(ctx, a, what, func(ctx context.Context, c *api.Client) (*api.Move, error) {
@@ -115,7 +116,7 @@ func (a *app) wgMove(ctx context.Context, id string, f moveFlags) error {
 	}
 	fmt.Fprintf(out, "Moving %s from %s to %s (move %s).\n", id, m.FromNodeID, m.TargetNodeID, m.ID)
 	if f.follow {
-		m, err = a.followMove(ctx, out, m, f.timeout)
+		m, err = a.followMove(ctx, out, m, f.timeout, shown)
 	} else if m.State != api.MoveDone && m.State != api.MoveFailed {
 		fmt.Fprintf(out, "Started; devices switch by themselves. Run with --follow to watch them, or check with `runos services wireguard show %s --cid %s`.\n", id, cid)
 	}
@@ -139,12 +140,16 @@ type moveFollower struct {
 	steps    int
 	switched int
 	total    int
-	printed  bool // a devices line was printed
+	printed  bool     // a devices line was printed
+	shown    []string // lines printed before following (the plan's warnings): not repeated
 }
 
 func (mf *moveFollower) show(m *api.Move) {
 	for ; mf.steps < len(m.Steps); mf.steps++ {
 		s := m.Steps[mf.steps]
+		if slices.Contains(mf.shown, s.Text) {
+			continue
+		}
 		fmt.Fprintf(mf.w, "  %7s  %s\n", "+"+fmtSince(s.At, m.StartedAt), s.Text)
 	}
 	// While switching, every change of the count; once done, the final
@@ -166,14 +171,14 @@ func fmtSince(at, start time.Time) string {
 }
 
 // followMove long-polls the move until it is done or failed.
-func (a *app) followMove(ctx context.Context, out io.Writer, m *api.Move, timeout time.Duration) (*api.Move, error) {
+func (a *app) followMove(ctx context.Context, out io.Writer, m *api.Move, timeout time.Duration, shown []string) (*api.Move, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, src, err := a.operator()
 	if err != nil {
 		return m, err
 	}
-	mf := &moveFollower{w: out}
+	mf := &moveFollower{w: out, shown: shown}
 	var b backoff
 	for {
 		mf.show(m)

@@ -207,7 +207,9 @@ func TestServicesMoveFollow(t *testing.T) {
 	h.control.movePlan = []func(*api.Move){
 		func(m *api.Move) {
 			m.State, m.Devices = api.MoveSwitching, api.MoveDevices{Total: 2}
-			m.Steps = append(m.Steps, api.MoveStep{At: t0.Add(120 * time.Millisecond), Text: "n2 listening; devices told"})
+			// Control records the plan's warning among the steps too.
+			m.Steps = append(m.Steps, api.MoveStep{At: t0, Text: "warning: " + h.control.plan.Warnings[0]},
+				api.MoveStep{At: t0.Add(120 * time.Millisecond), Text: "n2 listening; devices told"})
 		},
 		func(m *api.Move) { m.Devices.Switched = 1 },
 		func(m *api.Move) {
@@ -226,6 +228,9 @@ func TestServicesMoveFollow(t *testing.T) {
 		"devices switched 1/2",
 		"Done: 2/2 devices switched; 412 ms from the command to the last device's handshake.",
 	}, nil)
+	if n := strings.Count(r.stdout, "warning: "); n != 1 {
+		t.Errorf("the warning printed %d times, want once (before the move):\n%s", n, r)
+	}
 	// The plan comes before the move starts.
 	reqs := h.control.Requests()
 	if i, j := slices.Index(reqs, "POST /v1/clusters/ky3/services/wireguard/wg-ky3/move-plan"), slices.Index(reqs, "POST /v1/clusters/ky3/services/wireguard/wg-ky3/moves"); i < 0 || j < i {

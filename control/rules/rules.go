@@ -52,9 +52,9 @@ func Endpoint(n model.Node, port int) (endpoint, kind string, ok bool) {
 // ingressSource says where a node's ingress address comes from.
 func ingressSource(n model.Node) string {
 	if n.DeclaredIngress.IsValid() {
-		return "its declared ingress address"
+		return n.NID + "'s declared ingress address"
 	}
-	return "its detected public address (no ingress address is declared)"
+	return n.NID + "'s detected public address, as it declares no ingress address"
 }
 
 // CheckAddService refuses a WireGuard server where the docs do: a second
@@ -122,16 +122,16 @@ func PlanMove(svc model.Service, from, target model.Node, now time.Time, heartbe
 	switch {
 	case plan.PreviousAddressKind == api.AddressPrivate && kind == api.AddressPublic:
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf(
-			"devices will be given %s, a public address (%s of %s), instead of the private %s: "+
+			"devices will be given %s, a public address (%s), instead of the private %s: "+
 				"machines on your own network will usually lose the tunnel, because most routers will not route a public address back inside; "+
 				"if your devices connect from your own network, give %s a private ingress address first: "+
 				"runos nodes ingress %s --cid %s --ingress-ip <private-ip> --ingress-not-published",
-			ep, ingressSource(target), target.NID, plan.PreviousEndpoint, target.NID, target.NID, svc.CID))
+			ep, ingressSource(target), plan.PreviousEndpoint, target.NID, target.NID, svc.CID))
 	case plan.PreviousAddressKind == api.AddressPublic && kind == api.AddressPrivate:
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf(
-			"devices will be given %s, a private address (%s of %s), instead of the public %s: "+
+			"devices will be given %s, a private address (%s), instead of the public %s: "+
 				"only devices that can reach that private network will keep the tunnel",
-			ep, ingressSource(target), target.NID, plan.PreviousEndpoint))
+			ep, ingressSource(target), plan.PreviousEndpoint))
 	}
 	if target.Status(now, heartbeatTimeout) != api.NodeReady {
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf(
