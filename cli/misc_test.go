@@ -122,3 +122,18 @@ func TestProgressPlainLines(t *testing.T) {
 		t.Errorf("plain progress %q, want %q", got, want)
 	}
 }
+
+func TestVPNDLogFile(t *testing.T) {
+	h := newHarness(t)
+	path := filepath.Join(t.TempDir(), "vpnd.log")
+	h.run("vpnd", "--log-file", path).want(t, 0, nil, nil)
+	h.vpnd.runs[0].Logger.Info("hello from the daemon")
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), "hello from the daemon") {
+		t.Fatalf("log file: %q, %v", b, err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("log file mode %v, want 0600", fi.Mode().Perm())
+	}
+	h.run("vpnd", "--log-file", filepath.Join(t.TempDir(), "no", "such", "dir", "x.log")).want(t, 1, nil, []string{"--log-file"})
+}

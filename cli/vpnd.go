@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd"
@@ -21,12 +24,16 @@ type Daemon interface {
 
 type realDaemon struct{}
 
-func (realDaemon) Run(ctx context.Context, cfg vpnd.Config) error     { return vpnd.Run(ctx, cfg) }
+// Run goes through installer.RunDaemon: under the Windows service manager
+// the program must answer its control dispatcher; elsewhere it just runs.
+func (realDaemon) Run(ctx context.Context, cfg vpnd.Config) error {
+	return installer.RunDaemon(ctx, func(ctx context.Context) error { return vpnd.Run(ctx, cfg) })
+}
 func (realDaemon) Cleanup(ctx context.Context, cfg vpnd.Config) error { return vpnd.Cleanup(ctx, cfg) }
 
 type vpndFlags struct {
-	stateDir, caFile, iface, logLevel string
-	cleanup                           bool
+	stateDir, caFile, iface, logLevel, logFile string
+	cleanup                                    bool
 }
 
 func (a *app) vpndCmd() *cobra.Command {
@@ -56,6 +63,7 @@ tunnel) and exits: the service runs it after the daemon stops.`,
 	c.Flags().StringVar(&f.iface, "interface", "wg1", "the tunnel interface")
 	c.Flags().BoolVar(&f.cleanup, "cleanup", false, "undo what a previous daemon changed, then exit")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	c.Flags().StringVar(&f.logFile, "log-file", "", "append the log to this file (0600) instead of stderr: for service managers that keep no output")
 	return c
 }
 
@@ -72,7 +80,15 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 	if caFile == "" {
 		caFile = a.env.Getenv("RUNOS_CA_FILE")
 	}
-	log := slog.New(slog.NewTextHandler(a.env.Stderr, &slog.HandlerOptions{Level: lvl}))
+	var out io.Writer = a.env.Stderr
+	if f.logFile != "" {
+		lf, err := os.OpenFile(f.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return vpnd.Config{}, fmt.Errorf("--log-file: %w", err)
+		}
+		out = lf // open for the process's life: the daemon logs until it exits
+	}
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl}))
 	return vpnd.Config{
 		StateDir:  f.stateDir,
 		Socket:    a.socketPath(),

@@ -36,7 +36,11 @@ const (
 // every path spelled out, because service managers start it with an empty
 // environment.
 func (s Spec) DaemonArgs() []string {
-	return append([]string{"vpnd"}, s.commonArgs(true)...)
+	a := append([]string{"vpnd"}, s.commonArgs(true)...)
+	if daemonWritesLog && s.LogFile != "" {
+		a = append(a, "--log-file", s.LogFile)
+	}
+	return a
 }
 
 // CleanupArgs undo what the daemon changed (DNS, routes, the tunnel), run

@@ -8,6 +8,10 @@ func DefaultBinary() string { return "/usr/local/bin/runos" }
 
 func defaultLogFile(name string) string { return "/var/log/" + name + ".log" }
 
+// daemonWritesLog is false: the System V script and launchd send the
+// daemon's output to the log file.
+const daemonWritesLog = false
+
 func defaultPIDFile(string) string { return "" } // launchd tracks the process itself
 
 func readWritePaths() []string { return nil }

@@ -10,6 +10,10 @@ func DefaultBinary() string { return "/usr/local/bin/runos" }
 
 func defaultLogFile(name string) string { return "/var/log/" + name + ".log" }
 
+// daemonWritesLog is false: the System V script and launchd send the
+// daemon's output to the log file.
+const daemonWritesLog = false
+
 func defaultPIDFile(name string) string { return "/var/run/" + name + ".pid" }
 
 // readWritePaths are the directories the daemon writes besides its own

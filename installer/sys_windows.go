@@ -23,7 +23,19 @@ func DefaultBinary() string {
 	return filepath.Join(pf, "RunOS", "runos.exe")
 }
 
-func defaultLogFile(string) string { return "" } // the daemon's output: the event log
+// defaultLogFile is the daemon's log: the service manager keeps no output,
+// so on Windows the daemon writes this file itself (see daemonWritesLog).
+func defaultLogFile(string) string {
+	pd := os.Getenv("ProgramData")
+	if pd == "" {
+		pd = `C:\ProgramData`
+	}
+	return filepath.Join(pd, "RunOS", "vpnd.log")
+}
+
+// daemonWritesLog: the SCM discards a service's stdout and stderr, so the
+// daemon is told to write its log itself.
+const daemonWritesLog = true
 
 func defaultPIDFile(string) string { return "" }
 
