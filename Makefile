@@ -21,7 +21,7 @@ DEMO_PACKAGES := iproute2 util-linux mount dnsmasq-base wireguard-tools curl pro
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
 
-.PHONY: all help build test test-unit test-e2e demo lint bench clean
+.PHONY: desktop-macos all help build test test-unit test-e2e demo lint bench clean
 .PHONY: cross release
 
 all: build
@@ -34,6 +34,7 @@ help:
 	@echo 'make bench   every Go benchmark, JSON into bench/results/'
 	@echo 'make clean   remove $(BIN)/'
 	@echo 'make cross   cross-compile for $(CROSS_TARGETS) into $(CROSS)/'
+	@echo 'make desktop-macos  RunOS Desktop.app into $(BIN)/ (on a Mac: needs cgo)'
 	@echo 'make release versioned archives of the cross builds and SHA256SUMS in $(DIST)/'
 
 build:
@@ -97,13 +98,24 @@ SOURCE_DATE    ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 
 cross:
 	@set -e; for t in $(CROSS_TARGETS); do \
-		os=$${t%/*}; arch=$${t#*/}; progs="$(CROSS_PROGRAMS)"; \
-		case " $(CROSS_DESKTOP) " in *" $$os "*) progs="$$progs runos-desktop";; esac; \
-		echo "cross: $$os/$$arch: $$progs"; \
+		os=$${t%/*}; arch=$${t#*/}; progs="$(CROSS_PROGRAMS)"; desktop=""; \
+		case " $(CROSS_DESKTOP) " in *" $$os "*) desktop=runos-desktop;; esac; \
+		echo "cross: $$os/$$arch: $$progs $$desktop"; \
 		rm -rf $(CROSS)/$$os-$$arch; mkdir -p $(CROSS)/$$os-$$arch; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
 			-o $(CROSS)/$$os-$$arch/ $$(for p in $$progs; do echo ./cmd/$$p; done); \
+		if [ -n "$$desktop" ]; then \
+			gui=""; [ $$os = windows ] && gui="-H windowsgui"; \
+			CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS) $$gui" \
+				-o $(CROSS)/$$os-$$arch/ ./cmd/runos-desktop; \
+		fi; \
 	done
+
+# RunOS Desktop.app for macOS: needs cgo and Apple's toolchain, so it runs
+# on a Mac (universal binary, Info.plist, icns, ad-hoc or CODESIGN_IDENTITY
+# signature); see desktop/README.md.
+desktop-macos:
+	desktop/macos/build-app.sh $(BIN)
 
 # Versioned archives in $(DIST)/: runos-<version>-<os>-<arch>.tar.gz (zip
 # for Windows), each with the programs and the README, and SHA256SUMS.
