@@ -17,10 +17,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/internal/netnstest"
@@ -231,13 +233,13 @@ func (w *world) follow(host string) *Follower {
 	return Follow(w.ctx, host, w.daemon(host).Watch, time.Now)
 }
 
-// waitEach waits until cond holds on every follower (after cursor 0).
+// waitEach waits until cond holds on every follower.
 func (w *world) waitEach(fs []*Follower, what string, timeout time.Duration, cond func(*localapi.Status) bool) {
 	w.b.Helper()
 	ctx, cancel := context.WithTimeout(w.ctx, timeout)
 	defer cancel()
 	for _, f := range fs {
-		if _, err := f.Wait(ctx, 0, cond); err != nil {
+		if _, err := f.Until(ctx, cond); err != nil {
 			w.b.Fatalf("%s: %v", what, err)
 		}
 	}
@@ -334,3 +336,62 @@ func logSummary(b *testing.B, key string, s Summary) {
 	b.Logf("%-28s n=%-4d p50 %8.2f  p90 %8.2f  p99 %8.2f  max %8.2f  mean %8.2f  min %8.2f",
 		key, s.N, s.P50, s.P90, s.P99, s.Max, s.Mean, s.Min)
 }
+
+// stock is a Debian wireguard-go interface a benchmark runs on a host.
+type stock struct {
+	host, iface string
+	key         wgtypes.Key
+}
+
+func (s stock) pub() string { return s.key.PublicKey().String() }
+
+// stockPeer runs Debian's wireguard-go on a host (configured by the stock
+// wg tool, as an operator would) with a fresh key, the given address and
+// listen port (0 for any); it is stopped when the benchmark ends.
+func (w *world) stockPeer(host, iface, addr string, port int) stock {
+	w.b.Helper()
+	key, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		w.b.Fatal(err)
+	}
+	cmd, err := w.lab.Command(context.Background(), host, nil, "wireguard-go", "-f", iface)
+	if err != nil {
+		w.b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		w.b.Fatal(err)
+	}
+	w.b.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+	w.waitFor(10*time.Second, "wireguard-go "+iface+" on "+host, func() bool {
+		_, _, err := w.run(host, nil, "wg", "show", iface)
+		return err == nil
+	})
+	kf := filepath.Join(w.b.TempDir(), iface+".key")
+	if err := os.WriteFile(kf, []byte(key.String()+"\n"), 0o600); err != nil {
+		w.b.Fatal(err)
+	}
+	args := []string{"wg", "set", iface, "private-key", kf}
+	if port != 0 {
+		args = append(args, "listen-port", strconv.Itoa(port))
+	}
+	w.must(host, nil, args...)
+	w.must(host, nil, "ip", "addr", "add", addr, "dev", iface)
+	w.must(host, nil, "ip", "link", "set", iface, "up")
+	return stock{host: host, iface: iface, key: key}
+}
+
+// waitFor polls cond (for things with no stream: the stock wg tool on a
+// node) until it holds or timeout passes. Never on a timed path.
+func (w *world) waitFor(timeout time.Duration, what string, cond func() bool) {
+	w.b.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			w.b.Fatalf("not %s within %s", what, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ifaceName is a WireGuard interface name unique to this run.
+func ifaceName(prefix string) string { return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000) }

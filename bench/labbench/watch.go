@@ -121,6 +121,20 @@ func (f *Follower) Wait(ctx context.Context, cursor int, cond func(*localapi.Sta
 	}
 }
 
+// Until returns the latest status if cond holds for it, else the first
+// later one for which it does (as Wait).
+func (f *Follower) Until(ctx context.Context, cond func(*localapi.Status) bool) (Event, error) {
+	f.mu.Lock()
+	if f.latest != nil && cond(&f.latest.Status) {
+		e := *f.latest
+		f.mu.Unlock()
+		return e, nil
+	}
+	cursor := f.base + len(f.events)
+	f.mu.Unlock()
+	return f.Wait(ctx, cursor, cond)
+}
+
 // Cluster is a cluster's status in st.
 func Cluster(st *localapi.Status, cid string) (localapi.ClusterStatus, bool) {
 	for _, c := range st.Clusters {

@@ -136,3 +136,24 @@ func waitLatest(t *testing.T, f *Follower, node string) {
 	}
 	t.Fatalf("the follower never saw ky3 on %s", node)
 }
+
+func TestFollowerUntil(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := newFakeStream()
+	f := Follow(ctx, "client", s.watch, time.Now)
+	s.ch <- on("n1", true)
+	waitLatest(t, f, "n1")
+	if e, err := f.Until(ctx, UpOn("ky3", "n1")); err != nil || !UpOn("ky3", "n1")(&e.Status) {
+		t.Errorf("Until on what already holds: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := f.Until(ctx, UpOn("ky3", "n2"))
+		got <- err
+	}()
+	s.ch <- on("n2", true)
+	if err := <-got; err != nil {
+		t.Error(err)
+	}
+}

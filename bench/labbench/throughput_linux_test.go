@@ -1,0 +1,125 @@
+//go:build linux
+
+package labbench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/internal/netnstest"
+)
+
+// throughputRound is one round: each path's rate and the ratios within it.
+type throughputRound struct {
+	N          int                `json:"n"`
+	Order      []string           `json:"order"`
+	Mbps       map[string]float64 `json:"mbps"`
+	RunosStock float64            `json:"runosVsStock"`
+	RunosBare  float64            `json:"runosVsBare"`
+	StockBare  float64            `json:"stockVsBare"`
+}
+
+// BenchmarkLabThroughput is issue 2's third number with both ratios: TCP
+// from the laptop to ky3-n1 with iperf3 over the same LAN path three ways
+// — through the RunOS tunnel (runos vpnd ↔ runos-gateway), through a pair
+// of Debian's stock wireguard-go configured by wg on the same two hosts,
+// and over the bare veth (the ceiling) — RUNOS_BENCH_TPUT_ROUNDS rounds
+// (default 3) of RUNOS_BENCH_IPERF_SECONDS each (default 3), the order
+// rotated every round so that no path always goes first. The ratios are
+// taken within each round, so they compare paths under the same load of
+// the shared machine; the spread across rounds is the noise.
+func BenchmarkLabThroughput(b *testing.B) {
+	netnstest.Require(b, "iperf3")
+	rounds := envInt(b, "RUNOS_BENCH_TPUT_ROUNDS", 3)
+	secs := envInt(b, "RUNOS_BENCH_IPERF_SECONDS", 3)
+	w := newWorld(b, 1)
+	res := w.newResult("lab-throughput", fmt.Sprintf(
+		"RUNOS_BENCH_TPUT_ROUNDS=%d RUNOS_BENCH_IPERF_SECONDS=%d go test ./bench/labbench/ -run '^$' -bench '^BenchmarkLabThroughput$' -timeout 30m",
+		rounds, secs))
+	res.Params["rounds"], res.Params["iperfSeconds"] = rounds, secs
+	laptop := w.env.Client.Host
+	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
+	f := w.follow(laptop)
+	w.waitEach([]*Follower{f}, "ky3 up on n1", 30*time.Second, UpOn("ky3", "n1"))
+	e, _ := f.Latest()
+	ky3, _ := Cluster(&e.Status, "ky3")
+
+	// The stock pair on the same two hosts, its own subnet and port, over
+	// the same LAN address the laptop dials ky3 at.
+	srv := w.stockPeer("ky3-n1", ifaceName("wgs"), "10.99.0.1/24", 51998)
+	cli := w.stockPeer(laptop, ifaceName("wgs"), "10.99.0.2/24", 0)
+	w.must("ky3-n1", nil, "wg", "set", srv.iface, "peer", cli.pub(), "allowed-ips", "10.99.0.2/32")
+	w.must(laptop, nil, "wg", "set", cli.iface, "peer", srv.pub(), "allowed-ips", "10.99.0.0/24",
+		"endpoint", "10.77.0.21:51998", "persistent-keepalive", "1")
+	w.must(laptop, nil, "ping", "-c", "1", "-W", "5", "10.99.0.1")
+
+	iperf, err := w.lab.Command(context.Background(), "ky3-n1", nil, "iperf3", "-s")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := iperf.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = iperf.Process.Signal(syscall.SIGTERM); _ = iperf.Wait() })
+	w.waitFor(10*time.Second, "iperf3 listening on ky3-n1", func() bool {
+		c, err := w.lab.Dial(w.ctx, laptop, "tcp", "10.77.0.21:5201")
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+
+	paths := []struct{ name, addr string }{{"bare", "10.77.0.21"}, {"stock", "10.99.0.1"}, {"runos", ky3.Server.Address}}
+	series := map[string][]float64{}
+	var all []throughputRound
+	b.ResetTimer()
+	for i := range rounds {
+		r := throughputRound{N: i + 1, Mbps: map[string]float64{}}
+		for j := range paths {
+			p := paths[(i+j)%len(paths)]
+			r.Order = append(r.Order, p.name)
+			out := w.must(laptop, nil, "iperf3", "-c", p.addr, "-t", strconv.Itoa(secs), "-J")
+			v, err := IperfMbps([]byte(out))
+			if err != nil {
+				b.Fatalf("iperf3 to %s (%s): %v", p.addr, p.name, err)
+			}
+			r.Mbps[p.name] = v
+			series[p.name+"-mbps"] = append(series[p.name+"-mbps"], v)
+		}
+		r.RunosStock, r.RunosBare, r.StockBare = r.Mbps["runos"]/r.Mbps["stock"], r.Mbps["runos"]/r.Mbps["bare"], r.Mbps["stock"]/r.Mbps["bare"]
+		series["runos-vs-stock"] = append(series["runos-vs-stock"], r.RunosStock)
+		series["runos-vs-bare"] = append(series["runos-vs-bare"], r.RunosBare)
+		series["stock-vs-bare"] = append(series["stock-vs-bare"], r.StockBare)
+		all = append(all, r)
+		if testing.Verbose() {
+			b.Logf("round %d %v: runos %.0f, stock %.0f, bare %.0f Mbit/s; runos/stock %.2f, runos/bare %.3f",
+				r.N, r.Order, r.Mbps["runos"], r.Mbps["stock"], r.Mbps["bare"], r.RunosStock, r.RunosBare)
+		}
+	}
+	b.StopTimer()
+	for _, k := range []string{"runos-mbps", "stock-mbps", "bare-mbps", "runos-vs-stock", "runos-vs-bare", "stock-vs-bare"} {
+		s := res.AddSamples(k, series[k])
+		b.Logf("%-15s n=%d  median %9.3f  min %9.3f  max %9.3f", k, s.N, s.P50, s.Min, s.Max)
+	}
+	res.Detail = all
+	// What bulk traffic leaves resident: wireguard-go's batch buffers are
+	// allocated at start and become resident as packets fill them.
+	rss, hwm := w.rss(laptop, "vpnd")
+	grss, _ := w.rss("ky3-n1", "gateway")
+	res.Values["vpnd-rss-after-iperf-MiB"], res.Values["vpnd-hwm-MiB"], res.Values["ky3-n1-gateway-rss-after-iperf-MiB"] = mib(rss), mib(hwm), mib(grss)
+	b.Logf("after the transfers: vpnd RSS %.1f MiB (peak %.1f), ky3-n1's gateway %.1f MiB", mib(rss), mib(hwm), mib(grss))
+	res.Notes = append(res.Notes,
+		"one TCP stream, laptop → ky3-n1, iperf3 -t seconds; Mbit/s as the receiver saw them",
+		"runos: to the VPN server address through wg1 (runos vpnd) and wgvpn (runos-gateway); stock: Debian's wireguard-go on both hosts configured by wg; bare: the LAN veth",
+		"both ends of every tunnel run on the same 2 vCPUs, so a tunnel's rate is bounded by the CPU of two userspace WireGuard processes, not by the link")
+	w.save(res)
+	for _, k := range []string{"runos-mbps", "stock-mbps", "bare-mbps"} {
+		b.ReportMetric(res.Summaries[k].P50, k)
+	}
+	b.ReportMetric(res.Summaries["runos-vs-stock"].P50, "runos/stock")
+	b.ReportMetric(res.Summaries["runos-vs-bare"].P50, "runos/bare")
+}
