@@ -93,6 +93,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		_ = forgetTunnel(dir)
 		return err
 	}
+	defer paceGC(log, os.Getenv("GOGC"))() // after New: its packet buffers are the live heap to pace for
 	var dns dnsplit.Configurator
 	dnsStatus := dnsplit.Status{Mode: "off", Reason: "split DNS is not part of this build"}
 	if cfg.DNS != nil {
