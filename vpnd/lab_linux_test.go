@@ -308,13 +308,17 @@ func (l *lab) output() string {
 }
 
 // rssKB reads the daemon's resident memory.
-func (l *lab) rssKB() int {
+func (l *lab) rssKB() int { return l.memKB("VmRSS") }
+
+// memKB reads one of the daemon's memory lines of /proc/PID/status (VmRSS,
+// RssAnon…) in KiB; -1 if it cannot.
+func (l *lab) memKB(field string) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", l.d.cmd.Process.Pid))
 	if err != nil {
 		return -1
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
 			n, _ := strconv.Atoi(f[1])
 			return n
 		}
