@@ -76,7 +76,7 @@ func New(name string, key wgtypes.Key, log *slog.Logger) (_ *Engine, err error) 
 			e.close()
 		}
 	}()
-	e.tun, err = tun.CreateTUN(name, mtu)
+	e.tun, err = tun.CreateTUN(platform.TunnelDeviceName(name), mtu)
 	if err != nil {
 		return nil, fmt.Errorf("create tunnel interface %s: %w", name, err)
 	}
