@@ -331,8 +331,13 @@ func report(b *testing.B, key string, s Summary) {
 	b.ReportMetric(s.Max, key+"-max-ms")
 }
 
-// logSummary prints a summary in one line.
-func logSummary(b *testing.B, key string, s Summary) {
+// logSummary prints a summary in one line. Without -v only headline
+// summaries are printed: go test keeps just the first ten lines of a
+// benchmark's log, and the JSON has every one.
+func logSummary(b *testing.B, key string, s Summary, headline bool) {
+	if !headline && !testing.Verbose() {
+		return
+	}
 	b.Logf("%-28s n=%-4d p50 %8.2f  p90 %8.2f  p99 %8.2f  max %8.2f  mean %8.2f  min %8.2f",
 		key, s.N, s.P50, s.P90, s.P99, s.Max, s.Mean, s.Min)
 }
