@@ -17,7 +17,8 @@
 //	GET    /v1/version           Version
 //
 // Reading (GET) is open to every local user; changing state is for root,
-// the operator recorded at install and members of the runos group.
+// the operator recorded at install and members of the runos group. Every
+// Status the daemon answers carries Access: what this caller may do.
 package localapi
 
 import "time"
@@ -49,6 +50,20 @@ type Status struct {
 	DNS      DNS             `json:"dns"`
 	Clusters []ClusterStatus `json:"clusters"` // wanted or reachable clusters, by cid
 	Warnings []string        `json:"warnings,omitempty"`
+	// Access is what the caller of this request may do, decided per
+	// request from its kernel-verified identity by the same rule that
+	// refuses its changes; nil from a daemon that predates the field (then
+	// only a refusal tells).
+	Access *Access `json:"access,omitempty"`
+}
+
+// Access is what a caller may do through the local API.
+type Access struct {
+	// Control: the caller may change state (hand over a session, connect,
+	// disconnect, down); false: it may only read.
+	Control bool   `json:"control"`
+	Reason  string `json:"reason,omitempty"` // why, in the daemon's words
+	Hint    string `json:"hint,omitempty"`   // without control: what grants it
 }
 
 // Session is the sign-in the daemon holds.
