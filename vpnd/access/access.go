@@ -94,7 +94,9 @@ func (r *Refusal) Error() string { return r.Message }
 
 const codeForbidden = "forbidden" // localapi.CodeForbidden; this package must not import the API it guards
 
-// Check returns nil when caller may make request r, else why not.
+// Check returns nil when caller may make request r, else why not. A
+// change is refused by Decide, the same rule the daemon reports to every
+// caller in its status.
 func (p Policy) Check(r *http.Request, c Caller) *Refusal {
 	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
 		return &Refusal{Status: http.StatusForbidden, Code: codeForbidden,
@@ -109,19 +111,34 @@ func (p Policy) Check(r *http.Request, c Caller) *Refusal {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return nil
 	}
-	if c.Err == nil && p.mayChange(c.Cred) {
-		return nil
+	if d := p.Decide(c); !d.Control {
+		return &Refusal{Status: http.StatusForbidden, Code: codeForbidden, Message: d.Reason, Hint: d.Hint}
+	}
+	return nil
+}
+
+// Decision is whether a caller may change the daemon's state, and why.
+type Decision struct {
+	Control bool   // may hand over a session, connect, disconnect, end the session
+	Reason  string // why (either way), naming the caller
+	Hint    string // without Control: what grants it
+}
+
+// Decide is the one rule for changing state: root (an administrator on
+// Windows), the operator recorded at install and members of the runos
+// group may; everyone else, and a caller the kernel did not identify, may
+// only read.
+func (p Policy) Decide(c Caller) Decision {
+	if c.Err == nil {
+		if why, ok := p.mayChange(c.Cred); ok {
+			return Decision{Control: true, Reason: why + " and may change the VPN state"}
+		}
 	}
 	who := "this user"
 	name := ""
 	if c.Err == nil && c.Cred.UID >= 0 {
-		if p.UserName != nil {
-			name = p.UserName(c.Cred.UID)
-		}
-		who = "uid " + strconv.Itoa(c.Cred.UID)
-		if name != "" {
-			who = name + " (" + who + ")"
-		}
+		name = p.userName(c.Cred.UID)
+		who = p.who(c.Cred.UID)
 	}
 	if name == "" {
 		name = "$USER"
@@ -130,26 +147,50 @@ func (p Policy) Check(r *http.Request, c Caller) *Refusal {
 	if c.Err != nil {
 		msg = fmt.Sprintf("the caller's identity is unknown (%v), so it may only read the VPN status", c.Err)
 	}
-	return &Refusal{Status: http.StatusForbidden, Code: codeForbidden, Message: msg,
-		Hint: "ask an administrator to run: sudo runos vpn install --operator " + name}
+	return Decision{Reason: msg, Hint: "ask an administrator to run: sudo runos vpn install --operator " + name}
 }
 
-func (p Policy) mayChange(c platform.PeerCred) bool {
+func (p Policy) userName(uid int) string {
+	if p.UserName == nil {
+		return ""
+	}
+	return p.UserName(uid)
+}
+
+// who names a uid for messages: "alice (uid 1000)", or "uid 1000".
+func (p Policy) who(uid int) string {
+	if name := p.userName(uid); name != "" {
+		return name + " (uid " + strconv.Itoa(uid) + ")"
+	}
+	return "uid " + strconv.Itoa(uid)
+}
+
+// mayChange reports whether c may change state, and why.
+func (p Policy) mayChange(c platform.PeerCred) (string, bool) {
 	if c.Admin {
-		return true
+		if c.UID == 0 {
+			return "root", true
+		}
+		return "an administrator", true
 	}
 	if c.UID < 0 {
 		// Windows: no uid, the token's SID names the user.
 		if c.SID == "" || p.Operator == nil {
-			return false
+			return "", false
 		}
 		op, err := p.Operator()
-		return err == nil && op != nil && op.SID == c.SID
+		if err == nil && op != nil && op.SID == c.SID {
+			return op.User + " is the operator recorded at install", true
+		}
+		return "", false
 	}
 	if p.Operator != nil {
 		if op, err := p.Operator(); err == nil && op != nil && op.UID == c.UID {
-			return true
+			return p.who(c.UID) + " is the operator recorded at install", true
 		}
 	}
-	return p.InGroup != nil && p.InGroup(c.UID, c.GID, Group)
+	if p.InGroup != nil && p.InGroup(c.UID, c.GID, Group) {
+		return p.who(c.UID) + " is a member of the " + Group + " group", true
+	}
+	return "", false
 }

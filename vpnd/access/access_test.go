@@ -73,6 +73,49 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func TestDecide(t *testing.T) {
+	pol := Policy{
+		Operator: func() (*Operator, error) { return &Operator{UID: 1000, User: "alice"}, nil },
+		InGroup:  func(uid, gid int, g string) bool { return g == Group && uid == 1002 },
+		UserName: func(uid int) string { return map[int]string{0: "root", 1000: "alice", 1001: "bob", 1002: "carol"}[uid] },
+	}
+	for _, tc := range []struct {
+		name    string
+		caller  Caller
+		control bool
+		reason  string
+		hint    string
+	}{
+		{"root", Caller{Cred: platform.PeerCred{UID: 0, Admin: true}}, true, "root and may change the VPN state", ""},
+		{"windows administrator", Caller{Cred: platform.PeerCred{UID: -1, GID: -1, Admin: true, SID: "S-1-5-18"}}, true, "an administrator and may change", ""},
+		{"operator", Caller{Cred: platform.PeerCred{UID: 1000, GID: 100}}, true, "alice (uid 1000) is the operator recorded at install and may change the VPN state", ""},
+		{"group member", Caller{Cred: platform.PeerCred{UID: 1002, GID: 100}}, true, "carol (uid 1002) is a member of the runos group and may change the VPN state", ""},
+		{"other user", Caller{Cred: platform.PeerCred{UID: 1001, GID: 100}}, false,
+			"bob (uid 1001) may only read the VPN status: changing it is for root, the operator recorded at install and members of the runos group",
+			"ask an administrator to run: sudo runos vpn install --operator bob"},
+		{"unknown identity", Caller{Cred: platform.PeerCred{UID: -1, GID: -1}, Err: errors.New("no SO_PEERCRED")}, false,
+			"the caller's identity is unknown (no SO_PEERCRED), so it may only read the VPN status",
+			"ask an administrator to run: sudo runos vpn install --operator $USER"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := pol.Decide(tc.caller)
+			if d.Control != tc.control || !strings.Contains(d.Reason, tc.reason) || d.Hint != tc.hint {
+				t.Errorf("Decide = %+v, want control %v, reason %q, hint %q", d, tc.control, tc.reason, tc.hint)
+			}
+			// Check refuses a change exactly when Decide says no, in the
+			// same words: one rule, not two copies of it.
+			r := httptest.NewRequest("POST", "http://local.runos/v1/connect", nil)
+			ref := pol.Check(r, tc.caller)
+			if (ref == nil) != d.Control {
+				t.Fatalf("Check %+v disagrees with Decide %+v", ref, d)
+			}
+			if ref != nil && (ref.Message != d.Reason || ref.Hint != d.Hint) {
+				t.Errorf("refusal %q / %q, decision %q / %q", ref.Message, ref.Hint, d.Reason, d.Hint)
+			}
+		})
+	}
+}
+
 func TestOperatorFailsClosed(t *testing.T) {
 	pol := Policy{Operator: func() (*Operator, error) { return nil, errors.New("malformed") }}
 	r := httptest.NewRequest("POST", "http://local.runos/v1/connect", nil)
