@@ -40,7 +40,7 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.d.Status()) })
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.forCaller(s.d.Status(), r)) })
 	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, localapi.Version{Version: version.Version, Commit: version.Commit, Date: version.Date})
 	})
@@ -51,10 +51,10 @@ func (s *server) handler() http.Handler {
 			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
 			return
 		}
-		answer(w)(s.d.setSession(r.Context(), req))
+		s.answer(w, r)(s.d.setSession(r.Context(), req))
 	})
 	mux.HandleFunc("DELETE /v1/session", func(w http.ResponseWriter, r *http.Request) {
-		answer(w)(s.d.endSession(r.Context()))
+		s.answer(w, r)(s.d.endSession(r.Context()))
 	})
 	mux.HandleFunc("POST /v1/connect", func(w http.ResponseWriter, r *http.Request) {
 		req, err := parseConnectRequest(r.Body)
@@ -62,7 +62,7 @@ func (s *server) handler() http.Handler {
 			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
 			return
 		}
-		answer(w)(s.d.connect(r.Context(), req.CID))
+		s.answer(w, r)(s.d.connect(r.Context(), req.CID))
 	})
 	mux.HandleFunc("POST /v1/disconnect", func(w http.ResponseWriter, r *http.Request) {
 		req, err := parseConnectRequest(r.Body)
@@ -70,17 +70,13 @@ func (s *server) handler() http.Handler {
 			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
 			return
 		}
-		answer(w)(s.d.disconnect(r.Context(), req.CID))
+		s.answer(w, r)(s.d.disconnect(r.Context(), req.CID))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, errf(http.StatusNotFound, localapi.CodeNotFound, "see the routes in vpnd/localapi", "no route %s %s", r.Method, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, ok := r.Context().Value(callerKey{}).(access.Caller)
-		if !ok {
-			c = access.Caller{Cred: platform.PeerCred{UID: -1, GID: -1}, Err: errors.New("no peer credentials")}
-		}
-		if ref := s.policy.Check(r, c); ref != nil {
+		if ref := s.policy.Check(r, callerOf(r)); ref != nil {
 			writeErr(w, &apiError{status: ref.Status, e: api.Error{Code: ref.Code, Message: ref.Message, Hint: ref.Hint}})
 			return
 		}
@@ -89,14 +85,31 @@ func (s *server) handler() http.Handler {
 	})
 }
 
+// callerOf is who sent r: the kernel's word, read once per connection.
+func callerOf(r *http.Request) access.Caller {
+	if c, ok := r.Context().Value(callerKey{}).(access.Caller); ok {
+		return c
+	}
+	return access.Caller{Cred: platform.PeerCred{UID: -1, GID: -1}, Err: errors.New("no peer credentials")}
+}
+
+// forCaller is st as the sender of r sees it: with what it may do, by the
+// rule that refuses its changes (decided now, so a new operator record
+// shows on the next status).
+func (s *server) forCaller(st localapi.Status, r *http.Request) localapi.Status {
+	d := s.policy.Decide(callerOf(r))
+	st.Access = &localapi.Access{Control: d.Control, Reason: d.Reason, Hint: d.Hint}
+	return st
+}
+
 // answer writes a status or the error an action returned.
-func answer(w http.ResponseWriter) func(localapi.Status, *apiError) {
+func (s *server) answer(w http.ResponseWriter, r *http.Request) func(localapi.Status, *apiError) {
 	return func(st localapi.Status, err *apiError) {
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, st)
+		writeJSON(w, s.forCaller(st, r))
 	}
 }
 
@@ -131,7 +144,7 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		// A reader that stops reading entirely is cut off instead of
 		// holding a goroutine and a connection forever.
 		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if enc.Encode(st) != nil {
+		if enc.Encode(s.forCaller(*st, r)) != nil {
 			return
 		}
 		fl.Flush()

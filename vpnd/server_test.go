@@ -2,11 +2,18 @@ package vpnd
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/vpnd/access"
+	"github.com/runos/vpn/vpnd/localapi"
 )
 
 func TestParseRequests(t *testing.T) {
@@ -87,4 +94,59 @@ func FuzzParseConnectRequest(f *testing.F) {
 			t.Fatalf("accepted cid %q", r.CID)
 		}
 	})
+}
+
+// TestStatusAccessField: the server stamps each answer with the access of
+// the caller it came from (here injected as the connection's identity; the
+// SO_PEERCRED test runs real callers), and a connection the kernel said
+// nothing about may only read.
+func TestStatusAccessField(t *testing.T) {
+	w := newWorld(t)
+	w.fc.AddSession("tok1", "alice@example.com", time.Hour)
+	td := startDaemon(t, w, t.TempDir())
+	pol := access.Policy{
+		Operator: func() (*access.Operator, error) { return &access.Operator{UID: 1000, User: "alice"}, nil },
+		UserName: func(uid int) string { return map[int]string{1000: "alice", 1001: "bob"}[uid] },
+	}
+	h := (&server{d: td.daemon, policy: pol}).handler()
+	do := func(c *access.Caller, method, path, body string) (int, localapi.Status) {
+		r := httptest.NewRequest(method, "http://local.runos"+path, strings.NewReader(body))
+		if c != nil {
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, *c))
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		var st localapi.Status
+		_ = json.Unmarshal(rec.Body.Bytes(), &st)
+		return rec.Code, st
+	}
+	root := &access.Caller{Cred: platform.PeerCred{UID: 0, Admin: true}}
+	alice := &access.Caller{Cred: platform.PeerCred{UID: 1000, GID: 1000}}
+	bob := &access.Caller{Cred: platform.PeerCred{UID: 1001, GID: 1001}}
+	for _, tc := range []struct {
+		name    string
+		caller  *access.Caller
+		control bool
+		hint    string
+	}{
+		{"root", root, true, ""},
+		{"operator", alice, true, ""},
+		{"other user", bob, false, "ask an administrator to run: sudo runos vpn install --operator bob"},
+		{"no credentials", nil, false, "ask an administrator to run: sudo runos vpn install --operator $USER"},
+	} {
+		code, st := do(tc.caller, "GET", "/v1/status", "")
+		if code != 200 || st.Access == nil || st.Access.Control != tc.control || st.Access.Hint != tc.hint || st.Access.Reason == "" {
+			t.Errorf("%s: %d access %+v", tc.name, code, st.Access)
+		}
+	}
+	// An action's answer is a status too, with the same field.
+	code, st := do(alice, "POST", "/v1/session", `{"apiUrl":"`+w.url+`","accessToken":"tok1"}`)
+	if code != 200 || st.Session.State != localapi.SessionSignedIn || st.Access == nil || !st.Access.Control ||
+		!strings.Contains(st.Access.Reason, "alice (uid 1000) is the operator recorded at install") {
+		t.Errorf("session as the operator: %d %+v", code, st.Access)
+	}
+	// The daemon's own status carries no caller's access.
+	if td.Status().Access != nil {
+		t.Error("the derived status carries an access")
+	}
 }
