@@ -328,13 +328,41 @@ func TestRetryReachesTheDaemonAtOnce(t *testing.T) {
 }
 
 func TestReadOnlyUser(t *testing.T) {
+	// The daemon's status says this user may only read: the menu says so
+	// and offers no change before any click.
 	st := signedIn(cl("ky3", false, localapi.ClusterDisconnected))
 	f := start(t, &st, nil)
 	f.d.SetReadOnly(true)
+	m := f.r.until(t, "read-only", func(m menu.Menu) bool { return notice(m, "You may only view the VPN status") })
+	if !notice(m, "To change it, ask an administrator to run: sudo runos vpn install --operator") || m.Toggle.Enabled || row(m, "ky3").Enabled {
+		t.Fatalf("menu %+v", m)
+	}
+	f.app.Click(row(m, "ky3").Click)
+	f.app.Click(m.Toggle.Click)
+	// Access granted: the menu follows the next status.
+	f.d.SetReadOnly(false)
+	m = f.r.until(t, "may change", func(m menu.Menu) bool { return row(m, "ky3").Enabled })
+	if notice(m, "You may only view") || !m.Toggle.Enabled {
+		t.Fatalf("menu %+v", m)
+	}
+	if got := f.calls(); len(got) != 0 {
+		t.Fatalf("clicks on disabled items reached the daemon: %q", got)
+	}
+}
+
+func TestReadOnlyUserOlderDaemon(t *testing.T) {
+	// A daemon older than Status.Access: the first refusal tells.
+	st := signedIn(cl("ky3", false, localapi.ClusterDisconnected))
+	f := start(t, &st, nil)
+	f.d.SetNoAccess(true)
+	f.d.SetReadOnly(true)
 	m := f.r.until(t, "rows", func(m menu.Menu) bool { return row(m, "ky3").Checkable })
+	if notice(m, "You may only view") {
+		t.Fatalf("read-only before any refusal from a daemon that does not say: %+v", m.Notices)
+	}
 	f.app.Click(row(m, "ky3").Click)
 	m = f.r.until(t, "read-only", func(m menu.Menu) bool { return notice(m, "You may only view the VPN status") })
-	if !notice(m, "To change it, ask an admin to run: sudo runos vpn install --operator") || m.Toggle.Enabled || row(m, "ky3").Enabled {
+	if !notice(m, "To change it, ask an administrator to run: sudo runos vpn install --operator") || m.Toggle.Enabled || row(m, "ky3").Enabled {
 		t.Fatalf("menu %+v", m)
 	}
 }

@@ -227,12 +227,17 @@ func TestReadOnlyUser(t *testing.T) {
 	w.d.SetReadOnly(true)
 	startApp(t, w.env)
 	m := readMenu(t, w.bus.conn(t), w.watcher.next(t))
-	items := m.until("ky3", has("ky3"))
+	// The daemon's status says so: read-only before any click.
+	items := m.until("read-only", all(has("ky3"), has("You may only view the VPN status")))
 	ky3, _ := find(items, "ky3")
-	m.click(ky3)
-	items = m.until("read-only", has("You may only view the VPN status"))
-	if n, _ := find(items, "ky3"); n.Enabled {
-		t.Fatal("row still enabled for a read-only user")
+	if ky3.Enabled {
+		t.Fatal("row enabled for a read-only user")
+	}
+	if connect, ok := find(items, menu.TitleConnect); !ok || connect.Enabled {
+		t.Fatalf("toggle %+v (found %v) for a read-only user", connect, ok)
+	}
+	if got := w.calls(); len(got) != 0 {
+		t.Fatalf("the daemon got %q", got)
 	}
 }
 

@@ -178,9 +178,15 @@ func notices(s State, now time.Time) []Item {
 	if s.ReadOnly {
 		hint := s.ReadHint
 		if hint == "" {
-			hint = "ask an admin to run: " + InstallCommand + " --operator " + orUser(s.OSUser)
+			hint = "ask an administrator to run: " + InstallCommand + " --operator " + orUser(s.OSUser)
 		}
-		out = append(out, lines("You may only view the VPN status")...)
+		ro := lines("You may only view the VPN status")
+		for i := range ro {
+			if s.ReadWhy != "" {
+				ro[i].Tooltip = s.ReadWhy
+			}
+		}
+		out = append(out, ro...)
 		out = append(out, lines("To change it, "+lowerFirst(hint))...)
 	}
 	if st.Session.State == localapi.SessionExpired && !s.SigningIn {

@@ -33,6 +33,12 @@ func eventsFrom(b []byte) []Event {
 						Wanted: z>>(j+3)&1 == 1, PeerUp: y>>(j+4)&1 == 1})
 				}
 			}
+			switch x / 6 % 3 { // a daemon that says nothing, one that grants control, one that does not
+			case 1:
+				st.Access = &localapi.Access{Control: true, Reason: "root and may change the VPN state"}
+			case 2:
+				st.Access = &localapi.Access{Reason: "uid 1001 may only read the VPN status", Hint: "ask an administrator to run: sudo runos vpn install --operator bob"}
+			}
 			evs = append(evs, StatusEvent{st})
 		case 1:
 			evs = append(evs, LostEvent{Err: errs[int(y)%len(errs)]})
@@ -51,7 +57,9 @@ func eventsFrom(b []byte) []Event {
 
 // FuzzApply checks the rules that hold in every state: the app never asks
 // for a browser sign-in on its own (OpUp only answers a click on an
-// enabled item), at most one sign-in is in flight, and Build never panics.
+// enabled item), at most one sign-in is in flight, a user the daemon says
+// may only read gets no state-changing item and starts no change, and
+// Build never panics.
 func FuzzApply(f *testing.F) {
 	f.Add([]byte{0, 7, 0x3f, 2, 1, 0, 3, 1, 0, 4, 1, 0})
 	f.Add([]byte{1, 1, 0, 0, 7, 0x08, 2, 3, 1, 4, 3, 1})
@@ -68,6 +76,19 @@ func FuzzApply(f *testing.F) {
 				}
 				var ops []Op
 				s, ops = Apply(s, ev)
+				if se, ok := ev.(StatusEvent); ok && se.Status != nil && se.Status == s.Status && se.Status.Access != nil && !se.Status.Access.Control {
+					for _, op := range ops {
+						if changes(op) {
+							t.Fatalf("%v started for a user who may only read", op)
+						}
+					}
+					m := Build(s, now)
+					for _, it := range append([]Item{m.Toggle}, m.Clusters...) {
+						if it.Enabled && changes(it.Click) {
+							t.Fatalf("read-only menu offers %+v", it)
+						}
+					}
+				}
 				for _, op := range ops {
 					if op.Kind != OpUp {
 						continue
@@ -93,4 +114,13 @@ func FuzzApply(f *testing.F) {
 			Build(s, now)
 		}
 	})
+}
+
+// changes reports whether op changes the daemon's state.
+func changes(op Op) bool {
+	switch op.Kind {
+	case OpUp, OpDown, OpConnect, OpDisconnect:
+		return true
+	}
+	return false
 }

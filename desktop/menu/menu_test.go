@@ -379,13 +379,88 @@ func TestReadOnlyUser(t *testing.T) {
 	}
 	// Without a hint from the daemon, the menu names the command itself.
 	s.ReadHint = ""
-	if m := Build(s, now); !hasNotice(m, "To change it, ask an admin to run: sudo runos vpn install --operator bob") {
+	if m := Build(s, now); !hasNotice(m, "To change it, ask an administrator to run: sudo runos vpn install --operator bob") {
 		t.Fatalf("notices %q", titles(m.Notices))
 	}
 	// A daemon restart may come back with other operators: try again.
 	s, _ = run(t, s, LostEvent{Err: errors.New("EOF")}, StatusEvent{status(1, localapi.SessionSignedIn)})
 	if s.ReadOnly || !Build(s, now).Toggle.Enabled {
 		t.Fatalf("still read-only after restart")
+	}
+}
+
+// withAccess is st as the daemon answers a caller who may (control) or may
+// not change the VPN.
+func withAccess(st *localapi.Status, control bool) *localapi.Status {
+	st.Access = &localapi.Access{Control: true, Reason: "root and may change the VPN state"}
+	if !control {
+		st.Access = &localapi.Access{
+			Reason: "bob (uid 1001) may only read the VPN status: changing it is for root, the operator recorded at install and members of the runos group",
+			Hint:   "ask an administrator to run: sudo runos vpn install --operator bob"}
+	}
+	return st
+}
+
+func TestReadOnlyFromStatus(t *testing.T) {
+	// The daemon's status says so: read-only before any click.
+	s, _ := run(t, State{OSUser: "bob"}, StatusEvent{withAccess(status(1, localapi.SessionSignedIn,
+		cluster("ky3", localapi.ClusterConnected, true, true), cluster("xym", localapi.ClusterDisconnected, false, false)), false)})
+	m := Build(s, now)
+	if !hasNotice(m, "You may only view the VPN status") ||
+		!hasNotice(m, "To change it, ask an administrator to run: sudo runos vpn install --operator bob") {
+		t.Fatalf("notices %q", titles(m.Notices))
+	}
+	if tip := m.Notices[0].Tooltip; !strings.Contains(tip, "bob (uid 1001) may only read the VPN status") {
+		t.Errorf("the read-only line's tooltip %q does not say why", tip)
+	}
+	// Nothing that changes state is clickable; the rows still show the state.
+	if m.Toggle.Enabled || m.Clusters[0].Enabled || m.Clusters[1].Enabled || !m.Clusters[0].Checked {
+		t.Fatalf("toggle %+v rows %+v", m.Toggle, m.Clusters)
+	}
+	for _, op := range []Op{{Kind: OpDown}, {Kind: OpUp}, {Kind: OpDisconnect, CID: "ky3"}, {Kind: OpConnect, CID: "xym"}} {
+		if _, ops := Apply(s, ClickEvent{Op: op}); len(ops) != 0 {
+			t.Errorf("%v while read-only: %v", op, ops)
+		}
+	}
+	if !m.Quit.Enabled {
+		t.Error("Quit disabled for a read-only user")
+	}
+
+	// Granted access (e.g. recorded as the operator): the next status says so.
+	s, _ = Apply(s, StatusEvent{withAccess(status(2, localapi.SessionSignedIn, cluster("xym", localapi.ClusterDisconnected, false, false)), true)})
+	m = Build(s, now)
+	if s.ReadOnly || hasNotice(m, "You may only view") || !m.Toggle.Enabled || !m.Clusters[0].Enabled {
+		t.Fatalf("still read-only with control: %+v", m)
+	}
+	if _, ops := Apply(s, ClickEvent{Op: Op{Kind: OpConnect, CID: "xym"}}); len(ops) != 1 {
+		t.Errorf("connect with control: %v", ops)
+	}
+
+	// A refusal that races the status (access taken away) still turns the
+	// menu read-only, until the next status says otherwise.
+	s, _ = run(t, s, ClickEvent{Op: Op{Kind: OpConnect, CID: "xym"}},
+		DoneEvent{Op: Op{Kind: OpConnect, CID: "xym"}, Err: &api.Error{Status: 403, Code: localapi.CodeForbidden,
+			Message: "bob (uid 1001) may only read the VPN status", Hint: "ask an administrator to run: sudo runos vpn install --operator bob"}})
+	if m := Build(s, now); !s.ReadOnly || m.Toggle.Enabled || hasNotice(m, "Failed") {
+		t.Fatalf("after a refusal: %+v", m)
+	}
+	s, _ = Apply(s, StatusEvent{withAccess(status(3, localapi.SessionSignedIn), true)})
+	if s.ReadOnly {
+		t.Fatal("a status with control left the menu read-only")
+	}
+}
+
+func TestAtLoginReadOnlyReconnectsNothing(t *testing.T) {
+	s, ops := run(t, State{AtLogin: true}, StatusEvent{withAccess(status(1, localapi.SessionSignedIn,
+		cluster("ky3", localapi.ClusterDisconnected, true, false)), false)})
+	if len(ops) != 0 || len(s.Busy) != 0 {
+		t.Fatalf("a read-only user's login item asked for %v", ops)
+	}
+	// With control, the same status reconnects.
+	_, ops = run(t, State{AtLogin: true}, StatusEvent{withAccess(status(1, localapi.SessionSignedIn,
+		cluster("ky3", localapi.ClusterDisconnected, true, false)), true)})
+	if !slices.Equal(ops, []Op{{Kind: OpConnect, CID: "ky3"}}) {
+		t.Fatalf("ops %v", ops)
 	}
 }
 

@@ -34,8 +34,9 @@ type State struct {
 	Link      Link
 	LinkErr   string           // why the daemon cannot be reached
 	Status    *localapi.Status // the latest status while Link is LinkUp; read-only
-	ReadOnly  bool             // the daemon refused a change: this user may only read
-	ReadHint  string           // what grants access (from the daemon's refusal)
+	ReadOnly  bool             // this user may only read (the status's access, or a refusal)
+	ReadHint  string           // what grants access, in the daemon's words
+	ReadWhy   string           // why this user may only read, in the daemon's words
 	loginDone bool             // the at-login decision has been taken
 
 	// The user.
@@ -92,7 +93,7 @@ func Apply(s State, ev Event) (State, []Op) {
 			s.LinkErr = ev.Err.Error()
 		}
 		// A restarted daemon may have been reinstalled with other operators.
-		s.ReadOnly, s.ReadHint = false, ""
+		s.ReadOnly, s.ReadHint, s.ReadWhy = false, "", ""
 		return s, nil
 	case ClickEvent:
 		return s.onClick(ev.Op)
@@ -113,6 +114,15 @@ func (s State) onStatus(st *localapi.Status) (State, []Op) {
 		return s, nil // an operation's answer older than the stream's latest
 	}
 	s.Link, s.LinkErr, s.Status = LinkUp, "", st
+	if a := st.Access; a != nil {
+		// The daemon says with every status what this user may do, so the
+		// menu is read-only before any click. (An older daemon says
+		// nothing: then a refusal tells, in onDone.)
+		s.ReadOnly, s.ReadHint, s.ReadWhy = !a.Control, a.Hint, a.Reason
+		if a.Control {
+			s.ReadHint, s.ReadWhy = "", ""
+		}
+	}
 	var ops []Op
 	if s.SigningIn && st.Session.State == localapi.SessionSignedIn {
 		// Signed in elsewhere (the CLI) while the browser waits: follow it.
@@ -199,7 +209,7 @@ func (s State) onDone(ev DoneEvent) (State, []Op) {
 	switch {
 	case ev.Err == nil, errors.Is(ev.Err, context.Canceled):
 	case errors.As(ev.Err, &ae) && ae.Code == localapi.CodeForbidden:
-		s.ReadOnly, s.ReadHint = true, ae.Hint
+		s.ReadOnly, s.ReadHint, s.ReadWhy = true, ae.Hint, ae.Message
 	case errors.Is(ev.Err, localapi.ErrNoDaemon):
 		s.Link, s.LinkErr, s.Status = LinkNoDaemon, ev.Err.Error(), nil
 	default:

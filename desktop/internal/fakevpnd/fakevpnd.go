@@ -41,6 +41,7 @@ type Daemon struct {
 	calls     []Call
 	changed   chan struct{} // closed and replaced on every change
 	readOnly  bool
+	noAccess  bool          // an older daemon: statuses say nothing of access
 	handshake time.Duration // from a connect to "connected"
 	peerUp    bool          // whether "connected" comes with a handshake
 	l         net.Listener
@@ -72,12 +73,23 @@ func (d *Daemon) Close() {
 	_ = d.srv.Close()
 }
 
-// SetReadOnly makes every change answer 403 forbidden, as for a user who
-// may only read.
+// SetReadOnly makes every change answer 403 forbidden and every status
+// say so (Access), as for a user who may only read. Watchers get a new
+// status at once.
 func (d *Daemon) SetReadOnly(ro bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.readOnly = ro
+	d.updateLocked(func(*localapi.Status) {})
+}
+
+// SetNoAccess makes statuses carry no Access, as a daemon older than the
+// field: only a refusal then tells the user may only read.
+func (d *Daemon) SetNoAccess(no bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.noAccess = no
+	d.updateLocked(func(*localapi.Status) {})
 }
 
 // SetHandshake sets how long after a connect the cluster is connected, and
@@ -116,6 +128,26 @@ func (d *Daemon) Calls() []Call {
 	return slices.Clone(d.calls)
 }
 
+// Refusal words, as the real daemon's (vpnd/access).
+const (
+	readOnlyReason = "you may only read the VPN status: changing it is for root, the operator recorded at install and members of the runos group"
+	readOnlyHint   = "ask an administrator to run: sudo runos vpn install --operator $USER"
+)
+
+// servedLocked is the status as a caller gets it: with its access, as the
+// real daemon decides it per request.
+func (d *Daemon) servedLocked() localapi.Status {
+	st := clone(d.st)
+	switch {
+	case d.noAccess:
+	case d.readOnly:
+		st.Access = &localapi.Access{Reason: readOnlyReason, Hint: readOnlyHint}
+	default:
+		st.Access = &localapi.Access{Control: true, Reason: "root and may change the VPN state"}
+	}
+	return st
+}
+
 func clone(st localapi.Status) localapi.Status {
 	st.Clusters = slices.Clone(st.Clusters)
 	st.Warnings = slices.Clone(st.Warnings)
@@ -133,7 +165,10 @@ func writeErr(w http.ResponseWriter, code int, e api.Error) {
 }
 
 func (d *Daemon) status(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, d.Status())
+	d.mu.Lock()
+	st := d.servedLocked()
+	d.mu.Unlock()
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (d *Daemon) watch(w http.ResponseWriter, r *http.Request) {
@@ -147,7 +182,7 @@ func (d *Daemon) watch(w http.ResponseWriter, r *http.Request) {
 	var last uint64
 	for {
 		d.mu.Lock()
-		st, ch := clone(d.st), d.changed
+		st, ch := d.servedLocked(), d.changed
 		d.mu.Unlock()
 		if st.Seq != last {
 			if enc.Encode(st) != nil {
@@ -168,9 +203,7 @@ func (d *Daemon) watch(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) change(w http.ResponseWriter, c Call) bool {
 	d.calls = append(d.calls, c)
 	if d.readOnly {
-		writeErr(w, http.StatusForbidden, api.Error{Code: localapi.CodeForbidden,
-			Message: "you may only read the VPN status",
-			Hint:    "ask an admin to run: sudo runos vpn install --operator $USER"})
+		writeErr(w, http.StatusForbidden, api.Error{Code: localapi.CodeForbidden, Message: readOnlyReason, Hint: readOnlyHint})
 		return false
 	}
 	return true
@@ -195,7 +228,7 @@ func (d *Daemon) setSession(w http.ResponseWriter, r *http.Request) {
 		}
 		st.Session = localapi.Session{State: localapi.SessionSignedIn, User: user, ExpiresAt: req.ExpiresAt, APIURL: req.APIURL, DeviceID: "dev1"}
 	})
-	writeJSON(w, http.StatusOK, clone(d.st))
+	writeJSON(w, http.StatusOK, d.servedLocked())
 }
 
 func (d *Daemon) endSession(w http.ResponseWriter, r *http.Request) {
@@ -210,7 +243,7 @@ func (d *Daemon) endSession(w http.ResponseWriter, r *http.Request) {
 			st.Clusters[i] = localapi.ClusterStatus{CID: st.Clusters[i].CID, Name: st.Clusters[i].Name, State: localapi.ClusterDisconnected}
 		}
 	})
-	writeJSON(w, http.StatusOK, clone(d.st))
+	writeJSON(w, http.StatusOK, d.servedLocked())
 }
 
 func (d *Daemon) connect(w http.ResponseWriter, r *http.Request) {
@@ -255,7 +288,7 @@ func (d *Daemon) join(w http.ResponseWriter, r *http.Request, on bool) {
 		cid, up := req.CID, d.peerUp
 		time.AfterFunc(d.handshake, func() { d.handshaked(cid, up) })
 	}
-	writeJSON(w, http.StatusOK, clone(d.st))
+	writeJSON(w, http.StatusOK, d.servedLocked())
 }
 
 func (d *Daemon) handshaked(cid string, up bool) {
