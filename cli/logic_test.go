@@ -169,6 +169,24 @@ func TestServiceSteps(t *testing.T) {
 	}
 }
 
+func TestAccessLines(t *testing.T) {
+	for _, tc := range []struct {
+		a    *localapi.Access
+		want []string
+	}{
+		{nil, nil}, // a daemon older than the field
+		{&localapi.Access{Control: true, Reason: "root and may change the VPN state"}, nil},
+		{&localapi.Access{Reason: "uid 1001 may only read", Hint: "ask an administrator to run: sudo runos vpn install --operator bob"},
+			[]string{"you may only read the VPN status; to change it, ask an administrator to run: sudo runos vpn install --operator bob"}},
+		{&localapi.Access{Reason: "the caller's identity is unknown"},
+			[]string{"you may only read the VPN status; to change it, ask an administrator to run: sudo runos vpn install --operator $USER"}},
+	} {
+		if got := accessLines(tc.a); !slices.Equal(got, tc.want) {
+			t.Errorf("accessLines(%+v) = %q, want %q", tc.a, got, tc.want)
+		}
+	}
+}
+
 func TestMergeWarnings(t *testing.T) {
 	got := mergeWarnings([]string{"a", "b"}, nil, []string{"b", "c"})
 	if !slices.Equal(got, []string{"a", "b", "c"}) {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,7 +67,44 @@ func TestRealDaemon(t *testing.T) {
 	if st.Session.State != localapi.SessionSignedOut || st.Tunnel.Interface != iface {
 		t.Errorf("status %+v", st)
 	}
+	if st.Access == nil || !st.Access.Control {
+		t.Errorf("root's access %+v", st.Access)
+	}
+	if r := h.run("vpn", "status"); strings.Contains(r.stdout, "may only read") {
+		t.Errorf("root told it may only read:\n%s", r.stdout)
+	}
 	h.run("vpn", "connect", "ky3").want(t, 1, nil, []string{"connect ky3: not signed in: run `runos vpn up` first"})
+
+	// Another real user (nobody, seen by the daemon through SO_PEERCRED)
+	// is told in the status that it may only read, and how to get access;
+	// up stops before any sign-in.
+	os.Chmod(sockDir, 0o755)
+	binDir, err := os.MkdirTemp("", "rcli-bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(binDir) })
+	os.Chmod(binDir, 0o755)
+	pub := filepath.Join(binDir, "runos")
+	if b, err := os.ReadFile(bin); err != nil || os.WriteFile(pub, b, 0o755) != nil {
+		t.Fatalf("copy runos for another user: %v", err)
+	}
+	asNobody := func(args ...string) (string, error) {
+		cmd := exec.Command(pub, args...)
+		cmd.Env = []string{"RUNOS_VPND_SOCKET=" + sock, "HOME=" + binDir, "PATH=/usr/bin:/bin", "RUNOS_API_URL=https://198.51.100.10"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	said, err := asNobody("vpn", "status")
+	if err != nil || !strings.Contains(said, "Access    you may only read the VPN status; to change it, ask an administrator to run: sudo runos vpn install --operator nobody") {
+		t.Errorf("vpn status as nobody: %v\n%s", err, said)
+	}
+	said, err = asNobody("vpn", "up", "--no-browser")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != ExitError || !strings.Contains(said, "nobody (uid 65534) may only read the VPN status") ||
+		strings.Contains(said, "code") {
+		t.Errorf("vpn up as nobody: %v\n%s", err, said)
+	}
 	r = h.run("version", "--json")
 	r.want(t, 0, []string{`"mismatch": false`}, nil)
 	// The real binary, not the harness's recording daemon.

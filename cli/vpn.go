@@ -102,6 +102,9 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 	if err != nil {
 		return fmt.Errorf("vpn up: %w", err)
 	}
+	if err := readOnlyErr(st); err != nil {
+		return fmt.Errorf("vpn up: %w", err)
+	}
 	configured := e.APIURL
 	if e.APIURL == "" {
 		e.APIURL = strings.TrimRight(st.Session.APIURL, "/")

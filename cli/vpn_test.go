@@ -234,6 +234,55 @@ func TestVPNStatus(t *testing.T) {
 	}
 }
 
+// readOnlyAccess is what the daemon says to a user who may only read.
+var readOnlyAccess = &localapi.Access{
+	Reason: "bob (uid 1001) may only read the VPN status: changing it is for root, the operator recorded at install and members of the runos group",
+	Hint:   "ask an administrator to run: sudo runos vpn install --operator bob",
+}
+
+func TestVPNStatusReadOnlyUser(t *testing.T) {
+	h := newHarness(t)
+	h.daemon.Set(func(st *localapi.Status) {
+		st.Session = localapi.Session{State: localapi.SessionSignedIn, User: "alice@example.com", ExpiresAt: h.now.Add(5 * time.Hour)}
+		st.Access = readOnlyAccess
+	})
+	r := h.run("vpn", "status")
+	r.want(t, 0, []string{
+		"Session   signed in as alice@example.com until",
+		"Access    you may only read the VPN status; to change it, ask an administrator to run: sudo runos vpn install --operator bob",
+		"Tunnel    wg1 down",
+	}, nil)
+	if n := strings.Count(r.stdout, "may only read"); n != 1 {
+		t.Errorf("said %d times:\n%s", n, r.stdout)
+	}
+	// --json carries the field as the daemon gave it.
+	r = h.run("vpn", "status", "--json")
+	var got struct {
+		Access *localapi.Access `json:"access"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Access == nil || *got.Access != *readOnlyAccess {
+		t.Errorf("status JSON access %+v (%v):\n%s", got.Access, err, r.stdout)
+	}
+	// A user who may steer, and a daemon that does not say, get no line.
+	for _, a := range []*localapi.Access{{Control: true, Reason: "root and may change the VPN state"}, nil} {
+		h.daemon.Set(func(st *localapi.Status) { st.Access = a })
+		if r := h.run("vpn", "status"); strings.Contains(r.stdout, "Access") || strings.Contains(r.stdout, "may only read") {
+			t.Errorf("access %+v: line shown:\n%s", a, r.stdout)
+		}
+	}
+}
+
+func TestVPNUpReadOnlyUserStopsBeforeSignIn(t *testing.T) {
+	h := newHarness(t)
+	h.daemon.Set(func(st *localapi.Status) { st.Access = readOnlyAccess })
+	h.run("config", "set", "cid", "ky3").want(t, 0, nil, nil)
+	h.run("vpn", "up").want(t, 1, nil, []string{"vpn up: bob (uid 1001) may only read the VPN status",
+		"(ask an administrator to run: sudo runos vpn install --operator bob)"})
+	if len(h.signIns) != 0 || len(h.daemon.Calls()) != 0 {
+		t.Errorf("a read-only user was signed in (%d) or the daemon asked: %q", len(h.signIns), h.daemon.Calls())
+	}
+}
+
 func TestUsageErrorsExit2(t *testing.T) {
 	h := newHarness(t)
 	cases := map[string][]string{

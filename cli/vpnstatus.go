@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -25,6 +26,8 @@ wg1, split DNS, and each cluster with its state, whether its peer is up
 tunnel, not assumed), the last handshake, and the VPN server it dials.
 
 During the last hour of a sign-in it warns; run runos vpn up to renew.
+A user who may only read (not root, the operator recorded at install or a
+member of the runos group) is told so, with the command that grants access.
 --json prints the daemon's status document unchanged, for scripts.`,
 		Example: `  runos vpn status
   runos vpn status --json | jq '.clusters[] | {cid, peerUp}'`,
@@ -83,6 +86,29 @@ func sessionLines(s localapi.Session, now time.Time) []string {
 	return lines
 }
 
+// accessLines says, for a user the daemon lets only read, so and how to get
+// access (nothing for one who may steer it, or from a daemon that does not
+// say).
+func accessLines(a *localapi.Access) []string {
+	if a == nil || a.Control {
+		return nil
+	}
+	hint := a.Hint
+	if hint == "" {
+		hint = "ask an administrator to run: sudo runos vpn install --operator $USER"
+	}
+	return []string{"you may only read the VPN status; to change it, " + hint}
+}
+
+// readOnlyErr is the daemon's refusal, known from its status before asking:
+// `vpn up` stops before a browser sign-in the daemon would not take.
+func readOnlyErr(st *localapi.Status) error {
+	if a := st.Access; a != nil && !a.Control {
+		return &api.Error{Status: 403, Code: localapi.CodeForbidden, Message: a.Reason, Hint: a.Hint}
+	}
+	return nil
+}
+
 func tunnelLines(t localapi.Tunnel) []string {
 	name := t.Interface
 	if name == "" {
@@ -129,6 +155,7 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 		}
 	}
 	section("Session", sessionLines(st.Session, now))
+	section("Access", accessLines(st.Access))
 	section("Tunnel", tunnelLines(st.Tunnel))
 	section("DNS", dnsLines(st.DNS))
 	for _, warn := range otherWarnings(st) {
