@@ -21,7 +21,10 @@
 // Status the daemon answers carries Access: what this caller may do.
 package localapi
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Session states.
 const (
@@ -55,6 +58,31 @@ type Status struct {
 	// refuses its changes; nil from a daemon that predates the field (then
 	// only a refusal tells).
 	Access *Access `json:"access,omitempty"`
+}
+
+// Warning codes. Clients decide by the code, never by a message's words;
+// a warning whose code a client does not know is shown by its Message.
+const (
+	WarnSessionExpiring = "session-expiring" // the session ends within the hour
+	WarnSessionExpired  = "session-expired"  // the session lapsed: clusters stay down until `runos vpn up`
+	WarnDNS             = "dns"              // split DNS failed; the same error is in DNS.Error
+)
+
+// Warning is something the user should know about the daemon's state.
+type Warning struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// UnmarshalJSON also takes a bare string, as daemons sent before warnings
+// had codes: a newer client still reads an older daemon (code "").
+func (w *Warning) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		*w = Warning{}
+		return json.Unmarshal(b, &w.Message)
+	}
+	type plain Warning // without this method
+	return json.Unmarshal(b, (*plain)(w))
 }
 
 // Access is what a caller may do through the local API.
