@@ -104,7 +104,7 @@ func TestSessionLinesExpiryWarning(t *testing.T) {
 		{30 * time.Second, "warning: your sign-in expires in 30s; run `runos vpn up` to renew"},
 	} {
 		s.ExpiresAt = now.Add(c.left)
-		lines := sessionLines(s, now)
+		lines := sessionLines(s, false, now)
 		got := ""
 		if len(lines) > 1 {
 			got = lines[1]
@@ -113,15 +113,21 @@ func TestSessionLinesExpiryWarning(t *testing.T) {
 			t.Errorf("%s left: lines %q, want warning %q", c.left, lines, c.warn)
 		}
 	}
+	// The daemon's session-expiring code warns too, in this wording, even
+	// where this command's clock is a moment behind the daemon's.
+	s.ExpiresAt = now.Add(time.Hour + 400*time.Millisecond)
+	if l := sessionLines(s, true, now); len(l) != 2 || l[1] != "warning: your sign-in expires in 1h; run `runos vpn up` to renew" {
+		t.Errorf("the daemon warns: %q", l)
+	}
 	s.ExpiresAt = now.Add(-time.Second)
-	if l := sessionLines(s, now); !strings.HasPrefix(l[0], "expired at 11:59 UTC; run `runos vpn up` to sign in again") {
+	if l := sessionLines(s, false, now); !strings.HasPrefix(l[0], "expired at 11:59 UTC; run `runos vpn up` to sign in again") {
 		t.Errorf("lapsed by the clock: %q", l)
 	}
-	if l := sessionLines(localapi.Session{State: localapi.SessionSignedOut}, now); l[0] != "signed out; run `runos vpn up` to sign in" {
+	if l := sessionLines(localapi.Session{State: localapi.SessionSignedOut}, false, now); l[0] != "signed out; run `runos vpn up` to sign in" {
 		t.Errorf("signed out: %q", l)
 	}
 	s.ExpiresAt = now.Add(30 * time.Hour)
-	if l := sessionLines(s, now); !strings.Contains(l[0], "until 2026-12-03 18:00 UTC (30h left)") {
+	if l := sessionLines(s, false, now); !strings.Contains(l[0], "until 2026-12-03 18:00 UTC (30h left)") {
 		t.Errorf("tomorrow: %q", l)
 	}
 }
@@ -201,13 +207,25 @@ func TestOtherWarnings(t *testing.T) {
 	st := &localapi.Status{
 		Session: localapi.Session{State: localapi.SessionSignedIn},
 		DNS:     localapi.DNS{Error: "resolv.conf keeps being rewritten"},
-		Warnings: []string{
-			"the session ends at 2026-12-02 12:42 UTC, in less than an hour: run `runos vpn up` to sign in again",
-			"dns: resolv.conf keeps being rewritten",
-			"the tunnel restarted",
+		Warnings: []localapi.Warning{
+			{Code: localapi.WarnSessionExpiring, Message: "the session ends at 2026-12-02 12:42 UTC, in less than an hour: run `runos vpn up` to sign in again"},
+			{Code: localapi.WarnDNS, Message: "dns: resolv.conf keeps being rewritten"},
+			{Code: "tunnel-restarted", Message: "the tunnel restarted"}, // a code this runos does not know
+			{Message: "a warning from an older daemon"},                 // a bare string, no code
 		},
 	}
-	if got := otherWarnings(st); !slices.Equal(got, []string{"the tunnel restarted"}) {
+	if got := otherWarnings(st); !slices.Equal(got, []string{"the tunnel restarted", "a warning from an older daemon"}) {
+		t.Errorf("otherWarnings = %q", got)
+	}
+	// By code, not by wording: reworded messages are still placed.
+	st.Warnings = []localapi.Warning{{Code: localapi.WarnSessionExpired, Message: "Sitzung abgelaufen"}, {Code: localapi.WarnDNS, Message: "DNS kaputt"}}
+	st.Session.State = localapi.SessionExpired
+	if got := otherWarnings(st); len(got) != 0 {
+		t.Errorf("otherWarnings = %q", got)
+	}
+	// Signed out, or no DNS error to show: the warning is the only place.
+	st.Session.State, st.DNS.Error = localapi.SessionSignedOut, ""
+	if got := otherWarnings(st); !slices.Equal(got, []string{"Sitzung abgelaufen", "DNS kaputt"}) {
 		t.Errorf("otherWarnings = %q", got)
 	}
 }

@@ -234,6 +234,36 @@ func TestVPNStatus(t *testing.T) {
 	}
 }
 
+func TestVPNStatusWarningsByCode(t *testing.T) {
+	h := newHarness(t)
+	h.daemon.Set(func(st *localapi.Status) {
+		st.Session = localapi.Session{State: localapi.SessionSignedIn, User: "alice@example.com", ExpiresAt: h.now.Add(42*time.Minute + 30*time.Second)}
+		st.DNS = localapi.DNS{Mode: "resolv.conf", Error: "resolv.conf: read-only file system"}
+		st.Warnings = []localapi.Warning{
+			{Code: localapi.WarnSessionExpiring, Message: "the session ends at 12:42 UTC, in less than an hour: run `runos vpn up` to sign in again"},
+			{Code: localapi.WarnDNS, Message: "dns: resolv.conf: read-only file system"},
+			{Code: "from-a-newer-daemon", Message: "something this runos has no words for"},
+		}
+	})
+	r := h.run("vpn", "status")
+	r.want(t, 0, []string{
+		"warning: your sign-in expires in 42m; run `runos vpn up` to renew",
+		"DNS       resolv.conf",
+		"          error: resolv.conf: read-only file system",
+		"warning: something this runos has no words for",
+	}, nil)
+	if strings.Contains(r.stdout, "the session ends") || strings.Count(r.stdout, "read-only file system") != 1 {
+		t.Errorf("a warning said twice:\n%s", r.stdout)
+	}
+	// --json keeps the typed warnings as the daemon sent them.
+	r = h.run("vpn", "status", "--json")
+	var got localapi.Status
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got.Warnings) != 3 || got.Warnings[1] != (localapi.Warning{Code: "dns", Message: "dns: resolv.conf: read-only file system"}) ||
+		!strings.Contains(r.stdout, `"code": "session-expiring"`) {
+		t.Errorf("status JSON warnings %+v (%v):\n%s", got.Warnings, err, r.stdout)
+	}
+}
+
 // readOnlyAccess is what the daemon says to a user who may only read.
 var readOnlyAccess = &localapi.Access{
 	Reason: "bob (uid 1001) may only read the VPN status: changing it is for root, the operator recorded at install and members of the runos group",

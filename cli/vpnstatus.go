@@ -49,8 +49,9 @@ member of the runos group) is told so, with the command that grants access.
 	return c
 }
 
-// sessionLines describes the session, with the expiry warning in the last hour.
-func sessionLines(s localapi.Session, now time.Time) []string {
+// sessionLines describes the session, with the expiry warning in the last
+// hour: by this command's clock, or when the daemon warns (expiring) by its.
+func sessionLines(s localapi.Session, expiring bool, now time.Time) []string {
 	var lines []string
 	switch {
 	case s.State == localapi.SessionExpired || s.State == localapi.SessionSignedIn && !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
@@ -71,7 +72,7 @@ func sessionLines(s localapi.Session, now time.Time) []string {
 			left := s.ExpiresAt.Sub(now)
 			l += fmt.Sprintf(" until %s (%s left)", fmtTime(s.ExpiresAt, now), fmtDuration(left))
 			lines = append(lines, l)
-			if left <= expiryWarning {
+			if left <= expiryWarning || expiring {
 				lines = append(lines, fmt.Sprintf("warning: your sign-in expires in %s; run `runos vpn up` to renew", fmtDuration(left)))
 			}
 		} else {
@@ -154,7 +155,7 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 			}
 		}
 	}
-	section("Session", sessionLines(st.Session, now))
+	section("Session", sessionLines(st.Session, hasWarning(st, localapi.WarnSessionExpiring), now))
 	section("Access", accessLines(st.Access))
 	section("Tunnel", tunnelLines(st.Tunnel))
 	section("DNS", dnsLines(st.DNS))
@@ -179,18 +180,28 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 }
 
 // otherWarnings are the daemon's warnings that the session and DNS lines do
-// not already say: the daemon words its own session warnings ("the session
-// ends at …", "the session expired …") and repeats the DNS error as
-// "dns: <error>"; printing those again would say everything twice.
+// not already say, decided by code: the session line words the session's
+// own (with the time left), and the DNS line shows the DNS error. A code
+// this runos does not know is printed as the daemon words it.
 func otherWarnings(st *localapi.Status) []string {
 	var out []string
 	for _, w := range st.Warnings {
 		switch {
-		case strings.HasPrefix(w, "the session ") && st.Session.State != localapi.SessionSignedOut:
-		case st.DNS.Error != "" && w == "dns: "+st.DNS.Error:
+		case (w.Code == localapi.WarnSessionExpiring || w.Code == localapi.WarnSessionExpired) && st.Session.State != localapi.SessionSignedOut:
+		case w.Code == localapi.WarnDNS && st.DNS.Error != "":
 		default:
-			out = append(out, w)
+			out = append(out, w.Message)
 		}
 	}
 	return out
+}
+
+// hasWarning reports whether the daemon warns with code.
+func hasWarning(st *localapi.Status, code string) bool {
+	for _, w := range st.Warnings {
+		if w.Code == code {
+			return true
+		}
+	}
+	return false
 }

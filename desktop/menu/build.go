@@ -206,7 +206,15 @@ func notices(s State, now time.Time) []Item {
 		out = append(out, lines("DNS: "+st.DNS.Error)...)
 	}
 	for _, w := range st.Warnings {
-		out = append(out, lines(w)...)
+		switch {
+		case w.Code == localapi.WarnDNS && st.DNS.Error != "":
+			// The "DNS:" line above says it.
+		case w.Code == localapi.WarnSessionExpired && st.Session.State == localapi.SessionExpired:
+			// The menu words it: the sign-in line above and "Sign in…".
+		default:
+			// Any other code, known or not, as the daemon words it.
+			out = append(out, lines(w.Message)...)
+		}
 	}
 	if s.Err != "" {
 		out = append(out, lines("Failed: "+s.Err)...)

@@ -39,6 +39,11 @@ func eventsFrom(b []byte) []Event {
 			case 2:
 				st.Access = &localapi.Access{Reason: "uid 1001 may only read the VPN status", Hint: "ask an administrator to run: sudo runos vpn install --operator bob"}
 			}
+			if x&0x80 != 0 {
+				st.Warnings = []localapi.Warning{{Code: localapi.WarnSessionExpiring, Message: "the session ends soon"},
+					{Code: localapi.WarnSessionExpired, Message: "the session expired"},
+					{Code: localapi.WarnDNS, Message: "dns: boom"}, {Code: "from-the-future", Message: "something new"}, {}}
+			}
 			evs = append(evs, StatusEvent{st})
 		case 1:
 			evs = append(evs, LostEvent{Err: errs[int(y)%len(errs)]})

@@ -489,12 +489,41 @@ func TestOperationFindsNoDaemon(t *testing.T) {
 	}
 }
 
+func TestWarningsByCode(t *testing.T) {
+	// Expired: the menu's own sign-in line says it; the daemon's warning
+	// (worded for the CLI) is not repeated.
+	st := status(1, localapi.SessionExpired, cluster("ky3", localapi.ClusterDisconnected, true, false))
+	st.Warnings = []localapi.Warning{{Code: localapi.WarnSessionExpired, Message: "the session expired: run `runos vpn up` to sign in again (your clusters reconnect)"}}
+	s, _ := run(t, State{}, StatusEvent{st})
+	if got := titles(Build(s, now).Notices); !slices.Equal(got, []string{"Your sign-in ended at 14:05 (a sign-in lasts 24 hours)"}) {
+		t.Errorf("expired notices %q", got)
+	}
+	// The last hour: the menu has no words of its own, the daemon's show.
+	st = status(2, localapi.SessionSignedIn)
+	st.Warnings = []localapi.Warning{{Code: localapi.WarnSessionExpiring, Message: "the session ends at 13:05 UTC, in less than an hour"}}
+	s, _ = Apply(s, StatusEvent{st})
+	if !hasNotice(Build(s, now), "the session ends at 13:05 UTC, in less than an hour") {
+		t.Errorf("expiring notices %q", titles(Build(s, now).Notices))
+	}
+	// A dns warning with no DNS error to show is the only place it is said.
+	st = status(3, localapi.SessionSignedIn)
+	st.Warnings = []localapi.Warning{{Code: localapi.WarnDNS, Message: "dns: the forwarder stopped"}}
+	s, _ = Apply(s, StatusEvent{st})
+	if !hasNotice(Build(s, now), "dns: the forwarder stopped") {
+		t.Errorf("dns notices %q", titles(Build(s, now).Notices))
+	}
+}
+
 func TestDaemonNotices(t *testing.T) {
 	st := status(1, localapi.SessionSignedIn)
 	st.Session.Error = "control unreachable: dial tcp 198.51.100.10:443: i/o timeout"
 	st.Tunnel.Error = "create wg1: operation not permitted"
 	st.DNS.Error = "another program keeps rewriting resolv.conf"
-	st.Warnings = []string{"daemon version v0.2.0 differs from this app's dev"}
+	st.Warnings = []localapi.Warning{
+		{Code: localapi.WarnDNS, Message: "dns: another program keeps rewriting resolv.conf"}, // said once, by the DNS line
+		{Code: "from-a-newer-daemon", Message: "daemon version v0.2.0 differs from this app's dev"},
+		{Message: "a warning from an older daemon"},
+	}
 	s, _ := run(t, State{ConfigErr: "config file /x: key \"cid\": invalid cid"}, StatusEvent{st})
 	want := []string{
 		"Config: config file /x: key \"cid\": invalid cid",
@@ -502,6 +531,7 @@ func TestDaemonNotices(t *testing.T) {
 		"Tunnel: create wg1: operation not permitted",
 		"DNS: another program keeps rewriting resolv.conf",
 		"daemon version v0.2.0 differs from this app's dev",
+		"a warning from an older daemon",
 	}
 	m := Build(s, now)
 	if got := titles(m.Notices); !slices.Equal(got, want) {

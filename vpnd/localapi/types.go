@@ -52,7 +52,7 @@ type Status struct {
 	Tunnel   Tunnel          `json:"tunnel"`
 	DNS      DNS             `json:"dns"`
 	Clusters []ClusterStatus `json:"clusters"` // wanted or reachable clusters, by cid
-	Warnings []string        `json:"warnings,omitempty"`
+	Warnings []Warning       `json:"warnings,omitempty"`
 	// Access is what the caller of this request may do, decided per
 	// request from its kernel-verified identity by the same rule that
 	// refuses its changes; nil from a daemon that predates the field (then

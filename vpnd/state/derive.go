@@ -156,19 +156,21 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 	}
 }
 
-func warnings(in *Inputs) []string {
-	var w []string
+func warnings(in *Inputs) []localapi.Warning {
+	var w []localapi.Warning
 	switch sessionState(in) {
 	case expired:
-		w = append(w, "the session expired: run `runos vpn up` to sign in again (your clusters reconnect)")
+		w = append(w, localapi.Warning{Code: localapi.WarnSessionExpired,
+			Message: "the session expired: run `runos vpn up` to sign in again (your clusters reconnect)"})
 	case signedIn:
 		if e := in.Prefs.ExpiresAt; !e.IsZero() && e.Sub(in.Now) <= expiryWarning {
-			w = append(w, fmt.Sprintf("the session ends at %s, in less than an hour: run `runos vpn up` to sign in again",
-				e.UTC().Format("2006-01-02 15:04 UTC")))
+			w = append(w, localapi.Warning{Code: localapi.WarnSessionExpiring,
+				Message: fmt.Sprintf("the session ends at %s, in less than an hour: run `runos vpn up` to sign in again",
+					e.UTC().Format("2006-01-02 15:04 UTC"))})
 		}
 	}
 	if in.DNS.Error != "" {
-		w = append(w, "dns: "+in.DNS.Error)
+		w = append(w, localapi.Warning{Code: localapi.WarnDNS, Message: "dns: " + in.DNS.Error})
 	}
 	return w
 }

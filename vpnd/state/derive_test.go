@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -442,7 +443,14 @@ func TestDerive(t *testing.T) {
 			if len(plan.DNS) != tc.dns {
 				t.Errorf("DNS routes %v, want %d", plan.DNS, tc.dns)
 			}
-			w := strings.Join(st.Warnings, "; ")
+			var msgs []string
+			for _, w := range st.Warnings {
+				if w.Code == "" || w.Message == "" {
+					t.Errorf("warning without a code or a message: %+v", w)
+				}
+				msgs = append(msgs, w.Message)
+			}
+			w := strings.Join(msgs, "; ")
 			if (tc.warn == "") != (w == "") || !strings.Contains(w, tc.warn) {
 				t.Errorf("warnings %q, want %q", w, tc.warn)
 			}
@@ -568,5 +576,48 @@ func TestCheckDomain(t *testing.T) {
 		if checkDomain(bad) == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestWarningCodes: each warning carries the code clients decide by.
+func TestWarningCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		in    func(*Inputs)
+		codes []string
+	}{
+		{"signed out", func(in *Inputs) {}, nil},
+		{"signed in, hours left", func(in *Inputs) { in.Prefs = signedInPrefs("ky3") }, nil},
+		{"the last hour", func(in *Inputs) {
+			in.Prefs = signedInPrefs("ky3")
+			in.Prefs.ExpiresAt = t0.Add(time.Hour)
+		}, []string{localapi.WarnSessionExpiring}},
+		{"expired", func(in *Inputs) {
+			in.Prefs = signedInPrefs("ky3")
+			in.Prefs.ExpiresAt = t0
+		}, []string{localapi.WarnSessionExpired}},
+		{"dns failing in the last hour", func(in *Inputs) {
+			in.Prefs = signedInPrefs("ky3")
+			in.Prefs.ExpiresAt = t0.Add(10 * time.Minute)
+			in.DNS = dnsplit.Status{Mode: "resolv.conf", Error: "resolv.conf: read-only file system"}
+		}, []string{localapi.WarnSessionExpiring, localapi.WarnDNS}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := base()
+			tc.in(&in)
+			st := Derive(&in)
+			var codes []string
+			for _, w := range st.Warnings {
+				codes = append(codes, w.Code)
+			}
+			if !reflect.DeepEqual(codes, tc.codes) {
+				t.Errorf("codes %q, want %q (%+v)", codes, tc.codes, st.Warnings)
+			}
+			if slices.Contains(codes, localapi.WarnDNS) && !slices.ContainsFunc(st.Warnings, func(w localapi.Warning) bool {
+				return w.Code == localapi.WarnDNS && strings.Contains(w.Message, st.DNS.Error)
+			}) {
+				t.Errorf("the dns warning does not carry the DNS error %q: %+v", st.DNS.Error, st.Warnings)
+			}
+		})
 	}
 }
