@@ -201,3 +201,28 @@ func TestWindowsOperatorBySID(t *testing.T) {
 		t.Error("a SID matched a record without one")
 	}
 }
+
+// BenchmarkDecideSystem is the cost the daemon pays per status it sends a
+// caller (GET /v1/status, each watcher's every line): the operator record
+// and the user database, read each time so a change shows at once.
+func BenchmarkDecideSystem(b *testing.B) {
+	dir := b.TempDir()
+	if err := WriteOperator(dir, Operator{UID: 1000, User: "alice"}); err != nil {
+		b.Fatal(err)
+	}
+	p := SystemPolicy(dir)
+	for _, c := range []struct {
+		name   string
+		caller Caller
+	}{
+		{"root", Caller{Cred: platform.PeerCred{UID: 0, Admin: true}}},
+		{"operator", Caller{Cred: platform.PeerCred{UID: 1000, GID: 1000}}},
+		{"other", Caller{Cred: platform.PeerCred{UID: 65534, GID: 65534}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				p.Decide(c.caller)
+			}
+		})
+	}
+}
