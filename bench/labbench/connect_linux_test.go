@@ -50,7 +50,9 @@ type connectRound struct {
 // (a control round trip, a bare WireGuard handshake, the network's round
 // trip, starting the CLI), and the daemon's memory with both clusters
 // connected after traffic through each.
-func BenchmarkLabConnect(b *testing.B) {
+func BenchmarkLabConnect(b *testing.B) { fixedWork(b, benchConnect) }
+
+func benchConnect(b *testing.B, m *metrics) {
 	rounds := envInt(b, "RUNOS_BENCH_ROUNDS", 50)
 	w := newWorld(b, 1)
 	res := w.newResult("lab-connect", fmt.Sprintf(
@@ -77,7 +79,6 @@ func BenchmarkLabConnect(b *testing.B) {
 	res.Values["vpnd-rss-two-clusters-MiB"] = mib(fresh)
 
 	var all []connectRound
-	b.ResetTimer()
 	for range rounds {
 		w.leaveXym(d, f, device)
 		mark, t0 := f.Mark(), time.Now()
@@ -96,7 +97,6 @@ func BenchmarkLabConnect(b *testing.B) {
 		r.ReportedMs, _ = ReportedConnectMs(out)
 		all = append(all, r)
 	}
-	b.StopTimer()
 	series := map[string][]float64{}
 	for _, r := range all {
 		series[r.Via+"-status-ms"] = append(series[r.Via+"-status-ms"], r.StatusMs)
@@ -138,10 +138,10 @@ func BenchmarkLabConnect(b *testing.B) {
 		"floor-cli-exec-ms: `runos version` through nsenter in the laptop (process start plus one local API call)",
 		"vpnd-rss-two-clusters-MiB: VmRSS of runos vpnd with ky3 and xym connected after 500 pings of 1200 bytes through each, before the rounds; vpnd-rss-two-clusters-after-rounds-MiB: the same after all the rounds")
 	w.save(res)
-	report(b, "api", res.Summaries["api-status-ms"])
-	report(b, "cli", res.Summaries["cli-status-ms"])
-	b.ReportMetric(mib(fresh), "vpnd-RSS-MiB")
-	b.ReportMetric(mib(after), "vpnd-RSS-after-rounds-MiB")
+	m.summary("api", res.Summaries["api-status-ms"])
+	m.summary("cli", res.Summaries["cli-status-ms"])
+	m.add(mib(fresh), "vpnd-RSS-MiB")
+	m.add(mib(after), "vpnd-RSS-after-rounds-MiB")
 }
 
 func mib(kb int) float64 { return float64(kb) / 1024 }

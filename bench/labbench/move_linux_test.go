@@ -48,7 +48,9 @@ type moveRecord struct {
 // move it records control's switchMs and, independently, each laptop's
 // time from the command to its daemon's watch stream showing the new node
 // with peerUp. The work is fixed by those variables, not by b.N.
-func BenchmarkLabMoveSwitch(b *testing.B) {
+func BenchmarkLabMoveSwitch(b *testing.B) { fixedWork(b, benchMoveSwitch) }
+
+func benchMoveSwitch(b *testing.B, m *metrics) {
 	clients := envInt(b, "RUNOS_BENCH_CLIENTS", 10)
 	moves := envInt(b, "RUNOS_BENCH_MOVES", 20)
 	pause := envDuration(b, "RUNOS_BENCH_MOVE_PAUSE", 300*time.Millisecond)
@@ -75,7 +77,6 @@ func BenchmarkLabMoveSwitch(b *testing.B) {
 	var records []moveRecord
 	var switchMs, laptopMs, lastMs, handshakeMs, lagMs, prepareMs []float64
 	target := "n2"
-	b.ResetTimer()
 	for i := range moves {
 		time.Sleep(pause)
 		r := w.moveOnce(op, ky3.VPNService.ID, target, fs)
@@ -94,7 +95,6 @@ func BenchmarkLabMoveSwitch(b *testing.B) {
 		}
 		target = map[string]string{"n1": "n2", "n2": "n1"}[target]
 	}
-	b.StopTimer()
 
 	for _, c := range w.env.Clients {
 		if got := w.pid(c.Host, "vpnd"); got != pids[c.Host] {
@@ -119,9 +119,9 @@ func BenchmarkLabMoveSwitch(b *testing.B) {
 		"last-laptop-status-ms is, per move, the slowest laptop's laptop-status-ms: the laptops' own view of switchMs",
 		"laptop-status-lag-ms is laptop-status-ms minus laptop-handshake-ms: how long after its handshake a daemon's status showed it")
 	w.save(res)
-	report(b, "switch", res.Summaries["control-switch-ms"])
-	report(b, "laptop", res.Summaries["laptop-status-ms"])
-	b.ReportMetric(float64(len(switchMs)), "moves")
+	m.summary("switch", res.Summaries["control-switch-ms"])
+	m.summary("laptop", res.Summaries["laptop-status-ms"])
+	m.add(float64(len(switchMs)), "moves")
 }
 
 // moveOnce moves ky3's server to target and returns what control and every

@@ -32,7 +32,9 @@ type throughputRound struct {
 // rotated every round so that no path always goes first. The ratios are
 // taken within each round, so they compare paths under the same load of
 // the shared machine; the spread across rounds is the noise.
-func BenchmarkLabThroughput(b *testing.B) {
+func BenchmarkLabThroughput(b *testing.B) { fixedWork(b, benchThroughput) }
+
+func benchThroughput(b *testing.B, m *metrics) {
 	netnstest.Require(b, "iperf3")
 	rounds := envInt(b, "RUNOS_BENCH_TPUT_ROUNDS", 3)
 	secs := envInt(b, "RUNOS_BENCH_IPERF_SECONDS", 3)
@@ -76,7 +78,6 @@ func BenchmarkLabThroughput(b *testing.B) {
 	paths := []struct{ name, addr string }{{"bare", "10.77.0.21"}, {"stock", "10.99.0.1"}, {"runos", ky3.Server.Address}}
 	series := map[string][]float64{}
 	var all []throughputRound
-	b.ResetTimer()
 	for i := range rounds {
 		r := throughputRound{N: i + 1, Mbps: map[string]float64{}}
 		for j := range paths {
@@ -100,7 +101,6 @@ func BenchmarkLabThroughput(b *testing.B) {
 				r.N, r.Order, r.Mbps["runos"], r.Mbps["stock"], r.Mbps["bare"], r.RunosStock, r.RunosBare)
 		}
 	}
-	b.StopTimer()
 	for _, k := range []string{"runos-mbps", "stock-mbps", "bare-mbps", "runos-vs-stock", "runos-vs-bare", "stock-vs-bare"} {
 		s := res.AddSamples(k, series[k])
 		b.Logf("%-15s n=%d  median %9.3f  min %9.3f  max %9.3f", k, s.N, s.P50, s.Min, s.Max)
@@ -118,8 +118,8 @@ func BenchmarkLabThroughput(b *testing.B) {
 		"both ends of every tunnel run on the same 2 vCPUs, so a tunnel's rate is bounded by the CPU of two userspace WireGuard processes, not by the link")
 	w.save(res)
 	for _, k := range []string{"runos-mbps", "stock-mbps", "bare-mbps"} {
-		b.ReportMetric(res.Summaries[k].P50, k)
+		m.add(res.Summaries[k].P50, k)
 	}
-	b.ReportMetric(res.Summaries["runos-vs-stock"].P50, "runos/stock")
-	b.ReportMetric(res.Summaries["runos-vs-bare"].P50, "runos/bare")
+	m.add(res.Summaries["runos-vs-stock"].P50, "runos/stock")
+	m.add(res.Summaries["runos-vs-bare"].P50, "runos/bare")
 }
