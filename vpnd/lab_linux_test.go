@@ -43,6 +43,7 @@ type lab struct {
 	laptop   *netnstest.NS
 	ctl      *netnstest.NS             // control's host (and the LAN resolver's, for DNS tests)
 	env      []string                  // extra environment for the daemon
+	bin      string                    // the real runos to run as the daemon ("": this test binary, or RUNOS_VPND_BIN)
 	servers  map[string]*wgtest.Server // "ky3/n1", "ky3/n2", "xym/n1"
 	mu       sync.Mutex
 	active   map[string]string // cid → node whose server the gateway side serves
@@ -227,9 +228,14 @@ type daemonProc struct {
 func (l *lab) start() {
 	l.t.Helper()
 	argv := []string{os.Args[0], "-test.run=^TestDaemonReal$", "-test.v", "-test.count=1"}
-	if bin := os.Getenv("RUNOS_VPND_BIN"); bin != "" && len(l.env) == 0 {
+	bin := l.bin
+	if bin == "" {
+		bin = os.Getenv("RUNOS_VPND_BIN")
+	}
+	if bin != "" && len(l.env) == 0 {
 		// The real `runos vpnd` command instead of this test binary (for
-		// the RSS benchmark: the test binary carries the test code too).
+		// memory: the test binary carries the test code, and the race
+		// detector when built with -race).
 		argv = []string{bin, "vpnd", "--state-dir", l.stateDir, "--socket", l.socket, "--ca-file", l.caFile, "--interface", l.iface}
 	}
 	cmd := exec.Command("ip", append([]string{"netns", "exec", l.laptop.Name}, argv...)...)
