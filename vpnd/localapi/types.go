@@ -97,8 +97,8 @@ type Access struct {
 // Session is the sign-in the daemon holds.
 type Session struct {
 	State     string    `json:"state"` // signed-in, signed-out or expired
-	User      string    `json:"user,omitempty"`
-	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	User      string    `json:"user"`      // "" when signed out
+	ExpiresAt time.Time `json:"expiresAt"` // null when signed out (see MarshalJSON)
 	APIURL    string    `json:"apiUrl,omitempty"`
 	DeviceID  string    `json:"deviceId,omitempty"`
 	Error     string    `json:"error,omitempty"` // e.g. control unreachable
@@ -141,11 +141,40 @@ type ClusterStatus struct {
 	State         string     `json:"state"`  // connecting, connected, disconnected or error
 	Wanted        bool       `json:"wanted"` // the user asked for it
 	PeerUp        bool       `json:"peerUp"` // handshake within HandshakeFresh, read from the device
-	LastHandshake time.Time  `json:"lastHandshake,omitzero"`
+	LastHandshake time.Time  `json:"lastHandshake"` // null before the first (see MarshalJSON)
 	Server        Server     `json:"server"`
 	Subnet        string     `json:"subnet,omitempty"`
 	DNS           ClusterDNS `json:"dns"`
-	Error         string     `json:"error,omitempty"`
+	Error         string     `json:"error"` // "" when there is none
+}
+
+// The status's documented fields are always in its JSON, so a script can
+// index them in every state; a time not yet known is null rather than
+// Go's zero time (year 1). Decoding takes null as the zero time.
+
+// MarshalJSON writes a zero ExpiresAt as null.
+func (s Session) MarshalJSON() ([]byte, error) {
+	type plain Session
+	return json.Marshal(struct {
+		plain
+		ExpiresAt *time.Time `json:"expiresAt"`
+	}{plain(s), timeOrNull(s.ExpiresAt)})
+}
+
+// MarshalJSON writes a zero LastHandshake as null.
+func (c ClusterStatus) MarshalJSON() ([]byte, error) {
+	type plain ClusterStatus
+	return json.Marshal(struct {
+		plain
+		LastHandshake *time.Time `json:"lastHandshake"`
+	}{plain(c), timeOrNull(c.LastHandshake)})
+}
+
+func timeOrNull(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // SessionRequest hands a session obtained by the CLI or desktop to the daemon.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestWarningJSON(t *testing.T) {
@@ -73,4 +74,36 @@ func FuzzStatus(f *testing.F) {
 			t.Fatalf("not stable:\n%s\n%s", once, twice)
 		}
 	})
+}
+
+// TestStatusFieldsAlwaysPresent: signed out and before a handshake, the
+// documented fields are there (null or ""), and both forms round-trip.
+func TestStatusFieldsAlwaysPresent(t *testing.T) {
+	empty := Status{Session: Session{State: SessionSignedOut}, Clusters: []ClusterStatus{{CID: "ky3", State: ClusterConnecting}}}
+	b, err := json.Marshal(empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"user":""`, `"expiresAt":null`, `"lastHandshake":null`, `"error":""`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("no %s in %s", want, b)
+		}
+	}
+	at := time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)
+	full := Status{Session: Session{State: SessionSignedIn, User: "alice@example.com", ExpiresAt: at},
+		Clusters: []ClusterStatus{{CID: "ky3", State: ClusterConnected, PeerUp: true, LastHandshake: at.Add(-time.Second)}}}
+	for _, st := range []Status{empty, full} {
+		b, _ := json.Marshal(st)
+		var back Status
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !back.Session.ExpiresAt.Equal(st.Session.ExpiresAt) || back.Session.User != st.Session.User ||
+			!back.Clusters[0].LastHandshake.Equal(st.Clusters[0].LastHandshake) || back.Clusters[0].CID != "ky3" {
+			t.Errorf("round trip of %s gave %+v", b, back)
+		}
+	}
+	if b, _ := json.Marshal(full); !bytes.Contains(b, []byte(`"expiresAt":"2026-12-02T18:00:00Z"`)) {
+		t.Errorf("encoded %s", b)
+	}
 }
