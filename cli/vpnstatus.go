@@ -173,6 +173,9 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 	}
 	t.flush()
 	for _, c := range st.Clusters {
+		if c.DNS.Server != "" && len(c.DNS.Domains) > 0 {
+			fmt.Fprintf(w, "  %s: DNS %s for %s\n", c.CID, c.DNS.Server, strings.Join(c.DNS.Domains, ", "))
+		}
 		if c.Error != "" {
 			fmt.Fprintf(w, "  %s: %s\n", c.CID, c.Error)
 		}
