@@ -63,7 +63,7 @@ func CheckAddService(c model.Cluster, existing []model.Service) *api.Error {
 	if c.UserVPN == api.UserVPNNetBird {
 		return refused(
 			fmt.Sprintf("the user VPN of %s is NetBird: you pick one of WireGuard or NetBird; they are mutually exclusive", c.CID),
-			"a cluster whose user VPN is NetBird cannot also run a WireGuard server")
+			fmt.Sprintf("reach %s through its NetBird VPN; to run a WireGuard server there instead, turn the cluster's NetBird user VPN off first", c.CID))
 	}
 	if len(existing) > 0 {
 		s := existing[0]

@@ -89,7 +89,11 @@ func TestOneWireGuardServerPerCluster(t *testing.T) {
 func TestNetBirdExcludesWireGuard(t *testing.T) {
 	c := ky3
 	c.UserVPN = api.UserVPNNetBird
-	wantErr(t, CheckAddService(c, nil), api.CodeRefused, "NetBird", "mutually exclusive")
+	e := CheckAddService(c, nil)
+	wantErr(t, e, api.CodeRefused, "NetBird", "mutually exclusive")
+	if !strings.Contains(e.Hint, "turn the cluster's NetBird user VPN off first") {
+		t.Errorf("hint %q says nothing to do instead", e.Hint)
+	}
 }
 
 func TestGatewayRole(t *testing.T) {
