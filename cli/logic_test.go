@@ -8,57 +8,28 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
-func TestChooseCluster(t *testing.T) {
-	cases := []struct {
-		name                string
-		flag, config        string
-		restored, available []string
-		want, err           string
+// The decision is vpnup's (tested there); the CLI adds how to choose.
+func TestChooseHint(t *testing.T) {
+	for _, c := range []struct {
+		available []string
+		want      string
 	}{
-		{"flag wins", "xym", "ky3", []string{"ky3"}, []string{"ky3", "xym"}, "xym", ""},
-		{"config next", "", "ky3", nil, []string{"ky3", "xym"}, "ky3", ""},
-		{"restored needs no default", "", "", []string{"xym"}, []string{"ky3", "xym"}, "", ""},
-		{"only cluster", "", "", nil, []string{"ky3"}, "ky3", ""},
-		{"none", "", "", nil, nil, "", "your account has no cluster with a VPN"},
-		{"several", "", "", nil, []string{"xym", "ky3"}, "", "your account has 2 clusters (ky3, xym); pass --cid <cid> or set a default with `runos config set cid <cid>`"},
-	}
-	for _, c := range cases {
-		got, err := chooseCluster(c.flag, c.config, c.restored, c.available)
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, errChooseCluster) {
-				t.Errorf("%s: err %v, want %q", c.name, err, c.err)
-			}
-			continue
-		}
-		if err != nil || got != c.want {
-			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
+		{nil, "choose a cluster: your account has no cluster with a VPN you can reach; pass --cid <cid> or set a default with `runos config set cid <cid>`"},
+		{[]string{"xym", "ky3"}, "choose a cluster: your account has 2 clusters (ky3, xym); pass --cid <cid> or set a default with `runos config set cid <cid>`"},
+	} {
+		_, err := vpnup.ChooseCluster("", "", nil, c.available)
+		err = chooseHint(err)
+		if err == nil || err.Error() != c.want || !errors.Is(err, vpnup.ErrChooseCluster) {
+			t.Errorf("%q: %v, want %q", c.available, err, c.want)
 		}
 	}
-}
-
-func TestSignInReason(t *testing.T) {
-	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	in := localapi.Session{State: localapi.SessionSignedIn, APIURL: "https://c", ExpiresAt: now.Add(time.Hour)}
-	cases := []struct {
-		s      localapi.Session
-		apiURL string
-		want   string
-	}{
-		{in, "https://c", ""},
-		{in, "", ""},
-		{localapi.Session{State: localapi.SessionSignedOut}, "", "not signed in"},
-		{localapi.Session{State: localapi.SessionExpired}, "", "expired"},
-		{localapi.Session{State: localapi.SessionSignedIn, ExpiresAt: now}, "", "expired"}, // the clock says so before the daemon does
-		{in, "https://other", "signed in to https://c, not https://other"},
-	}
-	for _, c := range cases {
-		got := signInReason(c.s, c.apiURL, now)
-		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
-			t.Errorf("signInReason(%+v, %q) = %q, want %q", c.s, c.apiURL, got, c.want)
-		}
+	other := errors.New("list your clusters: 503")
+	if err := chooseHint(other); err != other {
+		t.Errorf("another error changed: %v", err)
 	}
 }
 

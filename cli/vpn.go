@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/cli/config"
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -110,7 +110,7 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 		e.APIURL = strings.TrimRight(st.Session.APIURL, "/")
 	}
 	var token string
-	if reason := signInReason(st.Session, configured, start); reason != "" {
+	if reason := vpnup.SignInReason(st.Session, configured, start); reason != "" {
 		if err := needAPIURL(e); err != nil {
 			return fmt.Errorf("vpn up: %w", err)
 		}
@@ -131,21 +131,22 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 
 	// The time to report is the connect's, not the user's at the login page.
 	start = a.env.Now()
-	restored := wantedClusters(st)
-	var available []string
-	if f.cid == "" && e.CID == "" && len(restored) == 0 {
-		available, err = a.connectableClusters(ctx, e, token, st)
+	var fresh vpnup.Lister
+	if token != "" {
+		c, err := a.controlClient(e, token)
 		if err != nil {
 			return fmt.Errorf("vpn up: %w", err)
 		}
+		fresh = c
 	}
-	cid, err := chooseCluster(f.cid, e.CID, restored, available)
+	plan, err := vpnup.Decide(ctx, f.cid, e.CID, st, fresh)
 	if err != nil {
-		return fmt.Errorf("vpn up: %w", err)
+		return fmt.Errorf("vpn up: %w", chooseHint(err))
 	}
+	restored := plan.Restored
 	targets := restored
 	var added []string
-	if cid != "" && !slices.Contains(restored, cid) {
+	if cid := plan.Connect; cid != "" {
 		if _, err := d.Connect(ctx, cid); err != nil {
 			return fmt.Errorf("vpn up: connect %s: %w", cid, signedOutHint(err))
 		}
@@ -159,34 +160,6 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 		return fmt.Errorf("vpn up: %w", err)
 	}
 	return a.reportConnected(st, targets, start, f.json)
-}
-
-// connectableClusters are the clusters `vpn up` may pick as the only one:
-// with a fresh token, the account's clusters that run a WireGuard VPN;
-// without one (the daemon's session is still valid), those it lists.
-func (a *app) connectableClusters(ctx context.Context, e *config.Effective, token string, st *localapi.Status) ([]string, error) {
-	if token == "" {
-		var out []string
-		for _, c := range st.Clusters {
-			out = append(out, c.CID)
-		}
-		return out, nil
-	}
-	c, err := a.controlClient(e, token)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := c.Clusters(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list your clusters: %w", err)
-	}
-	var out []string
-	for _, cl := range cs {
-		if cl.UserVPN == api.UserVPNWireGuard {
-			out = append(out, cl.CID)
-		}
-	}
-	return out, nil
 }
 
 // signedOutHint turns the daemon's signed_out refusal into what to run.

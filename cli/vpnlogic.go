@@ -3,74 +3,20 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
-// signInReason says why `vpn up` must sign in first, or "" when the daemon's
-// session serves: signed out, lapsed (by the daemon's word or the clock),
-// or signed in to another control than the one configured.
-func signInReason(s localapi.Session, apiURL string, now time.Time) string {
-	switch {
-	case s.State == localapi.SessionExpired:
-		return "your sign-in expired; signing in again to " + orDaemon(apiURL, s.APIURL)
-	case s.State != localapi.SessionSignedIn:
-		return "not signed in; signing in to " + orDaemon(apiURL, s.APIURL)
-	case !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
-		return "your sign-in expired; signing in again to " + orDaemon(apiURL, s.APIURL)
-	case apiURL != "" && s.APIURL != "" && strings.TrimRight(s.APIURL, "/") != apiURL:
-		return fmt.Sprintf("the daemon is signed in to %s, not %s; signing in", s.APIURL, apiURL)
+// chooseHint adds to up's "choose a cluster" how to choose from the
+// command line.
+func chooseHint(err error) error {
+	if errors.Is(err, vpnup.ErrChooseCluster) {
+		return fmt.Errorf("%w; pass --cid <cid> or set a default with `runos config set cid <cid>`", err)
 	}
-	return ""
-}
-
-// orDaemon is the configured control URL, else the one the daemon used.
-func orDaemon(configured, daemon string) string {
-	if configured != "" {
-		return configured
-	}
-	return strings.TrimRight(daemon, "/")
-}
-
-// wantedClusters are the clusters the daemon keeps connected (restored
-// after a fresh sign-in, or asked for earlier).
-func wantedClusters(st *localapi.Status) []string {
-	var out []string
-	for _, c := range st.Clusters {
-		if c.Wanted {
-			out = append(out, c.CID)
-		}
-	}
-	return out
-}
-
-// errChooseCluster is wrapped by chooseCluster when the user must choose.
-var errChooseCluster = errors.New("choose a cluster")
-
-// chooseCluster picks the cluster `vpn up` connects: --cid, else the
-// configured cid, else the account's only cluster. When the daemon already
-// restored wanted clusters, no default is needed ("" and no error). Else,
-// with several or no clusters, the error says how to choose one.
-func chooseCluster(flagCID, configCID string, restored, available []string) (string, error) {
-	switch {
-	case flagCID != "":
-		return flagCID, nil
-	case configCID != "":
-		return configCID, nil
-	case len(restored) > 0:
-		return "", nil
-	case len(available) == 1:
-		return available[0], nil
-	case len(available) == 0:
-		return "", fmt.Errorf("%w: your account has no cluster with a VPN you can reach; pass --cid <cid> or set a default with `runos config set cid <cid>`", errChooseCluster)
-	}
-	s := slices.Clone(available)
-	slices.Sort(s)
-	return "", fmt.Errorf("%w: your account has %d clusters (%s); pass --cid <cid> or set a default with `runos config set cid <cid>`",
-		errChooseCluster, len(s), strings.Join(s, ", "))
+	return err
 }
 
 // connectState is how far the wanted clusters are, from one Status.
