@@ -41,6 +41,7 @@ type fakeControl struct {
 	servicePlan []func(s *api.VPNService)
 	movePlan    []func(m *api.Move)
 	plan        api.MovePlan
+	onPlan      func() // called as the move plan is asked for
 	challenge   string // PKCE challenge of the pending authorization code
 }
 
@@ -259,6 +260,9 @@ func (c *fakeControl) serveServices(w http.ResponseWriter, r *http.Request, cl *
 			}
 			writeJSON(w, 200, s)
 		case len(rest) == 2 && rest[1] == "move-plan":
+			if c.onPlan != nil {
+				c.onPlan()
+			}
 			writeJSON(w, 200, c.plan)
 		case len(rest) == 2 && rest[1] == "moves":
 			var req api.MoveRequest

@@ -58,6 +58,23 @@ type moveResult struct {
 	*api.Move
 	Warnings []string      `json:"warnings"`
 	Plan     *api.MovePlan `json:"plan"`
+	// SwitchMs is from this command's start to the last device's
+	// handshake (0 until done): control's own figure, which starts when
+	// it took the move, plus the command's time before it asked (the
+	// plan request and start-up; only the request's one-way trip is not
+	// counted, as the two clocks cannot be compared). ControlSwitchMs is
+	// control's figure as it gave it.
+	SwitchMs        int64 `json:"switchMs"`
+	ControlSwitchMs int64 `json:"controlSwitchMs"`
+}
+
+// commandSwitchMs is the switch time seen from the command: lead is how
+// long the command ran before asking control to move.
+func commandSwitchMs(m *api.Move, lead time.Duration) int64 {
+	if m.State != api.MoveDone {
+		return 0
+	}
+	return m.SwitchMs + lead.Milliseconds()
 }
 
 func mergeWarnings(lists ...[]string) []string {
@@ -86,6 +103,7 @@ func planLines(p *api.MovePlan) []string {
 }
 
 func (a *app) wgMove(ctx context.Context, id string, f moveFlags) error {
+	start := a.env.Now()
 	if err := checkTimeout(f.timeout); err != nil {
 		return err
 	}
@@ -108,6 +126,7 @@ func (a *app) wgMove(ctx context.Context, id string, f moveFlags) error {
 	for _, l := range shown {
 		fmt.Fprintln(out, l)
 	}
+	lead := a.env.Now().Sub(start)
 	m, err := opCall(ctx, a, what, func(ctx context.Context, c *api.Client) (*api.Move, error) {
 		return c.StartMove(ctx, cid, id, f.target)
 	})
@@ -116,12 +135,14 @@ func (a *app) wgMove(ctx context.Context, id string, f moveFlags) error {
 	}
 	fmt.Fprintf(out, "Moving %s from %s to %s (move %s).\n", id, m.FromNodeID, m.TargetNodeID, m.ID)
 	if f.follow {
-		m, err = a.followMove(ctx, out, m, f.timeout, shown)
+		m, err = a.followMove(ctx, out, m, f.timeout, shown, lead)
 	} else if m.State != api.MoveDone && m.State != api.MoveFailed {
 		fmt.Fprintf(out, "Started; devices switch by themselves. Run with --follow to watch them, or check with `runos services wireguard show %s --cid %s`.\n", id, cid)
 	}
 	if f.asJSON {
-		if jerr := printJSON(a.env.Stdout, moveResult{Move: m, Warnings: mergeWarnings(plan.Warnings, m.Warnings), Plan: plan}); jerr != nil && err == nil {
+		res := moveResult{Move: m, Warnings: mergeWarnings(plan.Warnings, m.Warnings), Plan: plan,
+			SwitchMs: commandSwitchMs(m, lead), ControlSwitchMs: m.SwitchMs}
+		if jerr := printJSON(a.env.Stdout, res); jerr != nil && err == nil {
 			err = jerr
 		}
 	}
@@ -171,7 +192,7 @@ func fmtSince(at, start time.Time) string {
 }
 
 // followMove long-polls the move until it is done or failed.
-func (a *app) followMove(ctx context.Context, out io.Writer, m *api.Move, timeout time.Duration, shown []string) (*api.Move, error) {
+func (a *app) followMove(ctx context.Context, out io.Writer, m *api.Move, timeout time.Duration, shown []string, lead time.Duration) (*api.Move, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, src, err := a.operator()
@@ -184,8 +205,8 @@ func (a *app) followMove(ctx context.Context, out io.Writer, m *api.Move, timeou
 		mf.show(m)
 		switch m.State {
 		case api.MoveDone:
-			fmt.Fprintf(out, "Done: %d/%d devices switched; %d ms from the command to the last device's handshake.\n",
-				m.Devices.Switched, m.Devices.Total, m.SwitchMs)
+			fmt.Fprintf(out, "Done: %d/%d devices switched; %d ms from the command to the last device's handshake (%d ms after control took the move).\n",
+				m.Devices.Switched, m.Devices.Total, commandSwitchMs(m, lead), m.SwitchMs)
 			return m, nil
 		case api.MoveFailed:
 			return m, nil // the caller reports it

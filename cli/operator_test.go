@@ -226,7 +226,7 @@ func TestServicesMoveFollow(t *testing.T) {
 		"+0.120s  n2 listening; devices told",
 		"devices switched 0/2",
 		"devices switched 1/2",
-		"Done: 2/2 devices switched; 412 ms from the command to the last device's handshake.",
+		"Done: 2/2 devices switched; 412 ms from the command to the last device's handshake (412 ms after control took the move).",
 	}, nil)
 	if n := strings.Count(r.stdout, "warning: "); n != 1 {
 		t.Errorf("the warning printed %d times, want once (before the move):\n%s", n, r)
@@ -246,21 +246,25 @@ func TestServicesMoveJSON(t *testing.T) {
 			m.State, m.Devices, m.SwitchMs = api.MoveDone, api.MoveDevices{Total: 1, Switched: 1}, 180
 		},
 	}
+	// The command spends 25 ms before it asks control to move: switchMs
+	// counts it, controlSwitchMs is control's own figure.
+	h.control.onPlan = func() { h.now = h.now.Add(25 * time.Millisecond) }
 	r := h.run("services", "wireguard", "move", "wg-ky3", "--cid", "ky3", "--target-node-id", "n2", "--follow", "--json")
-	r.want(t, 0, nil, []string{"Devices will be given", "Done: 1/1 devices switched; 180 ms"})
+	r.want(t, 0, nil, []string{"Devices will be given", "Done: 1/1 devices switched; 205 ms from the command to the last device's handshake (180 ms after control took the move)"})
 	var got struct {
 		Warnings    []string        `json:"warnings"`
 		Endpoint    string          `json:"endpoint"`
 		AddressKind string          `json:"addressKind"`
 		Devices     api.MoveDevices `json:"devices"`
 		SwitchMs    int64           `json:"switchMs"`
+		ControlMs   int64           `json:"controlSwitchMs"`
 		State       string          `json:"state"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("move --json: %v\n%s", err, r.stdout)
 	}
 	if len(got.Warnings) != 1 || got.Endpoint != "198.51.100.22:32768" || got.AddressKind != "public" ||
-		got.Devices != (api.MoveDevices{Total: 1, Switched: 1}) || got.SwitchMs != 180 || got.State != "done" {
+		got.Devices != (api.MoveDevices{Total: 1, Switched: 1}) || got.SwitchMs != 205 || got.ControlMs != 180 || got.State != "done" {
 		t.Errorf("move --json: %+v", got)
 	}
 }

@@ -62,7 +62,7 @@ func BenchmarkConnectToPeerUp(b *testing.B) {
 
 // BenchmarkMoveSwitch10Laptops: ten laptops, each its own namespace and
 // daemon, connected to ky3; the server moves n1 → n2 → n1 …; each move's
-// switch time is control's switchMs (from the command to the last
+// switch time is control's switchMs (from taking the move to the last
 // device's handshake with the new node). Issue 3's headline number.
 func BenchmarkMoveSwitch10Laptops(b *testing.B) {
 	const laptops = 10

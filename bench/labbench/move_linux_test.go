@@ -30,7 +30,7 @@ type moveRecord struct {
 	ID       string `json:"id"`
 	From     string `json:"from"`
 	To       string `json:"to"`
-	SwitchMs int64  `json:"switchMs"` // control's: command to the last device's handshake
+	SwitchMs int64  `json:"switchMs"` // control's: from taking the move to the last device's handshake
 	// PrepareMs is control's time from the command to the target
 	// listening (when devices are told).
 	PrepareMs    float64        `json:"prepareMs"`

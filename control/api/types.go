@@ -222,7 +222,7 @@ type Move struct {
 	AddressKind  string      `json:"addressKind"`
 	Warnings     []string    `json:"warnings"`
 	Devices      MoveDevices `json:"devices"`
-	SwitchMs     int64       `json:"switchMs"` // command to last device's handshake; 0 until then
+	SwitchMs     int64       `json:"switchMs"` // from control taking the move to the last device's handshake; 0 until then
 	StartedAt    time.Time   `json:"startedAt"`
 	FinishedAt   time.Time   `json:"finishedAt,omitzero"`
 	Steps        []MoveStep  `json:"steps"`

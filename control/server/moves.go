@@ -188,7 +188,7 @@ func (s *Server) finishMove(tx store.Writer, m *model.Move, now time.Time) {
 		m.SwitchMs = max(m.LastHandshake.Sub(m.StartedAt).Milliseconds(), 0)
 	}
 	if m.Switched >= m.Total {
-		step(m, now, "done: %d/%d devices switched to %s, %d ms from the command to the last handshake", min(m.Switched, m.Total), m.Total, m.TargetNodeID, m.SwitchMs)
+		step(m, now, "done: %d/%d devices switched to %s, %d ms from taking the move to the last handshake", min(m.Switched, m.Total), m.Total, m.TargetNodeID, m.SwitchMs)
 	} else {
 		step(m, now, "done at the %s deadline: %d/%d devices switched to %s; the others switch when they next reach control",
 			s.cfg.MoveDeadline, m.Switched, m.Total, m.TargetNodeID)
