@@ -21,7 +21,8 @@ type moveResult struct {
 		Total    int `json:"total"`
 		Switched int `json:"switched"`
 	} `json:"devices"`
-	SwitchMs int64 `json:"switchMs"`
+	SwitchMs int64  `json:"switchMs"`
+	Error    string `json:"error"`
 }
 
 // move runs the operator's move on a laptop with the operator token.
@@ -101,6 +102,12 @@ func TestMoveTwoLaptops(t *testing.T) {
 	t.Logf("move to n2 with its gateway down:\n%s", out)
 	if err == nil || m.State != "failed" {
 		t.Errorf("a move to a node whose gateway is down did not fail: %+v (%v)", m, err)
+	}
+	// It says why: n2's gateway did not bring the server up, and no device
+	// was told (in the JSON's error and on the command's error output).
+	if !strings.Contains(m.Error, "n2") || !strings.Contains(m.Error, "no device was told anything") ||
+		!strings.Contains(out, "devices were not changed") {
+		t.Errorf("the failed move does not say why (error %q):\n%s", m.Error, out)
 	}
 	for _, h := range laptops {
 		st := w.status(h)
