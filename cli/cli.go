@@ -119,6 +119,8 @@ type app struct {
 	ran bool // a command's RunE started: later errors are not usage errors
 
 	socket string // --socket
+
+	versionWarned bool // the daemon's other version was told (warnDaemonVersion)
 }
 
 func newApp(env Env) *app {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runos/vpn/vpnd/localapi"
 )
 
 func TestInstallFlags(t *testing.T) {
@@ -58,4 +60,15 @@ func TestStatusWarnsOfAnotherDaemonVersion(t *testing.T) {
 	h.daemon.mu.Unlock()
 	h.run("vpn", "status", "--json").want(t, ExitOK, []string{`"version": "v9.9.9"`},
 		[]string{"warning: the daemon runs v9.9.9 but this runos is dev: run `sudo runos vpn install` to update the daemon"})
+	// Every command that steers the daemon warns too, once.
+	h.daemon.Set(func(st *localapi.Status) {
+		st.Session = localapi.Session{State: localapi.SessionSignedIn, User: "alice@example.com", ExpiresAt: h.now.Add(5 * time.Hour)}
+		st.Clusters = []localapi.ClusterStatus{{CID: "xym", State: localapi.ClusterConnected, Wanted: true}}
+	})
+	for _, args := range [][]string{{"vpn", "disconnect", "xym"}, {"vpn", "down"}, {"vpn", "connect", "ky3", "--timeout", "1s"}} {
+		r := h.run(args...)
+		if n := strings.Count(r.stderr, "warning: the daemon runs v9.9.9 but this runos is dev"); n != 1 {
+			t.Errorf("%q warned %d times, want once:\n%s", args, n, r)
+		}
+	}
 }

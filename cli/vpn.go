@@ -102,6 +102,7 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 	if err != nil {
 		return fmt.Errorf("vpn up: %w", err)
 	}
+	a.warnDaemonVersion(st.Version)
 	if err := readOnlyErr(st); err != nil {
 		return fmt.Errorf("vpn up: %w", err)
 	}
@@ -290,6 +291,7 @@ func (a *app) vpnConnect(ctx context.Context, cid string, f connectFlags) error 
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", cid, err)
 	}
+	a.warnDaemonVersion(st.Version)
 	if err := needSession(st.Session, start); err != nil {
 		return fmt.Errorf("connect %s: %w", cid, err)
 	}
@@ -336,6 +338,7 @@ the other clusters and the session stay.`,
 			if err != nil {
 				return fmt.Errorf("disconnect %s: %w", cid, err)
 			}
+			a.warnDaemonVersion(st.Version)
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
 			}
@@ -362,6 +365,7 @@ signs in again.`,
 			if err != nil {
 				return fmt.Errorf("vpn down: %w", err)
 			}
+			a.warnDaemonVersion(st.Version)
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
 			}
