@@ -7,6 +7,10 @@
 // pools (notices, cluster rows), hides the rows it does not need, and
 // updates the others in place, calling systray only for what changed.
 // When a pool is too small it rebuilds the menu once with a larger pool.
+//
+// Cluster rows are checkbox items, and a checkbox item stays one (a tray
+// draws its box, checked or not), so the cluster section's lines that are
+// no row ("No cluster to connect to") have their own plain items.
 package tray
 
 import (
@@ -41,8 +45,9 @@ type backend interface {
 
 // Initial pool sizes; a menu needing more rebuilds with twice as many.
 const (
-	initialNotices  = 6
-	initialClusters = 8
+	initialNotices      = 6
+	initialClusters     = 8
+	initialClusterLines = 1
 )
 
 // Tray renders menus. Render and the click callback may run on any
@@ -55,7 +60,8 @@ type Tray struct {
 	status   *slot
 	notices  []*slot
 	toggle   *slot
-	clusters []*slot
+	clusters []*slot // checkable rows
+	lines    []*slot // plain lines in the cluster section (the placeholder)
 	console  *slot
 	quit     *slot
 	icon     menu.Icon
@@ -75,17 +81,19 @@ func newTray(b backend, click func(menu.Op)) *Tray {
 	t := &Tray{b: b, click: click}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.build(initialNotices, initialClusters)
+	t.build(initialNotices, initialClusters, initialClusterLines)
 	return t
 }
 
-// build lays the menu out: status, notices, toggle, clusters, console, quit.
-func (t *Tray) build(notices, clusters int) {
+// build lays the menu out: status, notices, toggle, cluster rows and
+// lines, console, quit.
+func (t *Tray) build(notices, clusters, lines int) {
 	t.status = t.add(false)
 	t.notices = t.addN(notices, false)
 	t.toggle = t.add(false)
 	t.b.AddSeparator()
 	t.clusters = t.addN(clusters, true)
+	t.lines = t.addN(lines, false)
 	t.b.AddSeparator()
 	t.console = t.add(false)
 	t.quit = t.add(false)
@@ -119,9 +127,17 @@ func (t *Tray) add(checkable bool) *slot {
 func (t *Tray) Render(m menu.Menu) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(m.Notices) > len(t.notices) || len(m.Clusters) > len(t.clusters) {
+	var rows, lines []menu.Item
+	for _, it := range m.Clusters {
+		if it.Checkable {
+			rows = append(rows, it)
+		} else {
+			lines = append(lines, it)
+		}
+	}
+	if len(m.Notices) > len(t.notices) || len(rows) > len(t.clusters) || len(lines) > len(t.lines) {
 		t.b.Reset()
-		t.build(grow(len(t.notices), len(m.Notices)), grow(len(t.clusters), len(m.Clusters)))
+		t.build(grow(len(t.notices), len(m.Notices)), grow(len(t.clusters), len(rows)), grow(len(t.lines), len(lines)))
 	}
 	if !t.iconSet || t.icon != m.Icon {
 		t.b.SetIcon(icons.Template(m.Icon), icons.Tray(m.Icon))
@@ -134,7 +150,8 @@ func (t *Tray) Render(m menu.Menu) {
 	t.status.apply(m.Status, true)
 	applyPool(t.notices, m.Notices)
 	t.toggle.apply(m.Toggle, true)
-	applyPool(t.clusters, m.Clusters)
+	applyPool(t.clusters, rows)
+	applyPool(t.lines, lines)
 	t.console.apply(m.Console, true)
 	t.quit.apply(m.Quit, true)
 }

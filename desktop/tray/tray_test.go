@@ -119,11 +119,44 @@ func TestRenderLayoutAndPools(t *testing.T) {
 	if got := b.visibleTitles(); !slices.Equal(got, want) {
 		t.Fatalf("menu %q, want %q", got, want)
 	}
-	if n := len(b.items); n != 1+initialNotices+1+initialClusters+2 {
+	if n := len(b.items); n != 1+initialNotices+1+initialClusters+initialClusterLines+2 {
 		t.Fatalf("%d items", n)
 	}
 	if it := b.itemTitled("ky3"); !it.checkable || it.checked {
 		t.Fatalf("ky3 row %+v", it)
+	}
+}
+
+// The cluster section's placeholder is a plain item, not an unchecked
+// checkbox; rows come back as checkboxes.
+func TestPlaceholderIsNoCheckbox(t *testing.T) {
+	b := &fakeBackend{}
+	tr := newTray(b, func(menu.Op) {})
+	m := menuWith()
+	if len(m.Clusters) != 1 || m.Clusters[0].Checkable {
+		t.Fatalf("the model's placeholder %+v", m.Clusters)
+	}
+	tr.Render(m)
+	want := []string{"Signed in as ana@example.com", menu.TitleConnect, m.Clusters[0].Title, menu.TitleConsole, menu.TitleQuit}
+	if got := b.visibleTitles(); !slices.Equal(got, want) {
+		t.Fatalf("menu %q, want %q", got, want)
+	}
+	if it := b.itemTitled(m.Clusters[0].Title); it.checkable || it.enabled {
+		t.Fatalf("placeholder %+v", it)
+	}
+	tr.Render(menuWith("ky3"))
+	if got := b.visibleTitles(); slices.Contains(got, m.Clusters[0].Title) || !slices.Contains(got, "ky3") {
+		t.Fatalf("menu %q", got)
+	}
+	if it := b.itemTitled("ky3"); !it.checkable {
+		t.Fatalf("row %+v", it)
+	}
+	tr.Render(m)
+	if got := b.visibleTitles(); !slices.Equal(got, want) {
+		t.Fatalf("back to none: menu %q, want %q", got, want)
+	}
+	if slices.Contains(b.take(), "reset") {
+		t.Fatal("rebuilt the menu")
 	}
 }
 
