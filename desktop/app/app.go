@@ -146,6 +146,7 @@ func (a *App) Run(ctx context.Context) error {
 		AtLogin:    a.cfg.AtLogin,
 		OSUser:     a.cfg.OSUser,
 		ConsoleURL: a.cfg.ConsoleURL,
+		APIURL:     a.cfg.APIURL,
 	}
 	if a.cfg.ConfigErr != nil {
 		s.ConfigErr = a.cfg.ConfigErr.Error()

@@ -425,6 +425,20 @@ func TestOpenConsoleAndQuit(t *testing.T) {
 	f.app.Click(menu.Op{Kind: menu.OpQuit}) // after Run: returns, never blocks
 }
 
+// After a sign-out the daemon knows no control URL, and it may not be
+// running: the configured api-url opens the console.
+func TestOpenConsoleFromTheConfig(t *testing.T) {
+	f := start(t, nil, func(c *Config) { c.ConsoleURL, c.APIURL = "", "https://control.lab" })
+	m := f.r.until(t, "not running", func(m menu.Menu) bool { return m.Status.Title == "The RunOS VPN service is not running" })
+	if !m.Console.Enabled {
+		t.Fatalf("console %+v", m.Console)
+	}
+	f.app.Click(m.Console.Click)
+	if u := <-f.opened; u != "https://control.lab" {
+		t.Fatalf("opened %q", u)
+	}
+}
+
 func TestConfigErrorShown(t *testing.T) {
 	st := signedIn()
 	f := start(t, &st, func(c *Config) {

@@ -48,15 +48,17 @@ func Build(s State, now time.Time) Menu {
 }
 
 // ConsoleURL is where "Open RunOS console" goes: the URL the app was
-// given, else control's URL from the daemon's session; "" disables it.
+// given, else control's URL from the daemon's session, else the one in the
+// user's config (the daemon forgets it at sign-out, and may not be
+// running); "" disables it.
 func ConsoleURL(s State) string {
-	if s.ConsoleURL != "" {
+	switch {
+	case s.ConsoleURL != "":
 		return s.ConsoleURL
-	}
-	if s.Link == LinkUp {
+	case s.Link == LinkUp && s.Status.Session.APIURL != "":
 		return s.Status.Session.APIURL
 	}
-	return ""
+	return s.APIURL
 }
 
 func noClusters(s State) string {

@@ -587,6 +587,27 @@ func TestConsole(t *testing.T) {
 	if m := Build(s, now); !m.Console.Enabled || ConsoleURL(s) != "https://control.example" {
 		t.Fatalf("console %+v", m.Console)
 	}
+	// The daemon's session first, then the user's config: after a sign-out
+	// (the daemon forgets control's URL) and while the daemon is not
+	// running, the configured api-url still opens the console.
+	s, _ = Apply(State{APIURL: "https://control.configured"}, StatusEvent{st})
+	if u := ConsoleURL(s); u != "https://control.example" {
+		t.Fatalf("signed in: console %q", u)
+	}
+	s, _ = Apply(s, StatusEvent{status(2, localapi.SessionSignedOut)})
+	if m := Build(s, now); !m.Console.Enabled || ConsoleURL(s) != "https://control.configured" {
+		t.Fatalf("signed out: console %+v", m.Console)
+	}
+	s, _ = Apply(s, LostEvent{Err: localapi.ErrNoDaemon})
+	if m := Build(s, now); !m.Console.Enabled || ConsoleURL(s) != "https://control.configured" {
+		t.Fatalf("no daemon: console %+v", m.Console)
+	}
+	if _, ops := Apply(s, ClickEvent{Op: Op{Kind: OpOpenConsole}}); !slices.Equal(ops, []Op{{Kind: OpOpenConsole}}) {
+		t.Fatalf("no daemon: ops %v", ops)
+	}
+	if m := Build(State{APIURL: "https://control.configured", ConsoleURL: "https://console.example.com"}, now); m.Console.Tooltip != "https://console.example.com" {
+		t.Fatalf("--console-url first: %+v", m.Console)
+	}
 }
 
 // The docs: "At login it reconnects silently and never opens a browser;

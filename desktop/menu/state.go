@@ -27,7 +27,8 @@ type State struct {
 	// Fixed at start.
 	AtLogin    bool   // launched by the login item (`runos-desktop --at-login`)
 	OSUser     string // the desktop user, named in the read-only hint
-	ConsoleURL string // "" hides nothing but disables "Open RunOS console"
+	ConsoleURL string // --console-url; "" for control's URL
+	APIURL     string // control's URL from the user's config ("" if none)
 	ConfigErr  string // the user's config file could not be read
 
 	// The daemon.
