@@ -13,7 +13,7 @@ type pipeHandle interface{ Handle() windows.Handle }
 
 // PeerCredOf reads the identity of the process at the client end of the
 // named pipe c: the kernel names the client's process, whose token says
-// who runs it and whether it is elevated. (Impersonating the client would
+// who runs it, whether it is elevated and which groups it holds. (Impersonating the client would
 // avoid the process lookup, but namedpipe dials with SECURITY_ANONYMOUS,
 // which gives an anonymous token.)
 func PeerCredOf(c net.Conn) (PeerCred, error) {
@@ -41,12 +41,28 @@ func PeerCredOf(c net.Conn) (PeerCred, error) {
 	if err != nil {
 		return none, fmt.Errorf("peer credentials: user of process %d: %w", pid, err)
 	}
+	tg, err := tok.GetTokenGroups()
+	if err != nil {
+		return none, fmt.Errorf("peer credentials: groups of process %d: %w", pid, err)
+	}
+	var groups []tokenGroup
+	for _, g := range tg.AllGroups() {
+		groups = append(groups, tokenGroup{SID: g.Sid.String(), Attrs: g.Attributes})
+	}
 	sid := tu.User.Sid
 	return PeerCred{
-		UID:   -1,
-		GID:   -1,
-		PID:   int(pid),
-		SID:   sid.String(),
-		Admin: tok.IsElevated() || sid.IsWellKnown(windows.WinLocalSystemSid),
+		UID:       -1,
+		GID:       -1,
+		PID:       int(pid),
+		SID:       sid.String(),
+		Admin:     tok.IsElevated() || sid.IsWellKnown(windows.WinLocalSystemSid),
+		GroupSIDs: enabledGroupSIDs(groups),
 	}, nil
 }
+
+// enabledGroupSIDs reads the attributes with the constants of winnt.h; the
+// arrays have length 0 only when they are golang.org/x/sys/windows's too.
+var (
+	_ [0]struct{} = [windows.SE_GROUP_ENABLED ^ seGroupEnabled]struct{}{}
+	_ [0]struct{} = [windows.SE_GROUP_USE_FOR_DENY_ONLY ^ seGroupUseForDenyOnly]struct{}{}
+)

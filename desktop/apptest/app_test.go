@@ -193,6 +193,42 @@ func TestAtLoginExpiredSessionOpensNoBrowser(t *testing.T) {
 	}
 }
 
+// The docs' other half: at login with a lapsed sign-in, "Sign in…" is
+// what opens the browser, once.
+func TestAtLoginExpiredSessionSignInClickOpensTheBrowserOnce(t *testing.T) {
+	st := signedIn(cluster("ky3", true, localapi.ClusterDisconnected))
+	st.Session.State, st.Session.ExpiresAt = localapi.SessionExpired, time.Now().Add(-time.Hour)
+	w := newWorld(t, st, config)
+	startApp(t, w.env, "--at-login")
+	m := readMenu(t, w.bus.conn(t), w.watcher.next(t))
+	items := m.until("Sign in…", all(has(menu.TitleSignInNeeded), has(menu.TitleSignIn)))
+	if l := w.launches(t); len(l) != 0 {
+		t.Fatalf("the browser launched before the click: %q", l)
+	}
+	signIn, _ := find(items, menu.TitleSignIn)
+	m.click(signIn)
+	items = m.until("signing in", all(has("Signing in… finish in your browser"), has("Cancel sign-in")))
+	deadline := time.Now().Add(30 * time.Second)
+	for len(w.launches(t)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // room for a second launch, which must not come
+	l := w.launches(t)
+	if len(l) != 1 || !strings.HasPrefix(l[0], "https://control.test/oauth/authorize?") || !strings.Contains(l[0], "client_id=runos-desktop") {
+		t.Fatalf("browser launches %q, want one of control's login page", l)
+	}
+	// Nothing reaches the daemon before the browser answers.
+	if c := w.calls(); len(c) != 0 {
+		t.Fatalf("daemon calls %q", c)
+	}
+	cancel, _ := find(items, "Cancel sign-in")
+	m.click(cancel)
+	m.until("Sign in… again", has(menu.TitleSignIn))
+	if l := w.launches(t); len(l) != 1 {
+		t.Fatalf("browser launches %q, want 1", l)
+	}
+}
+
 func TestAtLoginValidSessionReconnects(t *testing.T) {
 	w := newWorld(t, signedIn(cluster("ky3", true, localapi.ClusterDisconnected), cluster("xym", false, localapi.ClusterDisconnected)), config)
 	startApp(t, w.env, "--at-login")

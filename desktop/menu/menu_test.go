@@ -639,6 +639,49 @@ func TestAtLoginSessionExpiredStaysDisconnectedOpensNothing(t *testing.T) {
 	}
 }
 
+// The docs' other way out at login: "until you sign in from the toggle".
+// The click on "Sign in…" is what asks for up (the only op that opens a
+// browser), once; while the browser waits, nothing asks again.
+func TestAtLoginSessionExpiredSignInClick(t *testing.T) {
+	expired := status(1, localapi.SessionExpired, cluster("ky3", localapi.ClusterDisconnected, true, false))
+	s, ops := run(t, State{AtLogin: true}, StatusEvent{expired})
+	if len(ops) != 0 {
+		t.Fatalf("ops before the click: %v", ops)
+	}
+	m := Build(s, now)
+	if m.Toggle.Title != TitleSignIn || !m.Toggle.Enabled || m.Toggle.Click != (Op{Kind: OpUp}) {
+		t.Fatalf("toggle %+v", m.Toggle)
+	}
+	s, ops = run(t, s, ClickEvent{Op: m.Toggle.Click})
+	if !slices.Equal(ops, []Op{{Kind: OpUp}}) {
+		t.Fatalf("ops after the click: %v", ops)
+	}
+	if m := Build(s, now); m.Toggle.Title != "Connecting…" || m.Toggle.Enabled {
+		t.Fatalf("toggle while up runs %+v", m.Toggle)
+	}
+	// The browser opens (the app says so); the toggle cancels it now, and
+	// more clicks and statuses start no second up.
+	s, ops = run(t, s, SignInEvent{Active: true}, ClickEvent{Op: Op{Kind: OpUp}},
+		ClickEvent{Op: Op{Kind: OpUp, CID: "ky3"}}, StatusEvent{status(2, localapi.SessionExpired, cluster("ky3", localapi.ClusterDisconnected, true, false))})
+	if len(ops) != 0 {
+		t.Fatalf("a second up: %v", ops)
+	}
+	m = Build(s, now)
+	if m.Toggle.Click.Kind != OpCancelSignIn || m.Status.Title != "Signing in… finish in your browser" || m.Icon != IconSignIn {
+		t.Fatalf("menu while signing in %+v", m)
+	}
+	// Signed in; the daemon restores ky3.
+	s, ops = run(t, s, SignInEvent{Active: false},
+		DoneEvent{Op: Op{Kind: OpUp}, Status: status(3, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterConnecting, true, false))},
+		StatusEvent{status(4, localapi.SessionSignedIn, cluster("ky3", localapi.ClusterConnected, true, true))})
+	if len(ops) != 0 {
+		t.Fatalf("ops after the sign-in: %v", ops)
+	}
+	if m := Build(s, now); m.Toggle.Title != TitleDisconnect || !m.Clusters[0].Checked || m.Icon != IconConnected || len(m.Notices) != 0 {
+		t.Fatalf("menu after the sign-in %+v", m)
+	}
+}
+
 func TestAtLoginSessionValidReconnects(t *testing.T) {
 	s, ops := run(t, State{AtLogin: true},
 		StatusEvent{status(7, localapi.SessionSignedIn,

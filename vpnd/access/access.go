@@ -1,9 +1,11 @@
 // Package access decides who may steer the daemon through its local API.
 //
 // Reading (GET) is open to every local user. Changing state (a session,
-// connect, disconnect, down) is for root, the operator recorded at install
-// (operator.json in the state directory, written by `runos vpn install`
-// through WriteOperator) and members of the runos group. Every request that
+// connect, disconnect, down) is for root (an elevated administrator on
+// Windows), the operator recorded at install (operator.json in the state
+// directory, written by `runos vpn install` through WriteOperator) and
+// members of the runos group (on Windows the local group of that name,
+// found in the caller's token). Every request that
 // carries a browser's Origin or Referer header, or a Host other than the one
 // the local API client sends, is refused: a web page must not be able to
 // drive the daemon, not even through a DNS-rebound name.
@@ -16,7 +18,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/store"
@@ -63,7 +67,7 @@ func ReadOperator(stateDir string) (*Operator, error) {
 	}
 	var op Operator
 	if err := json.Unmarshal(b, &op); err != nil || op.User == "" {
-		return nil, fmt.Errorf("operator record %s is malformed; re-run: sudo runos vpn install --operator USER", filepath.Join(stateDir, OperatorFile))
+		return nil, fmt.Errorf("operator record %s is malformed; %s", filepath.Join(stateDir, OperatorFile), systemWords.Grant("USER"))
 	}
 	return &op, nil
 }
@@ -78,8 +82,60 @@ type Caller struct {
 // without real users.
 type Policy struct {
 	Operator func() (*Operator, error)             // the recorded operator, nil if none
-	InGroup  func(uid, gid int, group string) bool // is the user a member of group
+	InGroup  func(uid, gid int, group string) bool // Unix: is the user a member of group
 	UserName func(uid int) string                  // for messages; "" when unknown
+	// GroupSID is, on Windows, the SID of the local group named group (an
+	// error when there is none); a caller identified by SID is a member
+	// when its token holds that SID (platform.PeerCred.GroupSIDs).
+	GroupSID func(group string) (string, error)
+	// AccountName is, on Windows, the DOMAIN\name of a SID, for messages;
+	// "" when unknown.
+	AccountName func(sid string) string
+	// Words are how refusals put the rule on this OS; nil is UnixWords.
+	Words *Words
+}
+
+// Words are how the rule is put on one OS: who is all-powerful there, how
+// its users learn their own name, and the command that grants control.
+type Words struct {
+	Admin   string // who may always change state: "root"
+	Members string // the group's members, as the rule names them
+	AnyUser string // stands for the caller's name when it is unknown
+	// Grant is the hint to a refused user, naming the account to record.
+	Grant func(user string) string
+}
+
+// UnixWords: `sudo runos vpn install --operator NAME` records the operator.
+var UnixWords = Words{
+	Admin:   "root",
+	Members: "members of the " + Group + " group",
+	AnyUser: "$USER",
+	Grant: func(user string) string {
+		return "ask an administrator to run: sudo runos vpn install --operator " + user
+	},
+}
+
+// WindowsWords: an elevated prompt (no sudo) runs `runos vpn install
+// --operator NAME`, where NAME is an account name or DOMAIN\name (what
+// the installer's LookupAccountName takes); group membership is the
+// token's, fixed at sign-in.
+var WindowsWords = Words{
+	Admin:   "administrators",
+	Members: "members of the local " + Group + " group (from their next sign-in after being added)",
+	AnyUser: "%USERNAME%",
+	Grant: func(user string) string {
+		if strings.ContainsAny(user, " &()^") { // cmd and PowerShell split or read these
+			user = `"` + user + `"`
+		}
+		return `ask an administrator to run, in a terminal opened with "Run as administrator": runos vpn install --operator ` + user
+	},
+}
+
+func (p Policy) words() *Words {
+	if p.Words == nil {
+		return &UnixWords
+	}
+	return p.Words
 }
 
 // Refusal is a request the daemon will not serve.
@@ -124,30 +180,44 @@ type Decision struct {
 	Hint    string // without Control: what grants it
 }
 
-// Decide is the one rule for changing state: root (an administrator on
-// Windows), the operator recorded at install and members of the runos
-// group may; everyone else, and a caller the kernel did not identify, may
-// only read.
+// Decide is the one rule for changing state: root (an elevated
+// administrator on Windows), the operator recorded at install and members
+// of the runos group may; everyone else, and a caller the kernel did not
+// identify, may only read. Refusals are worded with p.Words.
 func (p Policy) Decide(c Caller) Decision {
 	if c.Err == nil {
 		if why, ok := p.mayChange(c.Cred); ok {
 			return Decision{Control: true, Reason: why + " and may change the VPN state"}
 		}
 	}
+	w := p.words()
 	who := "this user"
 	name := ""
-	if c.Err == nil && c.Cred.UID >= 0 {
+	switch {
+	case c.Err != nil:
+	case c.Cred.UID >= 0:
 		name = p.userName(c.Cred.UID)
 		who = p.who(c.Cred.UID)
+	case c.Cred.SID != "":
+		if name = p.accountName(c.Cred.SID); name != "" {
+			who = name
+		}
 	}
 	if name == "" {
-		name = "$USER"
+		name = w.AnyUser
 	}
-	msg := fmt.Sprintf("%s may only read the VPN status: changing it is for root, the operator recorded at install and members of the %s group", who, Group)
+	msg := fmt.Sprintf("%s may only read the VPN status: changing it is for %s, the operator recorded at install and %s", who, w.Admin, w.Members)
 	if c.Err != nil {
 		msg = fmt.Sprintf("the caller's identity is unknown (%v), so it may only read the VPN status", c.Err)
 	}
-	return Decision{Reason: msg, Hint: "ask an administrator to run: sudo runos vpn install --operator " + name}
+	return Decision{Reason: msg, Hint: w.Grant(name)}
+}
+
+func (p Policy) accountName(sid string) string {
+	if p.AccountName == nil {
+		return ""
+	}
+	return p.AccountName(sid)
 }
 
 func (p Policy) userName(uid int) string {
@@ -174,15 +244,7 @@ func (p Policy) mayChange(c platform.PeerCred) (string, bool) {
 		return "an administrator", true
 	}
 	if c.UID < 0 {
-		// Windows: no uid, the token's SID names the user.
-		if c.SID == "" || p.Operator == nil {
-			return "", false
-		}
-		op, err := p.Operator()
-		if err == nil && op != nil && op.SID == c.SID {
-			return op.User + " is the operator recorded at install", true
-		}
-		return "", false
+		return p.mayChangeBySID(c)
 	}
 	if p.Operator != nil {
 		if op, err := p.Operator(); err == nil && op != nil && op.UID == c.UID {
@@ -191,6 +253,30 @@ func (p Policy) mayChange(c platform.PeerCred) (string, bool) {
 	}
 	if p.InGroup != nil && p.InGroup(c.UID, c.GID, Group) {
 		return p.who(c.UID) + " is a member of the " + Group + " group", true
+	}
+	return "", false
+}
+
+// mayChangeBySID is mayChange for a caller without a uid (Windows): the
+// token's SID names the user, and its group SIDs say whether it is in the
+// local runos group.
+func (p Policy) mayChangeBySID(c platform.PeerCred) (string, bool) {
+	if c.SID == "" {
+		return "", false
+	}
+	if p.Operator != nil {
+		if op, err := p.Operator(); err == nil && op != nil && op.SID != "" && op.SID == c.SID {
+			return op.User + " is the operator recorded at install", true
+		}
+	}
+	if p.GroupSID != nil && len(c.GroupSIDs) > 0 {
+		if g, err := p.GroupSID(Group); err == nil && g != "" && slices.Contains(c.GroupSIDs, g) {
+			who := p.accountName(c.SID)
+			if who == "" {
+				who = c.SID
+			}
+			return who + " is a member of the local " + Group + " group", true
+		}
 	}
 	return "", false
 }

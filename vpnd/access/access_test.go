@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -181,7 +182,7 @@ func TestWindowsOperatorBySID(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol := SystemPolicy(dir)
-	pol.InGroup = nil // Windows has no uid/gid groups
+	pol.GroupSID = nil // no local runos group here
 	r := httptest.NewRequest("POST", "http://local.runos/v1/connect", nil)
 	pipe := func(sid string) Caller { return Caller{Cred: platform.PeerCred{UID: -1, GID: -1, SID: sid}} }
 	if ref := pol.Check(r, pipe("S-1-5-21-1-2-3-1001")); ref != nil {
@@ -199,6 +200,128 @@ func TestWindowsOperatorBySID(t *testing.T) {
 	}
 	if pol.Check(r, pipe("S-1-5-21-1-2-3-1001")) == nil {
 		t.Error("a SID matched a record without one")
+	}
+}
+
+// windowsPolicy is a Windows machine in fakes: the operator PC\alice by
+// SID, a local runos group (S-…-1010) that the token of PC\carol holds,
+// and PC\bob in neither.
+func windowsPolicy(groupErr error) (Policy, map[string]platform.PeerCred) {
+	const runosGroup = "S-1-5-21-1-2-3-1010"
+	users := []string{"S-1-1-0", "S-1-5-32-545", "S-1-5-11"} // Everyone, Users, Authenticated Users
+	pol := Policy{
+		Operator: func() (*Operator, error) {
+			return &Operator{UID: -1, User: `PC\alice`, SID: "S-1-5-21-1-2-3-1001"}, nil
+		},
+		InGroup: func(int, int, string) bool { panic("a SID caller's groups are its token's, not the user database's") },
+		GroupSID: func(group string) (string, error) {
+			if group != Group {
+				return "", errors.New("no such group " + group)
+			}
+			return runosGroup, groupErr
+		},
+		AccountName: func(sid string) string {
+			return map[string]string{"S-1-5-21-1-2-3-1001": `PC\alice`, "S-1-5-21-1-2-3-1002": `PC\bob`,
+				"S-1-5-21-1-2-3-1003": `PC\carol`, "S-1-5-21-1-2-3-1004": `PC\Dana Scully`, "S-1-5-18": `NT AUTHORITY\SYSTEM`}[sid]
+		},
+		Words: &WindowsWords,
+	}
+	callers := map[string]platform.PeerCred{
+		"alice":  {UID: -1, GID: -1, SID: "S-1-5-21-1-2-3-1001", GroupSIDs: users},
+		"bob":    {UID: -1, GID: -1, SID: "S-1-5-21-1-2-3-1002", GroupSIDs: users},
+		"carol":  {UID: -1, GID: -1, SID: "S-1-5-21-1-2-3-1003", GroupSIDs: append(slices.Clone(users), runosGroup)},
+		"dana":   {UID: -1, GID: -1, SID: "S-1-5-21-1-2-3-1004", GroupSIDs: users},
+		"admin":  {UID: -1, GID: -1, SID: "S-1-5-21-1-2-3-500", Admin: true, GroupSIDs: append(slices.Clone(users), "S-1-5-32-544")},
+		"system": {UID: -1, GID: -1, SID: "S-1-5-18", Admin: true},
+		// A stranger's token claiming the group's SID as its user SID
+		// (impossible, but a group SID is not a user).
+		"group-as-user": {UID: -1, GID: -1, SID: runosGroup},
+	}
+	return pol, callers
+}
+
+func TestDecideWindows(t *testing.T) {
+	pol, callers := windowsPolicy(nil)
+	const hint = `ask an administrator to run, in a terminal opened with "Run as administrator": runos vpn install --operator `
+	for _, tc := range []struct {
+		caller  string
+		control bool
+		reason  string
+		hint    string
+	}{
+		{"alice", true, `PC\alice is the operator recorded at install and may change the VPN state`, ""},
+		{"carol", true, `PC\carol is a member of the local runos group and may change the VPN state`, ""},
+		{"admin", true, "an administrator and may change the VPN state", ""},
+		{"system", true, "an administrator and may change the VPN state", ""},
+		{"bob", false, `PC\bob may only read the VPN status: changing it is for administrators, the operator recorded at install and members of the local runos group (from their next sign-in after being added)`,
+			hint + `PC\bob`},
+		{"dana", false, `PC\Dana Scully may only read`, hint + `"PC\Dana Scully"`},
+		{"group-as-user", false, "this user may only read", hint + "%USERNAME%"},
+	} {
+		t.Run(tc.caller, func(t *testing.T) {
+			c := Caller{Cred: callers[tc.caller]}
+			d := pol.Decide(c)
+			if d.Control != tc.control || !strings.Contains(d.Reason, tc.reason) || d.Hint != tc.hint {
+				t.Errorf("Decide = %+v\nwant control %v, reason %q, hint %q", d, tc.control, tc.reason, tc.hint)
+			}
+			r := httptest.NewRequest("POST", "http://local.runos/v1/connect", nil)
+			if ref := pol.Check(r, c); (ref == nil) != tc.control {
+				t.Errorf("Check %+v disagrees with Decide %+v", ref, d)
+			}
+		})
+	}
+	unknown := pol.Decide(Caller{Cred: platform.PeerCred{UID: -1, GID: -1}, Err: errors.New("no pipe client")})
+	if unknown.Control || unknown.Hint != hint+"%USERNAME%" {
+		t.Errorf("unknown caller: %+v", unknown)
+	}
+
+	// No local runos group (or it cannot be looked up): its SID in a token
+	// grants nothing, and the operator and administrators still may.
+	pol, callers = windowsPolicy(errors.New("local group runos: not found"))
+	for name, want := range map[string]bool{"carol": false, "alice": true, "admin": true, "bob": false} {
+		if got := pol.Decide(Caller{Cred: callers[name]}).Control; got != want {
+			t.Errorf("without the group, %s: control %v, want %v", name, got, want)
+		}
+	}
+	// Nor does a token's group list when the policy cannot look the group up.
+	pol, callers = windowsPolicy(nil)
+	pol.GroupSID = nil
+	if pol.Decide(Caller{Cred: callers["carol"]}).Control {
+		t.Error("a group member allowed with no way to name the group's SID")
+	}
+	// A SID caller with the kernel's identity in doubt only reads.
+	if pol.Decide(Caller{Cred: callers["alice"], Err: errors.New("token")}).Control {
+		t.Error("a caller with an identity error allowed")
+	}
+}
+
+// TestWordsPerOS: each OS's hint names the command that works there, and a
+// Unix caller is never told about an elevated prompt nor the reverse.
+func TestWordsPerOS(t *testing.T) {
+	bob := Caller{Cred: platform.PeerCred{UID: 1001, GID: 100}}
+	unix := Policy{UserName: func(int) string { return "bob" }}
+	if d := unix.Decide(bob); d.Hint != "ask an administrator to run: sudo runos vpn install --operator bob" ||
+		!strings.Contains(d.Reason, "for root,") {
+		t.Errorf("Unix: %+v", d)
+	}
+	unix.Words = &UnixWords
+	if d := unix.Decide(bob); d.Hint != "ask an administrator to run: sudo runos vpn install --operator bob" {
+		t.Errorf("UnixWords: %+v", d)
+	}
+	pol, callers := windowsPolicy(nil)
+	d := pol.Decide(Caller{Cred: callers["bob"]})
+	if strings.Contains(d.Hint, "sudo") || !strings.Contains(d.Hint, `"Run as administrator": runos vpn install --operator PC\bob`) ||
+		!strings.Contains(d.Reason, "for administrators,") {
+		t.Errorf("Windows: %+v", d)
+	}
+	for name, w := range map[string]Words{"unix": UnixWords, "windows": WindowsWords} {
+		if w.Admin == "" || w.Members == "" || w.AnyUser == "" || w.Grant == nil || !strings.Contains(w.Grant("x"), "runos vpn install --operator x") {
+			t.Errorf("%s words incomplete: %+v", name, w)
+		}
+	}
+	// This machine's policy speaks this machine's words.
+	if SystemPolicy(t.TempDir()).Words != &systemWords {
+		t.Error("SystemPolicy does not use systemWords")
 	}
 }
 

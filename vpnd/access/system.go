@@ -7,7 +7,9 @@ import (
 )
 
 // SystemPolicy is the Policy of this machine: the operator recorded in
-// stateDir, group membership from the user database.
+// stateDir, group membership from the user database (Unix) or from the
+// caller's token and the local group's SID (Windows, see
+// system_windows.go), and this OS's words.
 func SystemPolicy(stateDir string) Policy {
 	return Policy{
 		Operator: func() (*Operator, error) { return ReadOperator(stateDir) },
@@ -18,6 +20,9 @@ func SystemPolicy(stateDir string) Policy {
 			}
 			return ""
 		},
+		GroupSID:    localGroupSID,
+		AccountName: accountName,
+		Words:       &systemWords,
 	}
 }
 
