@@ -227,6 +227,7 @@ func appConfig(o options, log *slog.Logger) app.Config {
 	}
 	cfg.APIURL, cfg.DefaultCID = eff.APIURL, eff.CID
 	cfg.SignIn = signIn(eff.CAFile, log)
+	cfg.Control = control(eff.CAFile)
 	cfg.Open = openURL
 	return cfg
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/desktop/app"
+	"github.com/runos/vpn/internal/vpnup"
 )
 
 // signIn is the browser sign-in as this user: the authorization-code grant
@@ -31,6 +32,18 @@ func signIn(caFile string, log *slog.Logger) app.SignIn {
 			return nil, err
 		}
 		return &app.Token{AccessToken: tok.AccessToken, ExpiresAt: tok.ExpiresAt}, nil
+	}
+}
+
+// control is control's client with a fresh token, trusting caFile as the
+// sign-in did: up lists the account's clusters with it.
+func control(caFile string) app.Control {
+	return func(apiURL, token string) (vpnup.Lister, error) {
+		c, err := api.NewClient(apiURL, token, caFile)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/desktop/menu"
+	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -39,6 +41,10 @@ type Token struct {
 // user, never as root) and returns the session to hand to the daemon.
 type SignIn func(ctx context.Context, apiURL string) (*Token, error)
 
+// Control is control's client with a fresh sign-in's token, for up to list
+// the account's clusters (*api.Client is one).
+type Control func(apiURL, token string) (vpnup.Lister, error)
+
 // Renderer shows a menu. Render is called from the app's goroutine only,
 // and only when the menu changed.
 type Renderer interface{ Render(menu.Menu) }
@@ -48,9 +54,12 @@ type Renderer interface{ Render(menu.Menu) }
 type Config struct {
 	Daemon Daemon
 	SignIn SignIn
-	Open   func(url string) error // opens the console in the browser
-	Render Renderer
-	Log    *slog.Logger
+	// Control lists the account's clusters after a sign-in; default: an
+	// api.Client trusting the system's CAs.
+	Control Control
+	Open    func(url string) error // opens the console in the browser
+	Render  Renderer
+	Log     *slog.Logger
 
 	AtLogin    bool   // launched by the login item: reconnect silently, open nothing
 	APIURL     string // control's URL from the user's config (else the daemon's)
@@ -90,6 +99,15 @@ func New(cfg Config) *App {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Control == nil {
+		cfg.Control = func(apiURL, token string) (vpnup.Lister, error) {
+			c, err := api.NewClient(apiURL, token, "")
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		}
 	}
 	if cfg.BackoffMin <= 0 {
 		cfg.BackoffMin = 100 * time.Millisecond

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/desktop/internal/fakevpnd"
 	"github.com/runos/vpn/desktop/menu"
+	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -92,11 +94,48 @@ func (s *signIns) count() int {
 	return len(s.calls)
 }
 
+// controls is a Control stub: the account's clusters as control lists
+// them, and every client asked for (control's URL and the token).
+type controls struct {
+	mu       sync.Mutex
+	asked    []string
+	clusters []api.Cluster
+}
+
+func (c *controls) fn(apiURL, token string) (vpnup.Lister, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked = append(c.asked, apiURL+" "+token)
+	return c, nil
+}
+
+func (c *controls) Clusters(context.Context) ([]api.Cluster, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked = append(c.asked, "GET /v1/clusters")
+	return slices.Clone(c.clusters), nil
+}
+
+func (c *controls) requests() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.asked)
+}
+
+func wireguard(cids ...string) []api.Cluster {
+	var out []api.Cluster
+	for _, cid := range cids {
+		out = append(out, api.Cluster{CID: cid, Name: "tc-" + cid, UserVPN: api.UserVPNWireGuard})
+	}
+	return out
+}
+
 type fixture struct {
 	d      *fakevpnd.Daemon
 	socket string
 	r      *recorder
 	in     *signIns
+	ctl    *controls
 	app    *App
 	opened chan string
 	done   chan error
@@ -126,6 +165,7 @@ func start(t *testing.T, st *localapi.Status, tweak func(*Config)) *fixture {
 		socket: filepath.Join(t.TempDir(), "vpnd.sock"),
 		r:      &recorder{ch: make(chan menu.Menu, 1000)},
 		in:     &signIns{},
+		ctl:    &controls{},
 		opened: make(chan string, 10),
 		done:   make(chan error, 1),
 	}
@@ -135,6 +175,7 @@ func start(t *testing.T, st *localapi.Status, tweak func(*Config)) *fixture {
 	cfg := Config{
 		Daemon:     localapi.NewClient(f.socket),
 		SignIn:     f.in.fn,
+		Control:    f.ctl.fn,
 		Open:       func(u string) error { f.opened <- u; return nil },
 		Render:     f.r,
 		ConsoleURL: "https://console.example",
@@ -243,9 +284,8 @@ func TestUpSignsInThenConnects(t *testing.T) {
 	}
 }
 
-func TestRowWhileSignedOutSignsInThenConnectsThatCluster(t *testing.T) {
-	st := localapi.Status{Session: localapi.Session{State: localapi.SessionSignedOut, APIURL: "https://control.example"},
-		Clusters: clusters(cl("ky3", false, localapi.ClusterDisconnected), cl("xym", false, localapi.ClusterDisconnected))}
+func TestRowWhileExpiredSignsInThenConnectsThatCluster(t *testing.T) {
+	st := expired(cl("ky3", false, localapi.ClusterDisconnected), cl("xym", false, localapi.ClusterDisconnected))
 	f := start(t, &st, nil)
 	m := f.r.until(t, "rows", func(m menu.Menu) bool { return len(m.Clusters) == 2 && m.Clusters[0].Checkable })
 	f.app.Click(row(m, "ky3").Click)
@@ -256,17 +296,93 @@ func TestRowWhileSignedOutSignsInThenConnectsThatCluster(t *testing.T) {
 	if f.in.calls[0] != "https://control.example" {
 		t.Fatalf("signed in to %q: the daemon's control URL is the fallback", f.in.calls[0])
 	}
+	if got := f.ctl.requests(); slices.Contains(got, "GET /v1/clusters") {
+		t.Fatalf("asked control for the clusters although the row chose one: %q", got)
+	}
 }
 
-func TestUpNeedsAChoice(t *testing.T) {
-	st := signedIn(cl("ky3", false, localapi.ClusterDisconnected), cl("xym", false, localapi.ClusterDisconnected))
-	f := start(t, &st, nil)
+// Signed out, no cid configured: the daemon lists no cluster (it forgets
+// them with the session, and a new session starts with none), so the
+// toggle asks control for the account's clusters with the fresh token, as
+// `runos vpn up` does, and connects the only one.
+func TestUpFreshSignInConnectsTheOnlyCluster(t *testing.T) {
+	st := localapi.Status{Session: localapi.Session{State: localapi.SessionSignedOut}, Clusters: clusters()}
+	f := start(t, &st, func(c *Config) { c.APIURL = "https://control.lab" })
+	f.d.SetAccount(cl("ky3", false, localapi.ClusterDisconnected))
+	f.ctl.clusters = append(wireguard("ky3"), api.Cluster{CID: "nb1", UserVPN: api.UserVPNNetBird})
+	m := f.r.until(t, "connect", func(m menu.Menu) bool {
+		return m.Toggle.Title == menu.TitleConnect && m.Toggle.Enabled && m.Clusters[0].Title == "Clusters show after sign-in"
+	})
+	f.app.Click(m.Toggle.Click)
+	m = f.r.until(t, "ky3 connected", func(m menu.Menu) bool { return row(m, "ky3").Checked && m.Toggle.Title == menu.TitleDisconnect })
+	if notice(m, "Failed") {
+		t.Fatalf("notices %+v", m.Notices)
+	}
+	if got := f.calls(); !slices.Equal(got, []string{"POST /v1/session", "POST /v1/connect ky3"}) {
+		t.Fatalf("calls %q", got)
+	}
+	if got, want := f.ctl.requests(), []string{"https://control.lab tok-https://control.lab", "GET /v1/clusters"}; !slices.Equal(got, want) {
+		t.Fatalf("control %q, want %q", got, want)
+	}
+}
+
+// A fresh sign-in with several clusters on the account: up says how to
+// choose, and the rows (listed a moment later) are there to click.
+func TestUpFreshSignInSeveralClustersSaysHowToChoose(t *testing.T) {
+	st := localapi.Status{Session: localapi.Session{State: localapi.SessionSignedOut}, Clusters: clusters()}
+	f := start(t, &st, func(c *Config) { c.APIURL = "https://control.lab" })
+	f.d.SetAccount(cl("ky3", false, localapi.ClusterDisconnected), cl("xym", false, localapi.ClusterDisconnected))
+	f.ctl.clusters = wireguard("xym", "ky3")
 	m := f.r.until(t, "connect", func(m menu.Menu) bool { return m.Toggle.Title == menu.TitleConnect && m.Toggle.Enabled })
 	f.app.Click(m.Toggle.Click)
-	f.r.until(t, "the error", func(m menu.Menu) bool {
-		return notice(m, "Failed: connect: choose a cluster (ky3, xym): click its row, or set a default with: runos config set cid <cid>")
+	m = f.r.until(t, "the choice", func(m menu.Menu) bool {
+		return notice(m, "Failed: connect: choose a cluster: your account has 2 clusters (ky3, xym); click a cluster's row, or set a default with: runos config set cid <cid>") &&
+			row(m, "xym").Click.Kind == menu.OpConnect
 	})
-	if got := f.calls(); len(got) != 0 {
+	f.app.Click(row(m, "xym").Click)
+	f.r.until(t, "xym connected", func(m menu.Menu) bool { return row(m, "xym").Checked })
+	if got := f.calls(); !slices.Equal(got, []string{"POST /v1/session", "POST /v1/connect xym"}) {
+		t.Fatalf("calls %q", got)
+	}
+}
+
+// The sign-in lapsed with several clusters connected and no cid
+// configured: "Sign in…" signs in and the daemon reconnects them all by
+// itself, as after `runos vpn up`; nothing to choose.
+func TestSignInAgainRestoresSeveralClusters(t *testing.T) {
+	st := expired(cl("ky3", true, localapi.ClusterDisconnected), cl("xym", true, localapi.ClusterDisconnected), cl("abc", false, localapi.ClusterDisconnected))
+	f := start(t, &st, nil)
+	m := f.r.until(t, "sign in", func(m menu.Menu) bool { return m.Toggle.Title == menu.TitleSignIn })
+	f.app.Click(m.Toggle.Click)
+	m = f.r.until(t, "both back", func(m menu.Menu) bool {
+		return row(m, "ky3").Checked && row(m, "xym").Checked && row(m, "abc").Title == "abc" && len(m.Notices) == 0
+	})
+	if notice(m, "Failed") || m.Toggle.Title != menu.TitleDisconnect || m.Icon != menu.IconConnected {
+		t.Fatalf("menu %+v", m)
+	}
+	if got := f.calls(); !slices.Equal(got, []string{"POST /v1/session"}) {
+		t.Fatalf("calls %q: the daemon restores the clusters itself", got)
+	}
+	if got := f.ctl.requests(); slices.Contains(got, "GET /v1/clusters") {
+		t.Fatalf("asked control for the clusters although the daemon restored them: %q", got)
+	}
+	if f.in.count() != 1 {
+		t.Fatalf("%d sign-ins", f.in.count())
+	}
+}
+
+// The daemon is signed in to another control than the configured one:
+// Connect signs in to the configured one first, as `runos vpn up` does.
+func TestUpSignsInAgainToTheConfiguredControl(t *testing.T) {
+	st := signedIn(cl("ky3", false, localapi.ClusterDisconnected))
+	f := start(t, &st, func(c *Config) { c.APIURL, c.DefaultCID = "https://control.lab", "ky3" })
+	m := f.r.until(t, "connect", func(m menu.Menu) bool { return m.Toggle.Title == menu.TitleConnect && m.Toggle.Enabled })
+	f.app.Click(m.Toggle.Click)
+	f.r.until(t, "ky3 connected", func(m menu.Menu) bool { return row(m, "ky3").Checked })
+	if !slices.Equal(f.in.calls, []string{"https://control.lab"}) {
+		t.Fatalf("sign-ins %q", f.in.calls)
+	}
+	if got := f.calls(); !slices.Equal(got, []string{"POST /v1/session", "POST /v1/connect ky3"}) {
 		t.Fatalf("calls %q", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/runos/vpn/desktop/menu"
+	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -44,10 +45,14 @@ func (a *App) call(ctx context.Context, what string, fn func(context.Context) (*
 	return st, nil
 }
 
-// up is `runos vpn up [--cid CID]`: sign in in the browser when the
-// session is not valid, hand the session to the daemon, then connect CID,
-// else the configured cid, else the account's only cluster. It returns
-// once the daemon accepted the join; the handshake shows up in the stream.
+// up is `runos vpn up [--cid CID]`, deciding as the CLI does (vpnup):
+// sign in in the browser when the daemon's session does not serve (signed
+// out, lapsed, or signed in to another control than the configured one),
+// hand the session to the daemon, then connect CID, else the configured
+// cid; when the daemon restored the clusters the user had connected,
+// nothing more; else the account's only cluster (as control lists it with
+// the fresh token, the daemon having forgotten its list). It returns once
+// the daemon accepted the join; the handshake shows up in the stream.
 func (a *App) up(ctx context.Context, cid string, st *localapi.Status) (*localapi.Status, error) {
 	if st == nil {
 		var err error
@@ -55,30 +60,45 @@ func (a *App) up(ctx context.Context, cid string, st *localapi.Status) (*localap
 			return nil, err
 		}
 	}
-	if st.Session.State != localapi.SessionSignedIn {
-		var err error
-		if st, err = a.signIn(ctx, st); err != nil {
+	var fresh vpnup.Lister
+	if reason := vpnup.SignInReason(st.Session, a.cfg.APIURL, a.cfg.Now()); reason != "" {
+		a.cfg.Log.Info(reason)
+		apiURL, tok, next, err := a.signIn(ctx, st)
+		if err != nil {
 			return nil, err
 		}
+		st = next
+		if fresh, err = a.cfg.Control(apiURL, tok.AccessToken); err != nil {
+			return st, fmt.Errorf("connect: control client: %w", err)
+		}
 	}
-	cid, err := a.pickCluster(cid, st)
+	plan, err := vpnup.Decide(ctx, cid, a.cfg.DefaultCID, st, fresh)
 	if err != nil {
-		return st, err
+		if ce := (*vpnup.ChooseError)(nil); errors.As(err, &ce) && len(ce.Available) > 0 {
+			err = fmt.Errorf("%w; click a cluster's row, or set a default with: runos config set cid <cid>", err)
+		}
+		return st, fmt.Errorf("connect: %w", err)
 	}
-	return a.call(ctx, "connect "+cid, func(ctx context.Context) (*localapi.Status, error) {
-		return a.cfg.Daemon.Connect(ctx, cid)
+	if plan.Connect == "" {
+		// The daemon reconnects the restored clusters itself.
+		a.cfg.Log.Info("the daemon reconnects the clusters you had connected", "clusters", plan.Restored)
+		return st, nil
+	}
+	return a.call(ctx, "connect "+plan.Connect, func(ctx context.Context) (*localapi.Status, error) {
+		return a.cfg.Daemon.Connect(ctx, plan.Connect)
 	})
 }
 
 // signIn runs the browser sign-in as this user and hands the session to
-// the daemon. Only a click gets here: the app never signs in on its own.
-func (a *App) signIn(ctx context.Context, st *localapi.Status) (*localapi.Status, error) {
+// the daemon: the control it signed in to, the token and the daemon's
+// answer. Only a click gets here: the app never signs in on its own.
+func (a *App) signIn(ctx context.Context, st *localapi.Status) (string, *Token, *localapi.Status, error) {
 	apiURL := a.cfg.APIURL
 	if apiURL == "" {
-		apiURL = st.Session.APIURL
+		apiURL = strings.TrimRight(st.Session.APIURL, "/")
 	}
 	if apiURL == "" {
-		return nil, errors.New("sign in: no control URL; set it with: runos config set api-url https://…")
+		return "", nil, nil, errors.New("sign in: no control URL; set it with: runos config set api-url https://…")
 	}
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.SignInTimeout)
 	defer cancel()
@@ -97,32 +117,17 @@ func (a *App) signIn(ctx context.Context, st *localapi.Status) (*localapi.Status
 	if err != nil {
 		switch {
 		case errors.Is(sctx.Err(), context.DeadlineExceeded):
-			return nil, fmt.Errorf("sign in to %s: no answer from the browser within %s; try again", apiURL, a.cfg.SignInTimeout)
+			return "", nil, nil, fmt.Errorf("sign in to %s: no answer from the browser within %s; try again", apiURL, a.cfg.SignInTimeout)
 		case sctx.Err() != nil: // the user cancelled, or signed in with the CLI meanwhile
-			return nil, fmt.Errorf("sign in to %s: %w", apiURL, context.Canceled)
+			return "", nil, nil, fmt.Errorf("sign in to %s: %w", apiURL, context.Canceled)
 		}
-		return nil, fmt.Errorf("sign in to %s: %w", apiURL, err)
+		return "", nil, nil, fmt.Errorf("sign in to %s: %w", apiURL, err)
 	}
-	return a.call(ctx, "hand the session to the daemon", func(ctx context.Context) (*localapi.Status, error) {
+	next, err := a.call(ctx, "hand the session to the daemon", func(ctx context.Context) (*localapi.Status, error) {
 		return a.cfg.Daemon.SetSession(ctx, localapi.SessionRequest{APIURL: apiURL, AccessToken: tok.AccessToken, ExpiresAt: tok.ExpiresAt})
 	})
-}
-
-// pickCluster chooses what up connects, as the CLI does.
-func (a *App) pickCluster(cid string, st *localapi.Status) (string, error) {
-	switch {
-	case cid != "":
-		return cid, nil
-	case a.cfg.DefaultCID != "":
-		return a.cfg.DefaultCID, nil
-	case len(st.Clusters) == 1:
-		return st.Clusters[0].CID, nil
-	case len(st.Clusters) == 0:
-		return "", errors.New("connect: your account has no cluster you can reach")
+	if err != nil {
+		return "", nil, nil, err
 	}
-	cids := make([]string, len(st.Clusters))
-	for i, c := range st.Clusters {
-		cids[i] = c.CID
-	}
-	return "", fmt.Errorf("connect: choose a cluster (%s): click its row, or set a default with: runos config set cid <cid>", strings.Join(cids, ", "))
+	return apiURL, tok, next, nil
 }

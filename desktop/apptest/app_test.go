@@ -138,13 +138,25 @@ func TestMenuFollowsTheDaemonAndClicksReachIt(t *testing.T) {
 	m.until("ky3 without handshake", all(has("ky3 — no handshake"), checked("ky3 — no handshake", true)))
 	iconIs(t, conn, reg, menu.IconError)
 
-	// The toggle is `vpn down`: every cluster off and the session ended.
+	// The toggle is `vpn down`: every cluster off and the session ended;
+	// the daemon forgets the clusters with it, and the section's
+	// placeholder is a plain line, not a checkbox.
 	items = visible(m.layout())
 	toggle, _ := find(items, menu.TitleDisconnect)
 	m.click(toggle)
-	items = m.until("signed out", all(has(menu.TitleSignInNeeded), has(menu.TitleConnect), checked("xym", false), checked("ky3", false)))
+	items = m.until("signed out", all(has(menu.TitleSignInNeeded), has(menu.TitleConnect), has("Clusters show after sign-in")))
 	if got, want := w.calls(), []string{"POST /v1/connect xym", "DELETE /v1/session"}; !slices.Equal(got, want) {
 		t.Fatalf("daemon calls %q, want %q", got, want)
+	}
+	if n, _ := find(items, "Clusters show after sign-in"); n.Toggle != "" || n.Enabled {
+		t.Fatalf("placeholder %+v", n)
+	}
+	if _, ok := find(items, "ky3"); ok {
+		t.Fatalf("rows after sign-out: %q", labels(items))
+	}
+	// The config's api-url still opens the console.
+	if n, _ := find(items, menu.TitleConsole); !n.Enabled {
+		t.Fatalf("console %+v after sign-out with an api-url configured", n)
 	}
 	if l := w.launches(t); len(l) != 0 {
 		t.Fatalf("browser launched: %q", l)

@@ -2,7 +2,12 @@
 // tests: the real local API routes and wire types (vpnd/localapi) over a
 // real unix socket, with state a test can set and every request recorded.
 // It is not the daemon: no tunnel, no control; a connect "handshakes" after
-// a short delay unless told otherwise.
+// a short delay unless told otherwise. What a client sees of the session
+// is the real daemon's, though: a new session forgets the cluster list
+// (keeping, for the same user again, the clusters they wanted, which come
+// back by themselves) and lists the account's clusters a moment later;
+// ending the session forgets the clusters, the wanted ones and control's
+// URL.
 package fakevpnd
 
 import (
@@ -11,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,9 +47,11 @@ type Daemon struct {
 	calls     []Call
 	changed   chan struct{} // closed and replaced on every change
 	readOnly  bool
-	noAccess  bool          // an older daemon: statuses say nothing of access
-	handshake time.Duration // from a connect to "connected"
-	peerUp    bool          // whether "connected" comes with a handshake
+	noAccess  bool                     // an older daemon: statuses say nothing of access
+	handshake time.Duration            // from a connect (or a session) to "connected" (and the account's clusters listed)
+	peerUp    bool                     // whether "connected" comes with a handshake
+	account   []localapi.ClusterStatus // the account's clusters at control (CID, Name)
+	session   int                      // counts sessions begun and ended, so a late timer does nothing
 	l         net.Listener
 	srv       *http.Server
 }
@@ -56,6 +64,8 @@ func Start(socket string, st localapi.Status) (*Daemon, error) {
 	}
 	d := &Daemon{Socket: socket, st: st, changed: make(chan struct{}), handshake: 30 * time.Millisecond, peerUp: true, l: l}
 	d.st.Seq = 1
+	d.st.Clusters = slices.Clone(st.Clusters)
+	d.setAccountLocked(st.Clusters)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", d.status)
 	mux.HandleFunc("GET /v1/watch", d.watch)
@@ -98,6 +108,22 @@ func (d *Daemon) SetHandshake(after time.Duration, peerUp bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.handshake, d.peerUp = after, peerUp
+}
+
+// SetAccount sets the account's clusters at control: those a session lists
+// a moment after it begins, and those connect accepts. By default they are
+// the clusters of the status Start was given.
+func (d *Daemon) SetAccount(cs ...localapi.ClusterStatus) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.setAccountLocked(cs)
+}
+
+func (d *Daemon) setAccountLocked(cs []localapi.ClusterStatus) {
+	d.account = nil
+	for _, c := range cs {
+		d.account = append(d.account, localapi.ClusterStatus{CID: c.CID, Name: c.Name, State: localapi.ClusterDisconnected})
+	}
 }
 
 // Update changes the status and tells every watcher.
@@ -209,6 +235,10 @@ func (d *Daemon) change(w http.ResponseWriter, c Call) bool {
 	return true
 }
 
+// setSession is the real daemon's: control's URL and the user recorded,
+// the cluster list forgotten; the same user again (same control) gets the
+// clusters they wanted back, connecting, then connected a moment later when
+// the account's clusters are listed too.
 func (d *Daemon) setSession(w http.ResponseWriter, r *http.Request) {
 	var req localapi.SessionRequest
 	err := json.NewDecoder(r.Body).Decode(&req)
@@ -221,27 +251,70 @@ func (d *Daemon) setSession(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, api.Error{Code: localapi.CodeInvalid, Message: "want apiUrl and accessToken"})
 		return
 	}
+	user := req.User
+	if user == "" {
+		user = "ana@example.com" // control's answer to the token
+	}
+	d.session++
+	session := d.session
+	var restored []string
 	d.updateLocked(func(st *localapi.Status) {
-		user := req.User
-		if user == "" {
-			user = "ana@example.com"
+		prev := st.Session
+		same := prev.State != localapi.SessionSignedOut && prev.APIURL == req.APIURL && prev.User == user
+		cs := []localapi.ClusterStatus{}
+		for _, c := range st.Clusters {
+			if c.Wanted && same {
+				cs = append(cs, localapi.ClusterStatus{CID: c.CID, Name: c.Name, Wanted: true, State: localapi.ClusterConnecting})
+				restored = append(restored, c.CID)
+			}
 		}
+		st.Clusters = cs
 		st.Session = localapi.Session{State: localapi.SessionSignedIn, User: user, ExpiresAt: req.ExpiresAt, APIURL: req.APIURL, DeviceID: "dev1"}
 	})
+	up := d.peerUp
+	time.AfterFunc(d.handshake, func() { d.synced(session, restored, up) })
 	writeJSON(w, http.StatusOK, d.servedLocked())
 }
 
+// synced is the session's first round with control: the account's
+// clusters listed, the restored ones joined and handshaking.
+func (d *Daemon) synced(session int, restored []string, up bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.session != session {
+		return // the session ended (or another began) meanwhile
+	}
+	d.updateLocked(func(st *localapi.Status) {
+		for _, a := range d.account {
+			if !slices.ContainsFunc(st.Clusters, func(c localapi.ClusterStatus) bool { return c.CID == a.CID }) {
+				st.Clusters = append(st.Clusters, a)
+			}
+		}
+		slices.SortFunc(st.Clusters, func(a, b localapi.ClusterStatus) int { return strings.Compare(a.CID, b.CID) })
+		for i := range st.Clusters {
+			if c := &st.Clusters[i]; c.Wanted && slices.Contains(restored, c.CID) {
+				c.Server = localapi.Server{NodeID: "n1", Endpoint: "198.51.100.21:32768", Address: "100.100.1.1"}
+				c.State, c.PeerUp = localapi.ClusterConnected, up
+				if up {
+					c.LastHandshake = time.Now()
+				}
+			}
+		}
+	})
+}
+
+// endSession is the real daemon's `vpn down`: signed out, and the clusters,
+// the wanted ones and control's URL forgotten.
 func (d *Daemon) endSession(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.change(w, Call{Method: r.Method, Path: r.URL.Path}) {
 		return
 	}
+	d.session++
 	d.updateLocked(func(st *localapi.Status) {
-		st.Session = localapi.Session{State: localapi.SessionSignedOut, APIURL: st.Session.APIURL}
-		for i := range st.Clusters {
-			st.Clusters[i] = localapi.ClusterStatus{CID: st.Clusters[i].CID, Name: st.Clusters[i].Name, State: localapi.ClusterDisconnected}
-		}
+		st.Session = localapi.Session{State: localapi.SessionSignedOut}
+		st.Clusters = []localapi.ClusterStatus{}
 	})
 	writeJSON(w, http.StatusOK, d.servedLocked())
 }
@@ -271,9 +344,19 @@ func (d *Daemon) join(w http.ResponseWriter, r *http.Request, on bool) {
 		return
 	}
 	i := slices.IndexFunc(d.st.Clusters, func(c localapi.ClusterStatus) bool { return c.CID == req.CID })
-	if i < 0 {
-		writeErr(w, http.StatusNotFound, api.Error{Code: localapi.CodeNotFound, Message: "no cluster " + req.CID + " on your account"})
+	if i < 0 && !on {
+		writeJSON(w, http.StatusOK, d.servedLocked()) // nothing to disconnect, as the real daemon answers
 		return
+	}
+	if i < 0 {
+		// Not listed (yet): control knows the account's clusters.
+		j := slices.IndexFunc(d.account, func(c localapi.ClusterStatus) bool { return c.CID == req.CID })
+		if j < 0 {
+			writeErr(w, http.StatusNotFound, api.Error{Code: localapi.CodeNotFound, Message: "no cluster " + req.CID + " on your account"})
+			return
+		}
+		d.st.Clusters = append(d.st.Clusters, d.account[j])
+		i = len(d.st.Clusters) - 1
 	}
 	d.updateLocked(func(st *localapi.Status) {
 		c := &st.Clusters[i]
