@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"github.com/runos/vpn/internal/atomicfile"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -216,28 +218,8 @@ func (k *Keystore) writeFile(f *secretsFile) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(k.path)+".*")
-	if err != nil {
-		return fmt.Errorf("keystore: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("keystore: %w", err)
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
+	if err := atomicfile.WriteFile(k.path, b, 0o600); err != nil {
 		return fmt.Errorf("keystore: write %s: %w", k.path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("keystore: write %s: %w", k.path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("keystore: write %s: %w", k.path, err)
-	}
-	if err := os.Rename(tmp.Name(), k.path); err != nil {
-		return fmt.Errorf("keystore: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@
 package lab
 
 import (
+	"github.com/runos/vpn/internal/atomicfile"
+
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -205,5 +207,5 @@ func (l *Lab) writeEnv() error {
 		return err
 	}
 	l.env = e
-	return writeFileAtomic(filepath.Join(l.dir, EnvFile), b, 0o600)
+	return atomicfile.WriteFile(filepath.Join(l.dir, EnvFile), b, 0o600)
 }

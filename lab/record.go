@@ -3,6 +3,8 @@
 package lab
 
 import (
+	"github.com/runos/vpn/internal/atomicfile"
+
 	"encoding/json"
 	"fmt"
 	"os"
@@ -92,7 +94,7 @@ func (j *journal) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(j.path, b, 0o600)
+	return atomicfile.WriteFile(j.path, b, 0o600)
 }
 
 func (j *journal) netns(name string) error {
@@ -127,26 +129,4 @@ func (j *journal) snapshot() Record {
 	r := j.rec
 	r.Procs = slices.Clone(r.Procs)
 	return r
-}
-
-// writeFileAtomic writes through a temporary file and a rename, so a
-// reader never sees half a file.
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

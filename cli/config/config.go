@@ -6,6 +6,8 @@
 package config
 
 import (
+	"github.com/runos/vpn/internal/atomicfile"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -245,28 +247,7 @@ func (c *Config) Save(path string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("save config: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".config-*.json")
-	if err != nil {
-		return fmt.Errorf("save config: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("save config: %w", err)
-	}
-	if _, err := f.Write(c.Marshal()); err != nil {
-		f.Close()
-		return fmt.Errorf("save config: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("save config: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save config: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.WriteFile(path, c.Marshal(), 0o600); err != nil {
 		return fmt.Errorf("save config: %w", err)
 	}
 	return nil

@@ -5,6 +5,8 @@
 package nodekey
 
 import (
+	"github.com/runos/vpn/internal/atomicfile"
+
 	"errors"
 	"fmt"
 	"io/fs"
@@ -45,7 +47,7 @@ func LoadOrCreate(dir string, log *slog.Logger) (key wgtypes.Key, created bool, 
 	if err != nil {
 		return key, false, fmt.Errorf("node key: generate: %w", err)
 	}
-	if err := writeAtomic(path, []byte(key.String()+"\n")); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(key.String()+"\n"), 0o600); err != nil {
 		return wgtypes.Key{}, false, fmt.Errorf("node key: store %s: %w", path, err)
 	}
 	return key, true, nil
@@ -77,46 +79,4 @@ func load(path string, log *slog.Logger) (wgtypes.Key, error) {
 		return wgtypes.Key{}, fmt.Errorf("node key: %s does not hold a WireGuard key (base64, 32 bytes); move it away to generate a new key", path)
 	}
 	return key, nil
-}
-
-// writeAtomic writes b to path through a temporary file in the same
-// directory, synced and renamed, so a crash leaves the old file or the new
-// one, never a torn key.
-func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }

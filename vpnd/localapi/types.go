@@ -96,7 +96,7 @@ type Access struct {
 
 // Session is the sign-in the daemon holds.
 type Session struct {
-	State     string    `json:"state"` // signed-in, signed-out or expired
+	State     string    `json:"state"`     // signed-in, signed-out or expired
 	User      string    `json:"user"`      // "" when signed out
 	ExpiresAt time.Time `json:"expiresAt"` // null when signed out (see MarshalJSON)
 	APIURL    string    `json:"apiUrl,omitempty"`
@@ -138,9 +138,9 @@ type ClusterDNS struct {
 type ClusterStatus struct {
 	CID           string     `json:"cid"`
 	Name          string     `json:"name,omitempty"`
-	State         string     `json:"state"`  // connecting, connected, disconnected or error
-	Wanted        bool       `json:"wanted"` // the user asked for it
-	PeerUp        bool       `json:"peerUp"` // handshake within HandshakeFresh, read from the device
+	State         string     `json:"state"`         // connecting, connected, disconnected or error
+	Wanted        bool       `json:"wanted"`        // the user asked for it
+	PeerUp        bool       `json:"peerUp"`        // handshake within HandshakeFresh, read from the device
 	LastHandshake time.Time  `json:"lastHandshake"` // null before the first (see MarshalJSON)
 	Server        Server     `json:"server"`
 	Subnet        string     `json:"subnet,omitempty"`
