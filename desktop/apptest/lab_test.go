@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -233,6 +234,52 @@ func TestWithTheLabDaemon(t *testing.T) {
 	case <-app.done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("Quit did not end runos-desktop")
+	}
+}
+
+// The same without a cid configured, against the real daemon and control:
+// the daemon starts a new session with no cluster listed, so the toggle
+// asks control for the account's clusters with the fresh token (two here:
+// it says how to choose, and a row connects one). When the sign-in (here
+// 30 s) lapses with both clusters connected, "Sign in…" signs in again and
+// the daemon restores both by itself: nothing to choose.
+func TestWithTheLabDaemonNoCID(t *testing.T) {
+	const ttl = 30 * time.Second
+	w := newLabWorld(t, ttl)
+	app := w.desktop(t)
+	m := readMenu(t, w.bus.conn(t), w.watcher.next(t))
+
+	items := m.until("Connect", all(has(menu.TitleSignInNeeded), has(menu.TitleConnect)))
+	toggle, _ := find(items, menu.TitleConnect)
+	m.click(toggle)
+	items = m.until("signed in, asked to choose", all(hasPrefix("Signed in as ops@rjwrn.example.com until "),
+		hasPrefix("Failed: connect: choose a cluster: your account has 2 clusters (ky3,"), has("ky3"), has("xym")))
+	if n := w.launches(t, "runos-desktop"); n != 1 {
+		t.Fatalf("%d browser launches by the desktop, want 1", n)
+	}
+	xym, _ := find(items, "xym")
+	m.click(xym)
+	items = m.until("xym up", all(checked("xym", true), has("ky3")))
+	ky3, _ := find(items, "ky3")
+	m.click(ky3)
+	m.until("both up", all(checked("ky3", true), checked("xym", true)))
+
+	// The sign-in lapses; the user signs in again from the toggle.
+	items = m.until("the lapse", all(has(menu.TitleSignInNeeded), has(menu.TitleSignIn)))
+	signIn, _ := find(items, menu.TitleSignIn)
+	m.click(signIn)
+	items = m.until("both back", all(hasPrefix("Signed in as "), checked("ky3", true), checked("xym", true), has(menu.TitleDisconnect)))
+	if i := slices.IndexFunc(items, func(n node) bool { return strings.HasPrefix(n.Label, "Failed") }); i >= 0 {
+		t.Fatalf("after the sign-in: %q", labels(items))
+	}
+	if st := w.status(t); !peerUp(st, "ky3") || !peerUp(st, "xym") {
+		t.Fatalf("daemon clusters %+v", st.Clusters)
+	}
+	if n := w.launches(t, "runos-desktop"); n != 2 {
+		t.Fatalf("%d browser launches by the desktop, want 2", n)
+	}
+	if out := app.out.String(); !strings.Contains(out, "the daemon reconnects the clusters you had connected") {
+		t.Fatalf("the desktop did not leave the restore to the daemon:\n%s", out)
 	}
 }
 
