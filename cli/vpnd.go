@@ -25,9 +25,13 @@ type Daemon interface {
 type realDaemon struct{}
 
 // Run goes through installer.RunDaemon: under the Windows service manager
-// the program must answer its control dispatcher; elsewhere it just runs.
+// the program must answer its control dispatcher, and the clean-up of
+// --cleanup runs after the daemon (the SCM has no ExecStopPost=);
+// elsewhere it just runs.
 func (realDaemon) Run(ctx context.Context, cfg vpnd.Config) error {
-	return installer.RunDaemon(ctx, func(ctx context.Context) error { return vpnd.Run(ctx, cfg) })
+	return installer.RunDaemon(ctx,
+		func(ctx context.Context) error { return vpnd.Run(ctx, cfg) },
+		func(ctx context.Context) error { return vpnd.Cleanup(ctx, cfg) })
 }
 func (realDaemon) Cleanup(ctx context.Context, cfg vpnd.Config) error { return vpnd.Cleanup(ctx, cfg) }
 
