@@ -64,8 +64,9 @@ func FuzzLaunchdPlist(f *testing.F) {
 		if err := xml.Unmarshal([]byte(launchdPlist(s)), &doc); err != nil {
 			t.Fatalf("plist does not parse: %v", err)
 		}
-		want := append([]string{s.Binary}, s.DaemonArgs()...)
-		if strings.Join(doc.Dict.Strings, "\x00") != strings.Join(want, "\x00") {
+		// The strings read back are exactly the wrapper's arguments, the
+		// paths inside its script quoted as sh words (FuzzShellQuote).
+		if want := launchdArgs(s); strings.Join(doc.Dict.Strings, "\x00") != strings.Join(want, "\x00") {
 			t.Fatalf("ProgramArguments %q, want %q", doc.Dict.Strings, want)
 		}
 	})

@@ -3,6 +3,7 @@ package installer
 import (
 	"encoding/xml"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -94,6 +95,44 @@ func TestLaunchdPlist(t *testing.T) {
 		LogFile: "/var/log/com.runos.vpnd.log", Interface: "a<b&c"}
 	p := launchdPlist(s)
 	// A well-formed plist whose dict says what launchd must do.
+	got, args := parsePlist(t, p)
+	for k, want := range map[string]string{"Label": "com.runos.vpnd", "RunAtLoad": "true", "KeepAlive": "true",
+		"ExitTimeOut": "30", "ThrottleInterval": "5",
+		"StandardErrorPath": "/var/log/com.runos.vpnd.log", "StandardOutPath": "/var/log/com.runos.vpnd.log"} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %q", k, got[k], want)
+		}
+	}
+	// launchd runs sh with the wrapper, named after the service, which
+	// runs the daemon and then the clean-up (launchd has no ExecStopPost).
+	if len(args) != 4 || args[0] != "/bin/sh" || args[1] != "-c" || args[3] != "com.runos.vpnd" {
+		t.Fatalf("ProgramArguments %q, want /bin/sh -c SCRIPT com.runos.vpnd", args)
+	}
+	script := args[2]
+	for _, line := range []string{
+		`/usr/local/bin/runos vpnd --state-dir '/Library/Application Support/RunOS' --socket /var/run/runos/vpnd.sock --interface 'a<b&c' --ca-file '/Library/Application Support/RunOS/control-ca.pem' &`,
+		`/usr/local/bin/runos vpnd --cleanup --state-dir '/Library/Application Support/RunOS' --socket /var/run/runos/vpnd.sock --interface 'a<b&c' || echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $0: the clean-up failed"`,
+		`trap 'stopping=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null' TERM INT`,
+		`exit "$rc"`,
+	} {
+		if !hasLine(script, line) {
+			t.Errorf("the wrapper lacks %q:\n%s", line, script)
+		}
+	}
+	if strings.Index(script, " vpnd --state-dir") > strings.Index(script, " vpnd --cleanup") {
+		t.Error("the clean-up comes before the daemon")
+	}
+	if sh, err := exec.LookPath("sh"); err == nil {
+		if out, err := exec.Command(sh, "-n", "-c", script).CombinedOutput(); err != nil {
+			t.Errorf("sh -n: %v\n%s", err, out)
+		}
+	}
+}
+
+// parsePlist reads a one-dict plist: its keys' values (booleans as "true"
+// or "false") and the strings of its array.
+func parsePlist(t testing.TB, p string) (map[string]string, []string) {
+	t.Helper()
 	var doc struct {
 		Dict struct {
 			Items []struct {
@@ -122,17 +161,7 @@ func TestLaunchdPlist(t *testing.T) {
 			got[k.Value] = v.Value
 		}
 	}
-	for k, want := range map[string]string{"Label": "com.runos.vpnd", "RunAtLoad": "true", "KeepAlive": "true",
-		"StandardErrorPath": "/var/log/com.runos.vpnd.log", "StandardOutPath": "/var/log/com.runos.vpnd.log"} {
-		if got[k] != want {
-			t.Errorf("%s = %q, want %q", k, got[k], want)
-		}
-	}
-	want := []string{"/usr/local/bin/runos", "vpnd", "--state-dir", "/Library/Application Support/RunOS",
-		"--socket", "/var/run/runos/vpnd.sock", "--interface", "a<b&c", "--ca-file", "/Library/Application Support/RunOS/control-ca.pem"}
-	if strings.Join(args, "|") != strings.Join(want, "|") {
-		t.Errorf("ProgramArguments %q, want %q", args, want)
-	}
+	return got, args
 }
 
 func TestServiceConfigs(t *testing.T) {
