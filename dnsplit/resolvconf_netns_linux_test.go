@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/resolvedtest"
 )
 
 // nsWorld is a laptop namespace joined to a "network" namespace that holds
@@ -150,25 +151,9 @@ func TestResolvConfModeInNamespace(t *testing.T) {
 	}
 }
 
-// bindMountedResolvConf makes ns's resolv.conf a bind mount, the way
-// `ip netns exec` (and containers) do: /etc/netns/NS/resolv.conf.
-func bindMountedResolvConf(t *testing.T, ns *netnstest.NS, content string) string {
-	t.Helper()
-	dir := filepath.Join("/etc/netns", ns.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := filepath.Join(dir, "resolv.conf")
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestResolvConfModeOnABindMount(t *testing.T) {
 	w := newNSWorld(t)
-	file := bindMountedResolvConf(t, w.client, laptopResolvConf)
+	file := resolvedtest.BindMountedResolvConf(t, w.client, laptopResolvConf)
 	state := filepath.Join(t.TempDir(), "state")
 	h := startHolder(t, w.client, "RUNOS_DNSPLIT_STATE="+state, "RUNOS_DNSPLIT_IFACE=tun0")
 	ino := inode(t, file)
@@ -209,7 +194,7 @@ func TestResolvConfModeOnABindMount(t *testing.T) {
 
 func TestResolvConfModeCrashThenCleanup(t *testing.T) {
 	w := newNSWorld(t)
-	file := bindMountedResolvConf(t, w.client, laptopResolvConf)
+	file := resolvedtest.BindMountedResolvConf(t, w.client, laptopResolvConf)
 	state := filepath.Join(t.TempDir(), "state")
 	env := []string{"RUNOS_DNSPLIT_STATE=" + state, "RUNOS_DNSPLIT_IFACE=tun0"}
 

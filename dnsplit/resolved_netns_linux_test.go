@@ -1,80 +1,17 @@
 package dnsplit
 
 import (
-	"context"
-	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/resolvedtest"
 )
-
-const resolvedBinary = "/lib/systemd/systemd-resolved"
-
-// privateSystemBus runs a dbus-daemon of the system type on a socket of the
-// test's own, so the test's systemd-resolved owns org.freedesktop.resolve1
-// there and never meets another test's (or the machine's) on the real
-// system bus. Clients reach it through DBUS_SYSTEM_BUS_ADDRESS, exactly as
-// they reach the real one.
-func privateSystemBus(t *testing.T) string {
-	t.Helper()
-	// Not t.TempDir (0700): resolved drops to its own user before it
-	// connects, and must reach the socket.
-	dir, err := os.MkdirTemp("", "runos-dnsplit-bus-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "system_bus_socket")
-	conf := filepath.Join(dir, "bus.conf")
-	// The policy a root daemon meets on a stock system bus, made simple:
-	// resolved (as systemd-resolve) may own its name, root may call it.
-	err = os.WriteFile(conf, []byte(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=`+sock+`</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_type="*"/>
-  </policy>
-</busconfig>
-`), 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("dbus-daemon", "--config-file="+conf, "--nofork", "--nopidfile")
-	cmd.Stderr = testWriter{t}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	waitFor(t, "the bus socket", func() bool { _, err := os.Stat(sock); return err == nil })
-	return "unix:path=" + sock
-}
 
 // resolvedWorld: a laptop namespace whose DNS is managed by a real
 // systemd-resolved (resolv.conf → its stub), with a LAN link whose server
@@ -87,12 +24,12 @@ type resolvedWorld struct {
 	lan, ky3, xym *testServer
 	ky3r, xymr    Route
 	stateDir      string
-	resolved      *exec.Cmd
+	resolved      *resolvedtest.Resolved
 }
 
 func newResolvedWorld(t *testing.T) *resolvedWorld {
 	t.Helper()
-	netnstest.Require(t, "ip", "unshare", "nsenter", "getent", "dbus-daemon", "resolvectl", resolvedBinary)
+	netnstest.Require(t, append([]string{"ip", "nsenter", "getent"}, resolvedtest.Commands...)...)
 	w := &resolvedWorld{client: netnstest.New(t, "drc"), net: netnstest.New(t, "drn"), stateDir: filepath.Join(t.TempDir(), "state")}
 	netnstest.Link(t, w.client, "tun0", "10.205.0.100/24", w.net, "eth0", "10.205.0.1/24")
 	netnstest.Link(t, w.client, "lan0", "10.206.0.100/24", w.net, "eth1", "10.206.0.53/24")
@@ -109,55 +46,24 @@ func newResolvedWorld(t *testing.T) *resolvedWorld {
 
 	// resolv.conf in the laptop namespace is resolved's stub file (as on
 	// Ubuntu); resolved itself then takes no servers from it.
-	bindMountedResolvConf(t, w.client, "# This is /run/systemd/resolve/stub-resolv.conf managed by man:systemd-resolved(8).\nnameserver 127.0.0.53\noptions edns0 trust-ad\nsearch .\n")
+	resolvedtest.BindMountedResolvConf(t, w.client, resolvedtest.StubResolvConf)
 
-	w.bus = privateSystemBus(t)
+	w.bus = resolvedtest.PrivateSystemBus(t)
 	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", w.bus)
-	w.startResolved(t).Close()
+	w.startResolved(t)
 
 	return w
 }
 
-// startResolved runs systemd-resolved in the laptop namespace and waits
-// until it owns its name. It keeps its runtime files in
-// /run/systemd/resolve: a tmpfs in its own mount namespace keeps them off
-// the host's /run. (ip netns exec, unshare and sh all exec in place, so the
-// command's PID is resolved's.)
-func (w *resolvedWorld) startResolved(t *testing.T) *busResolved {
+// startResolved runs systemd-resolved in the laptop namespace (see
+// resolvedtest.Start) and gives the LAN link the user's resolver.
+func (w *resolvedWorld) startResolved(t *testing.T) {
 	t.Helper()
-	w.resolved = w.client.Start([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + w.bus}, "unshare", "-m", "--propagation", "private",
-		"sh", "-c", "mount -t tmpfs tmpfs /run/systemd && exec "+resolvedBinary)
-	var r *busResolved
-	waitFor(t, "systemd-resolved on the bus", func() bool {
-		var err error
-		if r == nil {
-			if r, err = dialResolved(); err != nil {
-				return false
-			}
-		}
-		return pingResolved(r) == nil
-	})
+	w.resolved = resolvedtest.Start(t, w.client, w.bus)
 	// "Before": the LAN link carries the user's resolver for everything
 	// (~.), as NetworkManager or networkd would set it, again after every
 	// restart of resolved.
-	ctx := context.Background()
-	lan := w.index(t, "lan0")
-	if err := r.SetLinkDNS(ctx, lan, []netip.Addr{netip.MustParseAddr("10.206.0.53")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.SetLinkDomains(ctx, lan, []string{"."}); err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func (w *resolvedWorld) index(t *testing.T, name string) int {
-	t.Helper()
-	var n int
-	if _, err := fmt.Sscan(w.client.MustExec("cat", "/sys/class/net/"+name+"/ifindex"), &n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	w.resolved.SetLink(t, "lan0", []string{"10.206.0.53"}, []string{"~."})
 }
 
 // stubQuery asks systemd-resolved's stub 127.0.0.53 in the laptop namespace.
@@ -183,16 +89,7 @@ func (w *resolvedWorld) stubQuery(t *testing.T, name string) string {
 // linkDNS is what resolved holds for tun0 (`resolvectl dns tun0`).
 func (w *resolvedWorld) linkDNS(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := w.client.Command(ctx, "resolvectl", "dns", "tun0")
-	cmd.Env = append(os.Environ(), "DBUS_SYSTEM_BUS_ADDRESS="+w.bus)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("resolvectl: %v: %s", err, out)
-	}
-	_, servers, _ := strings.Cut(strings.TrimSpace(string(out)), ":")
-	return strings.TrimSpace(servers)
+	return w.resolved.LinkDNS(t, "tun0")
 }
 
 func (w *resolvedWorld) holder(t *testing.T) *holder {
@@ -245,11 +142,8 @@ func TestResolvedModeAgainstSystemdResolved(t *testing.T) {
 
 	// resolved restarts (an upgrade): it forgets the link; the
 	// configurator notices the new owner of its bus name and sets it again.
-	if err := w.resolved.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "resolved to stop", func() bool { return syscall.Kill(w.resolved.Process.Pid, 0) != nil })
-	w.startResolved(t).Close()
+	w.resolved.Stop(t)
+	w.startResolved(t)
 	waitFor(t, "tun0 configured again after the restart", func() bool { return w.linkDNS(t) == "10.205.0.1 10.205.0.2" })
 	check("after resolved restarted", map[string]string{"a.ky3.rjwrn.example.com": "100.100.1.1", "a.xym.rjwrn.example.com": "100.100.2.1"})
 
