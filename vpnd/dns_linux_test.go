@@ -2,10 +2,12 @@ package vpnd
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -16,16 +18,19 @@ import (
 )
 
 // dnsServer answers A queries for names under the given suffixes, REFUSED
-// for anything else (as a cluster's DNS does), in ns on addr.
-func dnsServer(t *testing.T, ns *netnstest.NS, addr string, answers map[string]string) {
+// for anything else (as a cluster's DNS does), in ns on addr, and logs
+// every question with the address it came from.
+func dnsServer(t *testing.T, ns *netnstest.NS, addr string, answers map[string]string) *dnsLog {
 	t.Helper()
 	pc := listenPacketIn(t, ns, addr)
+	log := &dnsLog{}
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
 		m.Rcode = dns.RcodeRefused
 		if len(r.Question) == 1 {
 			q := r.Question[0]
+			log.add(q.Name, w.RemoteAddr())
 			for suffix, ip := range answers {
 				if dns.IsSubDomain(dns.Fqdn(suffix), q.Name) {
 					m.Rcode = dns.RcodeSuccess
@@ -41,6 +46,41 @@ func dnsServer(t *testing.T, ns *netnstest.NS, addr string, answers map[string]s
 	srv := &dns.Server{PacketConn: pc, Handler: h}
 	go srv.ActivateAndServe()
 	t.Cleanup(func() { _ = srv.Shutdown() })
+	return log
+}
+
+// dnsLog is what a dnsServer was asked, and from where.
+type dnsLog struct {
+	mu sync.Mutex
+	qs []loggedQuery
+}
+
+type loggedQuery struct {
+	name string // lower case, no final dot
+	from netip.Addr
+}
+
+func (l *dnsLog) add(name string, from net.Addr) {
+	q := loggedQuery{name: strings.TrimSuffix(strings.ToLower(name), ".")}
+	if ap, err := netip.ParseAddrPort(from.String()); err == nil {
+		q.from = ap.Addr().Unmap()
+	}
+	l.mu.Lock()
+	l.qs = append(l.qs, q)
+	l.mu.Unlock()
+}
+
+// asked is every question so far for name or a name under it.
+func (l *dnsLog) asked(name string) []loggedQuery {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var qs []loggedQuery
+	for _, q := range l.qs {
+		if q.name == name || strings.HasSuffix(q.name, "."+name) {
+			qs = append(qs, q)
+		}
+	}
+	return qs
 }
 
 // TestDaemonSplitDNSReal runs the daemon with the real dnsplit in

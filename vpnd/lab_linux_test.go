@@ -369,9 +369,15 @@ func insideDaemon(t *testing.T, part string) {
 			_, err = f.WriteString(part + "\n")
 			return err
 		}}
-	if os.Getenv("T_DNS") != "" {
+	if v := os.Getenv("T_DNS"); v != "" {
+		// T_DNS=auto: dnsplit chooses the mode, as `runos vpnd` has it do;
+		// any other value forces resolv.conf mode.
+		mode := dnsplit.ModeResolvConf
+		if v == "auto" {
+			mode = ""
+		}
 		cfg.DNS = func(iface string, log *slog.Logger) (dnsplit.Configurator, error) {
-			return dnsplit.New(dnsplit.Options{Interface: iface, StateDir: cfg.StateDir, Logger: log, Mode: dnsplit.ModeResolvConf})
+			return dnsplit.New(dnsplit.Options{Interface: iface, StateDir: cfg.StateDir, Logger: log, Mode: mode})
 		}
 		cfg.Cleanup = dnsplit.Cleanup
 	}
