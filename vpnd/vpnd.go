@@ -152,6 +152,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	eng.OnHandshake(d.kickRead)
 	readDone := make(chan struct{})
 	go func() { d.readLoop(dctx); close(readDone) }()
+	waitMemory := startMemoryWatch(dctx, log, eng.Name()) // gives memory back after bursts of traffic (trim.go)
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
 		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)
 
@@ -166,6 +167,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	cancel()
 	stop()
 	<-readDone // nothing applies a plan once the teardown starts
+	waitMemory()
 	d.mu.Lock()
 	d.stopSyncLocked()
 	d.mu.Unlock()

@@ -1,0 +1,226 @@
+package vpnd
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl"
+)
+
+// Why the daemon gives memory back after a burst of traffic.
+//
+// Bulk traffic through the tunnel (iperf3 at ~2 Gbit/s here) puts hundreds
+// of wireguard-go's 64 KiB packet buffers in flight at once: its queues
+// hold 1,024 packets per direction and its pools have no cap
+// (PreallocatedBuffersPerPool = 0 but on Android and iOS). On Linux each
+// buffer is filled by a GSO or GRO segment, so its pages become resident: 116–197 MiB of RSS after a
+// few seconds of it. When the burst ends the buffers go back to sync.Pools,
+// which only drop them over two collections, and an idle daemon allocates
+// so little that the GC then runs only by the runtime's two-minute forced
+// collection; the scavenger then returns the freed pages at its own slow
+// pace. Measured: 116 MiB for six minutes after one 3 s transfer, then
+// 23 MiB.
+//
+// So the daemon watches its heap every trimEvery and, once the heap it
+// holds in RAM has grown trimAbove past its level at rest and the tunnel
+// has been quiet for a whole interval, collects twice and returns the free
+// pages to the OS at once (trimMemory). It then takes the heap it is left
+// with as the level at rest, so it does not do it again until the heap
+// grows again.
+//
+// "Quiet" is the tunnel's own byte counters (every peer, both ways), not
+// the daemon's allocation: under steady bulk traffic wireguard-go takes
+// its buffers from warm pools and allocates little, so a quiet allocation
+// rate does not mean the traffic is over, and collecting and emptying the
+// pools in the middle of a transfer would make the next packets allocate
+// and fault their pages in again: the cost to throughput that ruled out a
+// tight GOMEMLIMIT (gc.go).
+// The counters say directly whether packets are still flowing. They are
+// read through the device's UAPI socket (a round trip and a few KB of
+// garbage), so the daemon asks for them only while the heap is above the
+// line; at rest it reads only runtime/metrics, which allocates nothing.
+//
+// Nothing here changes the GC's pacing (gc.go) or a memory limit: an
+// operator's GOGC or GOMEMLIMIT stays in force, and trimming after a burst
+// only does early what the GC and the scavenger would do in minutes. With
+// GOGC=off the operator asked for no collections, and the daemon makes none.
+const (
+	trimEvery = 2 * time.Second
+	// trimAbove is how far the retained heap must grow over its level at
+	// rest before a trim is worth its collections: more than the garbage
+	// the GC is paced to allow at rest (gcHeadroom), so ordinary
+	// connect/disconnect churn rarely triggers one, far less than what a
+	// burst leaves (90–180 MiB).
+	trimAbove = 8 << 20
+	// quietBytes is the most traffic, both ways through the tunnel, that a
+	// trimEvery interval may carry and still count as quiet: 1 MiB in 2 s
+	// is 4 Mbit/s, keepalives and interactive use but no transfer.
+	quietBytes = 1 << 20
+)
+
+// memReading is one look at the daemon's memory and the tunnel.
+type memReading struct {
+	allocs   uint64 // bytes ever allocated on the heap (grows only)
+	retained uint64 // heap in RAM: objects, free and unused spans not yet released to the OS
+	tunnel   uint64 // bytes through the tunnel, all peers, both ways (a sum over the present peers)
+	tunnelOK bool   // tunnel was read: only when the heap is worth trimming
+}
+
+// trimState is what the watcher remembers between readings.
+type trimState struct {
+	floor   uint64     // retained heap at rest: at start, after the last trim, or lower since
+	prev    memReading // the last reading
+	hasPrev bool
+}
+
+// wantsTunnel says whether a reading with this retained heap needs the
+// tunnel's counters: only one that could lead to a trim.
+func (s trimState) wantsTunnel(retained uint64) bool { return retained >= s.floor+trimAbove }
+
+// next takes a reading and says whether to trim now. It trims when the
+// retained heap is trimAbove over the floor and the tunnel carried at most
+// quietBytes since the previous reading, which must have read the tunnel
+// too (a burst shorter than an interval is trimmed one interval later). A
+// sum that went down means a peer left with its counters: that interval
+// cannot be judged, the next one will be. The floor follows the heap down
+// (the scavenger returns pages on its own too), so "grown" is measured from
+// the lowest level since the last trim; after a trim the caller sets it with
+// trimmed.
+func (s trimState) next(cur memReading) (trimState, bool) {
+	prev, hadPrev := s.prev, s.hasPrev
+	s.prev, s.hasPrev = cur, true
+	s.floor = min(s.floor, cur.retained)
+	if !s.wantsTunnel(cur.retained) || !hadPrev || !prev.tunnelOK || !cur.tunnelOK {
+		return s, false
+	}
+	if cur.tunnel < prev.tunnel {
+		return s, false
+	}
+	return s, cur.tunnel-prev.tunnel <= quietBytes
+}
+
+// trimmed records the retained heap a trim left as the new level at rest;
+// the next interval starts from the reading after it.
+func (s trimState) trimmed(retained uint64) trimState {
+	return trimState{floor: retained}
+}
+
+// memWatch is the watcher's surroundings, injected for the tests.
+type memWatch struct {
+	log    *slog.Logger
+	tick   <-chan time.Time
+	heap   func() (allocs, retained uint64, gcOff bool)
+	tunnel func() (uint64, error)
+	trim   func()
+}
+
+// watchMemory trims the daemon's memory after bursts of traffic (see the
+// comment at the top of this file) until ctx ends.
+func watchMemory(ctx context.Context, w memWatch) {
+	_, retained, _ := w.heap()
+	s := trimState{floor: retained}
+	tunnelErr := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.tick:
+		}
+		var cur memReading
+		var gcOff bool
+		cur.allocs, cur.retained, gcOff = w.heap()
+		if gcOff {
+			s = trimState{floor: cur.retained}
+			continue
+		}
+		if s.wantsTunnel(cur.retained) {
+			n, err := w.tunnel()
+			if err != nil && !tunnelErr {
+				w.log.Debug("memory trim: cannot read the tunnel's counters, so no trim", "err", err)
+			}
+			tunnelErr = err != nil
+			cur.tunnel, cur.tunnelOK = n, err == nil
+		}
+		var trim bool
+		prevAllocs := s.prev.allocs
+		if s, trim = s.next(cur); !trim {
+			continue
+		}
+		start := time.Now()
+		w.trim()
+		_, after, _ := w.heap()
+		w.log.Debug("memory trimmed after a burst of traffic",
+			"retainedBefore", cur.retained, "retainedAfter", after,
+			"allocatedInInterval", cur.allocs-prevAllocs, "took", time.Since(start).Round(time.Microsecond))
+		s = s.trimmed(after)
+	}
+}
+
+// trimMemory collects twice, so that what sync.Pools held is freed (the
+// first collection moves a pool's contents to its victim cache, the second
+// drops them), and returns every free page to the OS: debug.FreeOSMemory
+// is that second collection followed by a full scavenge.
+func trimMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// heapReader reads the heap from runtime/metrics into samples allocated
+// once, so that a look at rest allocates nothing.
+type heapReader struct{ s []metrics.Sample }
+
+func newHeapReader() *heapReader {
+	return &heapReader{s: []metrics.Sample{
+		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/gc/gogc:percent"},
+	}}
+}
+
+func (r *heapReader) read() (allocs, retained uint64, gcOff bool) {
+	metrics.Read(r.s)
+	u := func(i int) uint64 {
+		if r.s[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return r.s[i].Value.Uint64()
+	}
+	return u(0), u(1) + u(2) + u(3), r.s[4].Value.Kind() == metrics.KindUint64 && int64(u(4)) < 0
+}
+
+// startMemoryWatch starts watchMemory for the tunnel iface; wait returns
+// once ctx has ended and the watcher stopped.
+func startMemoryWatch(ctx context.Context, log *slog.Logger, iface string) (wait func()) {
+	done := make(chan struct{})
+	wg, wgErr := wgctrl.New()
+	tunnel := func() (uint64, error) {
+		if wgErr != nil {
+			return 0, wgErr
+		}
+		dev, err := wg.Device(iface)
+		if err != nil {
+			return 0, err
+		}
+		var n uint64
+		for _, p := range dev.Peers {
+			n += uint64(p.ReceiveBytes) + uint64(p.TransmitBytes)
+		}
+		return n, nil
+	}
+	t := time.NewTicker(trimEvery)
+	go func() {
+		defer close(done)
+		defer t.Stop()
+		if wgErr == nil {
+			defer wg.Close()
+		}
+		watchMemory(ctx, memWatch{log: log, tick: t.C, heap: newHeapReader().read, tunnel: tunnel, trim: trimMemory})
+	}()
+	return func() { <-done }
+}

@@ -1,0 +1,237 @@
+package vpnd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tMiB is a mebibyte, for the readings below.
+const tMiB = 1 << 20
+
+// TestTrimDecision runs the watcher's decision over sequences of readings
+// (one every trimEvery) and checks at which readings it trims.
+func TestTrimDecision(t *testing.T) {
+	const floor = 30 * tMiB
+	big := uint64(floor + trimAbove) // just worth trimming
+	type r = memReading
+	tun := func(retained, tunnel uint64) r { return r{retained: retained, tunnel: tunnel, tunnelOK: true} }
+	for _, c := range []struct {
+		name     string
+		readings []memReading
+		want     []bool
+	}{
+		{"at rest: heap at the floor, nothing to give back",
+			[]r{{retained: floor}, {retained: floor + tMiB}, {retained: floor + 2*tMiB}},
+			[]bool{false, false, false}},
+		{"heap grew a little (connect/disconnect churn): below the line",
+			[]r{{retained: floor + trimAbove - 1}, {retained: floor + trimAbove - 1}},
+			[]bool{false, false}},
+		{"during a burst (the tunnel moves hundreds of MB), then quiet: trim at the first quiet interval",
+			[]r{tun(150*tMiB, 0), tun(180*tMiB, 500*tMiB), tun(190*tMiB, 1100*tMiB), tun(190*tMiB, 1100*tMiB+4096)},
+			[]bool{false, false, false, true}},
+		{"just worth trimming and quiet",
+			[]r{tun(big, 7), tun(big, 7+quietBytes)},
+			[]bool{false, true}},
+		{"one byte more than quiet is traffic",
+			[]r{tun(big, 7), tun(big, 8+quietBytes)},
+			[]bool{false, false}},
+		{"the first reading above the line has no interval to judge (a burst shorter than one)",
+			[]r{{retained: floor}, tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB)},
+			[]bool{false, false, true}},
+		{"the tunnel could not be read: no trim, whatever the heap",
+			[]r{{retained: 200 * tMiB}, {retained: 200 * tMiB}, {retained: 200 * tMiB}},
+			[]bool{false, false, false}},
+		{"a peer left and took its counters: that interval is not judged, the next is",
+			[]r{tun(120*tMiB, 900*tMiB), tun(120*tMiB, 300*tMiB), tun(120*tMiB, 300*tMiB)},
+			[]bool{false, false, true}},
+		{"allocation does not matter: quiet tunnel trims even while the daemon allocates",
+			[]r{{retained: 120 * tMiB, allocs: 1 << 30, tunnel: 5, tunnelOK: true}, {retained: 120 * tMiB, allocs: 2 << 30, tunnel: 5, tunnelOK: true}},
+			[]bool{false, true}},
+		{"a steady transfer never trims, however little it allocates",
+			[]r{tun(120*tMiB, 0), tun(120*tMiB, 400*tMiB), tun(120*tMiB, 800*tMiB), tun(120*tMiB, 1200*tMiB)},
+			[]bool{false, false, false, false}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := trimState{floor: floor}
+			for i, rd := range c.readings {
+				var got bool
+				s, got = s.next(rd)
+				if got != c.want[i] {
+					t.Errorf("reading %d (%+v): trim %v, want %v", i, rd, got, c.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestTrimFloor: after a trim the heap it left is the level at rest, so
+// the watcher does not trim again until the heap grows trimAbove past it;
+// and the floor follows the heap down.
+func TestTrimFloor(t *testing.T) {
+	s := trimState{floor: 30 * tMiB}
+	quiet := memReading{retained: 150 * tMiB, tunnel: 9, tunnelOK: true}
+	s, _ = s.next(quiet)
+	s, trim := s.next(quiet)
+	if !trim {
+		t.Fatal("no trim of a quiet, grown heap")
+	}
+	s = s.trimmed(33 * tMiB)
+	for i, ret := range []uint64{33 * tMiB, 34 * tMiB, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1} {
+		if s, trim = s.next(memReading{retained: ret, tunnel: 9, tunnelOK: s.wantsTunnel(ret)}); trim {
+			t.Fatalf("reading %d: trimmed again at %d MiB without the heap growing %d MiB past the last trim", i, ret/tMiB, trimAbove/tMiB)
+		}
+	}
+	// The scavenger took the heap lower on its own: growth counts from there.
+	s, _ = s.next(memReading{retained: 28 * tMiB})
+	if s.floor != 28*tMiB {
+		t.Fatalf("floor %d MiB, want 28 (the lowest since the trim)", s.floor/tMiB)
+	}
+	if !s.wantsTunnel(28*tMiB + trimAbove) {
+		t.Error("growth from the lower level not counted")
+	}
+}
+
+// TestWatchMemory drives the watcher with injected ticks, readings and
+// trim: it asks for the tunnel's counters only above the line, trims once
+// after a burst and logs it, takes the heap after the trim as its new
+// floor, does nothing while GOGC is off, and stops with its context.
+func TestWatchMemory(t *testing.T) {
+	type tickR struct {
+		retained, tunnel uint64
+		gcOff            bool
+	}
+	script := []tickR{
+		{retained: 31 * tMiB},                      // 0 at rest: no tunnel read
+		{retained: 150 * tMiB, tunnel: 0},          // 1 a burst: above the line
+		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 2 still moving
+		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 3 quiet: trim (heap after: 33 MiB)
+		{retained: 34 * tMiB},                      // 4 at rest after the trim
+		{retained: 34 * tMiB},                      // 5
+		{retained: 200 * tMiB, gcOff: true},        // 6 GOGC=off: nothing
+		{retained: 200 * tMiB, gcOff: true},        // 7
+	}
+	// Every func below runs on the watcher's goroutine only; the test reads
+	// what they recorded after the watcher has stopped.
+	var (
+		n           = -1 // the tick being handled; -1: the reading at start
+		afterTrim   bool
+		tunnelReads []int
+		trims       []int
+	)
+	var logs bytes.Buffer
+	w := memWatch{
+		log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		heap: func() (uint64, uint64, bool) {
+			if afterTrim {
+				afterTrim = false
+				return 0, 33 * tMiB, false
+			}
+			if n < 0 {
+				n++
+				return 0, 30 * tMiB, false
+			}
+			r := script[n]
+			n++
+			return 0, r.retained, r.gcOff
+		},
+		tunnel: func() (uint64, error) {
+			tunnelReads = append(tunnelReads, n-1)
+			return script[n-1].tunnel, nil
+		},
+		trim: func() { trims = append(trims, n-1); afterTrim = true },
+	}
+	tick := make(chan time.Time)
+	w.tick = tick
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { watchMemory(ctx, w); close(done) }()
+	for range script {
+		tick <- time.Now() // taken only once the previous tick is handled
+	}
+	cancel() // the last tick is handled before the watcher sees this
+	<-done
+
+	if want := []int{1, 2, 3}; !slices.Equal(tunnelReads, want) {
+		t.Errorf("tunnel read at ticks %v, want %v (only above the line)", tunnelReads, want)
+	}
+	if want := []int{3}; !slices.Equal(trims, want) {
+		t.Errorf("trimmed at ticks %v, want %v", trims, want)
+	}
+	if got := logs.String(); !strings.Contains(got, "memory trimmed") ||
+		!strings.Contains(got, fmt.Sprintf("retainedBefore=%d retainedAfter=%d", 190*tMiB, 33*tMiB)) {
+		t.Errorf("log: %s", got)
+	}
+}
+
+// TestWatchMemoryTunnelUnreadable: without the tunnel's counters the
+// watcher cannot tell a burst from its end, so it never trims, and it says
+// so once.
+func TestWatchMemoryTunnelUnreadable(t *testing.T) {
+	var logs bytes.Buffer
+	tick := make(chan time.Time)
+	trims := 0
+	w := memWatch{
+		log:    slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		tick:   tick,
+		tunnel: func() (uint64, error) { return 0, errors.New("no such device") },
+		trim:   func() { trims++ },
+	}
+	first := true
+	w.heap = func() (uint64, uint64, bool) {
+		if first { // at start: at rest
+			first = false
+			return 0, 30 * tMiB, false
+		}
+		return 0, 200 * tMiB, false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { watchMemory(ctx, w); close(done) }()
+	for range 5 {
+		tick <- time.Now()
+	}
+	cancel()
+	<-done
+	if trims != 0 {
+		t.Errorf("%d trims without the tunnel's counters", trims)
+	}
+	if n := strings.Count(logs.String(), "cannot read the tunnel"); n != 1 {
+		t.Errorf("logged the unreadable tunnel %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// TestHeapReader reads the real runtime: the retained heap covers what was
+// just allocated and kept, and GOGC=off is seen.
+func TestHeapReader(t *testing.T) {
+	r := newHeapReader()
+	keep := make([][]byte, 0, 64)
+	for range 64 {
+		keep = append(keep, make([]byte, 64<<10))
+	}
+	allocs, retained, off := r.read()
+	if retained < 4*tMiB || allocs < 4*tMiB {
+		t.Errorf("retained %d, allocated %d bytes with 4 MiB held", retained, allocs)
+	}
+	if off {
+		t.Error("GC reported off")
+	}
+	runtime.KeepAlive(keep)
+	prev := debug.SetGCPercent(-1)
+	_, _, off = r.read()
+	debug.SetGCPercent(prev)
+	if !off {
+		t.Error("GOGC=off not seen")
+	}
+	if n := testing.AllocsPerRun(10, func() { r.read() }); n != 0 {
+		t.Errorf("a reading allocates %v times, want 0 (the watcher reads at rest)", n)
+	}
+}
