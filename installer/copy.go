@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 )
 
-// placeBinary copies the program at src to dst (0755), atomically: a
+// placeBinary copies the program at src (or a file it needs beside it,
+// such as wintun.dll) to dst (0755), atomically: a
 // temporary file next to dst, synced, then renamed over it. Whatever was at
 // dst is kept aside until commit, so undo puts it back. When src already is
 // dst (runos runs from its installed path) nothing happens.
@@ -22,7 +23,7 @@ func placeBinary(src, dst string) (p *placed, err error) {
 	}
 	in, err := os.Open(src)
 	if err != nil {
-		return nil, fmt.Errorf("install %s: read the running program: %w", dst, err)
+		return nil, fmt.Errorf("install %s: read %s: %w", dst, src, err)
 	}
 	defer in.Close()
 	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".new*")

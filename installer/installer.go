@@ -104,6 +104,7 @@ type host struct {
 	version    func(ctx context.Context, socket string) (*localapi.Version, error)
 	cleanup    func(ctx context.Context, cfg vpnd.Config) error
 	rwPaths    func() []string
+	companions []companion // files runos needs beside it (wintun.dll on Windows)
 	poll       time.Duration
 }
 
@@ -129,9 +130,10 @@ func realHost() *host {
 			}
 			return v, nil
 		},
-		cleanup: vpnd.Cleanup,
-		rwPaths: readWritePaths,
-		poll:    100 * time.Millisecond,
+		cleanup:    vpnd.Cleanup,
+		rwPaths:    readWritePaths,
+		companions: companionFiles(),
+		poll:       100 * time.Millisecond,
 	}
 }
 
@@ -217,6 +219,10 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("install: find the running program: %w", err)
 	}
 	spec := o.spec()
+	comps, err := planCompanions(h.companions, src, spec.Binary)
+	if err != nil {
+		return nil, err
+	}
 	m, err := h.manager(spec)
 	if err != nil {
 		return nil, fmt.Errorf("install: %w", err)
@@ -254,6 +260,16 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 		return fail(err)
 	}
 	t.onFail(p.undo)
+	placedComps := make([]*placed, 0, len(comps))
+	for _, c := range comps {
+		o.step("Installing %s", c.to)
+		cp, err := placeBinary(c.from, c.to)
+		if err != nil {
+			return fail(err)
+		}
+		t.onFail(cp.undo)
+		placedComps = append(placedComps, cp)
+	}
 
 	if _, err := os.Stat(spec.StateDir); errors.Is(err, os.ErrNotExist) {
 		t.onFail(func() error { return os.RemoveAll(spec.StateDir) })
@@ -305,6 +321,9 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 			spec.Name, spec.Socket, o.StartTimeout, err, res.Log))
 	}
 	p.commit()
+	for _, cp := range placedComps {
+		cp.commit()
+	}
 	res.Version = v.Version
 	if v.Version != version.Version || v.Commit != version.Commit {
 		o.step("warning: the daemon answers as %s (commit %s), not this build's %s (commit %s)", v.Version, v.Commit, version.Version, version.Commit)

@@ -46,3 +46,7 @@ func afterInstall(platform, name string) error { return nil }
 
 // secureStateDir: store.Open already made it 0700, owned by root.
 func secureStateDir(string) error { return nil }
+
+// companionFiles: runos needs nothing beside it here (the TUN device is the
+// kernel's).
+func companionFiles() []companion { return nil }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"golang.org/x/sys/windows"
 	"golang.org/x/sys/windows/svc/mgr"
@@ -112,4 +113,12 @@ func secureStateDir(dir string) error {
 	}
 	return windows.SetNamedSecurityInfo(dir, windows.SE_FILE_OBJECT,
 		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil)
+}
+
+// companionFiles: wintun.dll, which wireguard-go's tun.CreateTUN loads from
+// the program's folder or System32 (the DLL is signed by WireGuard LLC and
+// not in this repository: a release zip carries it, see make release).
+func companionFiles() []companion {
+	system32, _ := windows.GetSystemDirectory()
+	return []companion{wintunCompanion(runtime.GOARCH, system32)}
 }
