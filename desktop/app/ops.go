@@ -72,7 +72,9 @@ func (a *App) up(ctx context.Context, cid string, st *localapi.Status) (*localap
 			return st, fmt.Errorf("connect: control client: %w", err)
 		}
 	}
-	plan, err := vpnup.Decide(ctx, cid, a.cfg.DefaultCID, st, fresh)
+	dctx, cancel := context.WithTimeout(ctx, a.cfg.OpTimeout) // control's list, when asked
+	plan, err := vpnup.Decide(dctx, cid, a.cfg.DefaultCID, st, fresh)
+	cancel()
 	if err != nil {
 		if ce := (*vpnup.ChooseError)(nil); errors.As(err, &ce) && len(ce.Available) > 0 {
 			err = fmt.Errorf("%w; click a cluster's row, or set a default with: runos config set cid <cid>", err)
