@@ -127,12 +127,24 @@ desktop-macos:
 
 # Versioned archives in $(DIST)/: runos-<version>-<os>-<arch>.tar.gz (zip
 # for Windows), each with the programs and the README, and SHA256SUMS.
+# The Windows zips also need wintun.dll beside runos.exe (signed by
+# WireGuard LLC, from https://www.wintun.net; it cannot be built here):
+# WINTUN_DIR is the bin folder of Wintun's zip, with amd64/ and arm64/
+# under it (make release WINTUN_DIR=/path/to/wintun/bin). Without it the
+# Windows zips lack the DLL, and release says so.
+WINTUN_DIR ?=
 release: cross
 	@command -v zip >/dev/null || { echo "make release needs zip: apt-get install zip" >&2; exit 1; }
-	@set -e; rm -rf $(DIST); mkdir -p $(DIST)/.stage; \
+	@set -e; rm -rf $(DIST); mkdir -p $(DIST)/.stage; nowintun=""; \
 	for d in $(CROSS)/*-*; do \
 		t=$$(basename $$d); name=runos-$(VERSION)-$$t; stage=$(DIST)/.stage/$$name; \
 		mkdir -p $$stage; cp $$d/* $$stage/; [ ! -f README.md ] || cp README.md $$stage/; \
+		case $$t in windows-*) \
+			dll="$(WINTUN_DIR)/$${t#windows-}/wintun.dll"; \
+			if [ -z "$(WINTUN_DIR)" ]; then nowintun="$$nowintun $$name.zip"; \
+			elif [ -f "$$dll" ]; then cp "$$dll" $$stage/; \
+			else echo "make release: WINTUN_DIR=$(WINTUN_DIR) has no $${t#windows-}/wintun.dll" >&2; exit 1; fi;; \
+		esac; \
 		find $$stage -exec touch -h -d @$(SOURCE_DATE) {} +; \
 		case $$t in \
 		windows-*) (cd $(DIST)/.stage && find $$name | LC_ALL=C sort | zip -q -X -D ../$$name.zip -@);; \
@@ -142,4 +154,7 @@ release: cross
 		echo "release: $(DIST)/$$(ls $(DIST) | grep -F $$name)"; \
 	done; \
 	rm -rf $(DIST)/.stage; \
+	if [ -n "$$nowintun" ]; then \
+		echo "release: NOTE: no wintun.dll in$$nowintun: runos vpn install on Windows needs it beside runos.exe;" \
+			"get Wintun's zip from https://www.wintun.net and run make release WINTUN_DIR=/path/to/wintun/bin"; fi; \
 	cd $(DIST) && sha256sum *.tar.gz *.zip > SHA256SUMS && echo "release: $(DIST)/SHA256SUMS" && cat SHA256SUMS
