@@ -27,22 +27,32 @@ import (
 //
 // So the daemon watches its heap every trimEvery and, once the heap it
 // holds in RAM has grown trimAbove past its level at rest and the tunnel
-// has been quiet for a whole interval, collects twice and returns the free
-// pages to the OS at once (trimMemory). It then takes the heap it is left
-// with as the level at rest, so it does not do it again until the heap
-// grows again.
+// has been quiet for quietIntervals intervals in a row, collects twice and
+// returns the free pages to the OS at once (trimMemory). It then takes the
+// heap it is left with as the level at rest, so it does not do it again
+// until the heap grows again.
 //
 // "Quiet" is the tunnel's own byte counters (every peer, both ways), not
-// the daemon's allocation: under steady bulk traffic wireguard-go takes
-// its buffers from warm pools and allocates little, so a quiet allocation
-// rate does not mean the traffic is over, and collecting and emptying the
-// pools in the middle of a transfer would make the next packets allocate
-// and fault their pages in again: the cost to throughput that ruled out a
-// tight GOMEMLIMIT (gc.go).
-// The counters say directly whether packets are still flowing. They are
-// read through the device's UAPI socket (a round trip and a few KB of
-// garbage), so the daemon asks for them only while the heap is above the
-// line; at rest it reads only runtime/metrics, which allocates nothing.
+// the daemon's allocation: once a transfer is under way wireguard-go takes
+// its buffers from warm pools, so what the daemon allocates follows the
+// pools' misses, not the traffic (measured in the lab: under 11 MB in the
+// last 2 s of a transfer that moved ~400 MB in them, against ~25 KB at
+// rest). Collecting and emptying the pools in the middle of a transfer
+// would make the next packets allocate and fault their pages in again: the
+// cost to throughput that ruled out a tight GOMEMLIMIT (gc.go). The
+// counters say directly whether packets still flow. They are read through
+// the device's UAPI socket (a round trip and a few KB of garbage), so the
+// daemon asks for them only while the heap is above the line; at rest it
+// reads only runtime/metrics, which allocates nothing.
+//
+// Why wait quietIntervals and not one: a trim is not free for the next
+// burst. It starts with empty pools and released pages, like a fresh
+// daemon's first transfer, and allocates and faults in its ~100 MB again;
+// measured in the lab, a 3 s transfer that begins after a trim runs 15–35 %
+// slower than one that finds the buffers warm, the loss all in its first
+// second or so (docs/performance.md). Transfers that follow each other
+// within a few seconds (one command after another, a benchmark's rounds)
+// keep the buffers; a tunnel quiet for 6–8 s gives them back.
 //
 // Nothing here changes the GC's pacing (gc.go) or a memory limit: an
 // operator's GOGC or GOMEMLIMIT stays in force, and trimming after a burst
@@ -50,11 +60,14 @@ import (
 // GOGC=off the operator asked for no collections, and the daemon makes none.
 const (
 	trimEvery = 2 * time.Second
+	// quietIntervals is how many trimEvery intervals in a row the tunnel
+	// must be quiet: 6 s, so the memory goes back 6–8 s after a burst.
+	quietIntervals = 3
 	// trimAbove is how far the retained heap must grow over its level at
 	// rest before a trim is worth its collections: more than the garbage
 	// the GC is paced to allow at rest (gcHeadroom), so ordinary
 	// connect/disconnect churn rarely triggers one, far less than what a
-	// burst leaves (90–180 MiB).
+	// burst leaves (65–120 MB in the lab).
 	trimAbove = 8 << 20
 	// quietBytes is the most traffic, both ways through the tunnel, that a
 	// trimEvery interval may carry and still count as quiet: 1 MiB in 2 s
@@ -75,32 +88,35 @@ type trimState struct {
 	floor   uint64     // retained heap at rest: at start, after the last trim, or lower since
 	prev    memReading // the last reading
 	hasPrev bool
+	quiet   int // quiet intervals in a row, up to the last reading
 }
 
 // wantsTunnel says whether a reading with this retained heap needs the
 // tunnel's counters: only one that could lead to a trim.
 func (s trimState) wantsTunnel(retained uint64) bool { return retained >= s.floor+trimAbove }
 
-// next takes a reading and says whether to trim now. It trims when the
-// retained heap is trimAbove over the floor and the tunnel carried at most
-// quietBytes since the previous reading, which must have read the tunnel
-// too (a burst shorter than an interval is trimmed one interval later). A
-// sum that went down means a peer left with its counters: that interval
-// cannot be judged, the next one will be. The floor follows the heap down
-// (the scavenger returns pages on its own too), so "grown" is measured from
-// the lowest level since the last trim; after a trim the caller sets it with
-// trimmed.
+// next takes a reading and says whether to trim now. An interval is quiet
+// when the retained heap is trimAbove over the floor and the tunnel carried
+// at most quietBytes since the previous reading, which must have read the
+// tunnel too; it trims after quietIntervals quiet intervals in a row. Any
+// other interval starts the count again: traffic, a heap below the line,
+// the first reading above it (a burst shorter than an interval is judged
+// from the next one), and a sum that went down (a peer left with its
+// counters: that interval cannot be judged). The floor follows the heap
+// down (the scavenger returns pages on its own too), so "grown" is measured
+// from the lowest level since the last trim; after a trim the caller sets it
+// with trimmed.
 func (s trimState) next(cur memReading) (trimState, bool) {
 	prev, hadPrev := s.prev, s.hasPrev
 	s.prev, s.hasPrev = cur, true
 	s.floor = min(s.floor, cur.retained)
-	if !s.wantsTunnel(cur.retained) || !hadPrev || !prev.tunnelOK || !cur.tunnelOK {
+	judged := s.wantsTunnel(cur.retained) && hadPrev && prev.tunnelOK && cur.tunnelOK && cur.tunnel >= prev.tunnel
+	if !judged || cur.tunnel-prev.tunnel > quietBytes {
+		s.quiet = 0
 		return s, false
 	}
-	if cur.tunnel < prev.tunnel {
-		return s, false
-	}
-	return s, cur.tunnel-prev.tunnel <= quietBytes
+	s.quiet++
+	return s, s.quiet >= quietIntervals
 }
 
 // trimmed records the retained heap a trim left as the new level at rest;

@@ -18,47 +18,62 @@ import (
 const tMiB = 1 << 20
 
 // TestTrimDecision runs the watcher's decision over sequences of readings
-// (one every trimEvery) and checks at which readings it trims.
+// (one every trimEvery) and checks at which readings it trims. The
+// sequences are written for quietIntervals = 3 (6 s of quiet).
 func TestTrimDecision(t *testing.T) {
+	if quietIntervals != 3 {
+		t.Fatalf("quietIntervals is %d: rewrite these sequences", quietIntervals)
+	}
 	const floor = 30 * tMiB
 	big := uint64(floor + trimAbove) // just worth trimming
 	type r = memReading
 	tun := func(retained, tunnel uint64) r { return r{retained: retained, tunnel: tunnel, tunnelOK: true} }
+	const no, yes = false, true
 	for _, c := range []struct {
 		name     string
 		readings []memReading
 		want     []bool
 	}{
 		{"at rest: heap at the floor, nothing to give back",
-			[]r{{retained: floor}, {retained: floor + tMiB}, {retained: floor + 2*tMiB}},
-			[]bool{false, false, false}},
+			[]r{{retained: floor}, {retained: floor + tMiB}, {retained: floor + 2*tMiB}, {retained: floor + 2*tMiB}, {retained: floor + 2*tMiB}},
+			[]bool{no, no, no, no, no}},
 		{"heap grew a little (connect/disconnect churn): below the line",
-			[]r{{retained: floor + trimAbove - 1}, {retained: floor + trimAbove - 1}},
-			[]bool{false, false}},
-		{"during a burst (the tunnel moves hundreds of MB), then quiet: trim at the first quiet interval",
-			[]r{tun(150*tMiB, 0), tun(180*tMiB, 500*tMiB), tun(190*tMiB, 1100*tMiB), tun(190*tMiB, 1100*tMiB+4096)},
-			[]bool{false, false, false, true}},
-		{"just worth trimming and quiet",
-			[]r{tun(big, 7), tun(big, 7+quietBytes)},
-			[]bool{false, true}},
-		{"one byte more than quiet is traffic",
-			[]r{tun(big, 7), tun(big, 8+quietBytes)},
-			[]bool{false, false}},
+			[]r{{retained: floor + trimAbove - 1}, {retained: floor + trimAbove - 1}, {retained: floor + trimAbove - 1}, {retained: floor + trimAbove - 1}},
+			[]bool{no, no, no, no}},
+		{"a burst (the tunnel moves hundreds of MB), then quiet: trim after three quiet intervals",
+			[]r{tun(150*tMiB, 0), tun(180*tMiB, 500*tMiB), tun(190*tMiB, 1100*tMiB),
+				tun(190*tMiB, 1100*tMiB+4096), tun(190*tMiB, 1100*tMiB+8192), tun(190*tMiB, 1100*tMiB+8192)},
+			[]bool{no, no, no, no, no, yes}},
+		{"just worth trimming, and just quiet",
+			[]r{tun(big, 7), tun(big, 7+quietBytes), tun(big, 7+2*quietBytes), tun(big, 7+3*quietBytes)},
+			[]bool{no, no, no, yes}},
+		{"one byte more than quiet is traffic, and starts the count again",
+			[]r{tun(big, 7), tun(big, 7), tun(big, 7), tun(big, 8+quietBytes), tun(big, 8+quietBytes), tun(big, 8+quietBytes), tun(big, 8+quietBytes)},
+			[]bool{no, no, no, no, no, no, yes}},
+		{"a transfer a few seconds after the last keeps the buffers: no trim between them",
+			[]r{tun(120*tMiB, 0), tun(120*tMiB, 400*tMiB), tun(120*tMiB, 400*tMiB), tun(120*tMiB, 400*tMiB),
+				tun(130*tMiB, 800*tMiB), tun(130*tMiB, 800*tMiB), tun(130*tMiB, 800*tMiB), tun(130*tMiB, 800*tMiB)},
+			[]bool{no, no, no, no, no, no, no, yes}},
 		{"the first reading above the line has no interval to judge (a burst shorter than one)",
-			[]r{{retained: floor}, tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB)},
-			[]bool{false, false, true}},
+			[]r{{retained: floor}, tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB)},
+			[]bool{no, no, no, no, yes}},
 		{"the tunnel could not be read: no trim, whatever the heap",
-			[]r{{retained: 200 * tMiB}, {retained: 200 * tMiB}, {retained: 200 * tMiB}},
-			[]bool{false, false, false}},
-		{"a peer left and took its counters: that interval is not judged, the next is",
-			[]r{tun(120*tMiB, 900*tMiB), tun(120*tMiB, 300*tMiB), tun(120*tMiB, 300*tMiB)},
-			[]bool{false, false, true}},
-		{"allocation does not matter: quiet tunnel trims even while the daemon allocates",
-			[]r{{retained: 120 * tMiB, allocs: 1 << 30, tunnel: 5, tunnelOK: true}, {retained: 120 * tMiB, allocs: 2 << 30, tunnel: 5, tunnelOK: true}},
-			[]bool{false, true}},
+			[]r{{retained: 200 * tMiB}, {retained: 200 * tMiB}, {retained: 200 * tMiB}, {retained: 200 * tMiB}, {retained: 200 * tMiB}},
+			[]bool{no, no, no, no, no}},
+		{"a peer left and took its counters: that interval is not judged, the next are",
+			[]r{tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB), tun(120*tMiB, 300*tMiB),
+				tun(120*tMiB, 300*tMiB), tun(120*tMiB, 300*tMiB), tun(120*tMiB, 300*tMiB)},
+			[]bool{no, no, no, no, no, no, yes}},
+		{"the heap went below the line while waiting (the scavenger did it): nothing to trim",
+			[]r{tun(120*tMiB, 5), tun(120*tMiB, 5), {retained: floor}, tun(120*tMiB, 5), tun(120*tMiB, 5)},
+			[]bool{no, no, no, no, no}},
+		{"allocation does not matter: a quiet tunnel trims even while the daemon allocates",
+			[]r{{retained: 120 * tMiB, allocs: 1 << 30, tunnel: 5, tunnelOK: true}, {retained: 120 * tMiB, allocs: 2 << 30, tunnel: 5, tunnelOK: true},
+				{retained: 120 * tMiB, allocs: 3 << 30, tunnel: 5, tunnelOK: true}, {retained: 120 * tMiB, allocs: 4 << 30, tunnel: 5, tunnelOK: true}},
+			[]bool{no, no, no, yes}},
 		{"a steady transfer never trims, however little it allocates",
-			[]r{tun(120*tMiB, 0), tun(120*tMiB, 400*tMiB), tun(120*tMiB, 800*tMiB), tun(120*tMiB, 1200*tMiB)},
-			[]bool{false, false, false, false}},
+			[]r{tun(120*tMiB, 0), tun(120*tMiB, 400*tMiB), tun(120*tMiB, 800*tMiB), tun(120*tMiB, 1200*tMiB), tun(120*tMiB, 1600*tMiB)},
+			[]bool{no, no, no, no, no}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := trimState{floor: floor}
@@ -79,13 +94,15 @@ func TestTrimDecision(t *testing.T) {
 func TestTrimFloor(t *testing.T) {
 	s := trimState{floor: 30 * tMiB}
 	quiet := memReading{retained: 150 * tMiB, tunnel: 9, tunnelOK: true}
-	s, _ = s.next(quiet)
-	s, trim := s.next(quiet)
+	var trim bool
+	for range quietIntervals + 1 {
+		s, trim = s.next(quiet)
+	}
 	if !trim {
 		t.Fatal("no trim of a quiet, grown heap")
 	}
 	s = s.trimmed(33 * tMiB)
-	for i, ret := range []uint64{33 * tMiB, 34 * tMiB, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1} {
+	for i, ret := range []uint64{33 * tMiB, 34 * tMiB, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1} {
 		if s, trim = s.next(memReading{retained: ret, tunnel: 9, tunnelOK: s.wantsTunnel(ret)}); trim {
 			t.Fatalf("reading %d: trimmed again at %d MiB without the heap growing %d MiB past the last trim", i, ret/tMiB, trimAbove/tMiB)
 		}
@@ -113,11 +130,15 @@ func TestWatchMemory(t *testing.T) {
 		{retained: 31 * tMiB},                      // 0 at rest: no tunnel read
 		{retained: 150 * tMiB, tunnel: 0},          // 1 a burst: above the line
 		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 2 still moving
-		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 3 quiet: trim (heap after: 33 MiB)
-		{retained: 34 * tMiB},                      // 4 at rest after the trim
-		{retained: 34 * tMiB},                      // 5
-		{retained: 200 * tMiB, gcOff: true},        // 6 GOGC=off: nothing
-		{retained: 200 * tMiB, gcOff: true},        // 7
+		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 3 quiet
+		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 4 quiet
+		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 5 quiet: trim (heap after: 33 MiB)
+		{retained: 34 * tMiB},                      // 6 at rest after the trim
+		{retained: 34 * tMiB},                      // 7
+		{retained: 200 * tMiB, gcOff: true},        // 8 GOGC=off: nothing
+		{retained: 200 * tMiB, gcOff: true},        // 9
+		{retained: 200 * tMiB, gcOff: true},        // 10
+		{retained: 200 * tMiB, gcOff: true},        // 11
 	}
 	// Every func below runs on the watcher's goroutine only; the test reads
 	// what they recorded after the watcher has stopped.
@@ -160,10 +181,10 @@ func TestWatchMemory(t *testing.T) {
 	cancel() // the last tick is handled before the watcher sees this
 	<-done
 
-	if want := []int{1, 2, 3}; !slices.Equal(tunnelReads, want) {
+	if want := []int{1, 2, 3, 4, 5}; !slices.Equal(tunnelReads, want) {
 		t.Errorf("tunnel read at ticks %v, want %v (only above the line)", tunnelReads, want)
 	}
-	if want := []int{3}; !slices.Equal(trims, want) {
+	if want := []int{5}; !slices.Equal(trims, want) {
 		t.Errorf("trimmed at ticks %v, want %v", trims, want)
 	}
 	if got := logs.String(); !strings.Contains(got, "memory trimmed") ||
