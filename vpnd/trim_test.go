@@ -230,9 +230,9 @@ func TestWatchMemoryTunnelUnreadable(t *testing.T) {
 	}
 }
 
-// TestHeapReader reads the real runtime: the retained heap covers what was
+// TestTrimHeapReader reads the real runtime: the retained heap covers what was
 // just allocated and kept, and GOGC=off is seen.
-func TestHeapReader(t *testing.T) {
+func TestTrimHeapReader(t *testing.T) {
 	r := newHeapReader()
 	keep := make([][]byte, 0, 64)
 	for range 64 {
