@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/runos/vpn/internal/atomicfile"
 )
 
 // journalFile is the record of changes, in the daemon's state directory.
@@ -91,7 +93,7 @@ func (j *journal) save(cs []change) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(j.path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(j.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("dns: record change: %w", err)
 	}
 	return nil

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/runos/vpn/internal/atomicfile"
 )
 
 // resolvMarker opens every resolv.conf split DNS writes; Cleanup restores a
@@ -129,7 +131,7 @@ func snapshotResolvConf(path string) (change, error) {
 // writeResolvConf replaces path with data: atomically where it can, in place
 // where path is a bind mount. It says which it did.
 func writeResolvConf(path string, data []byte, perm fs.FileMode) (inPlace bool, err error) {
-	err = writeFileAtomic(path, data, perm)
+	err = atomicfile.WriteFile(path, data, perm)
 	if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) {
 		return true, writeFileInPlace(path, data)
 	}
@@ -165,10 +167,30 @@ func restoreResolvConf(c change) (left bool, err error) {
 			}
 			return false, err
 		}
-		syncDir(filepath.Dir(c.Path))
+		atomicfile.SyncDir(filepath.Dir(c.Path))
 		return false, nil
 	default:
 		_, err := writeResolvConf(c.Path, c.Original, c.Perm)
 		return false, err
 	}
+}
+
+// writeFileInPlace truncates and rewrites path through the same inode: the
+// only way to change a file that is a bind mount (a rename onto it fails with
+// EBUSY), as in containers and under `ip netns exec`. It is not atomic; a
+// bind-mounted file allows nothing better.
+func writeFileInPlace(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("rewrite %s in place: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/runos/vpn/internal/atomicfile"
 )
 
 // fakeClock is a settable clock for the rewrite window.
@@ -192,7 +194,7 @@ func TestResolvConfModeReappliesThenStopsFighting(t *testing.T) {
 	// one writing in place. Each is noticed and re-applied, and the new
 	// server becomes the forwarder's upstream and the file restored later.
 	for i, write := range []func(p string, b []byte) error{
-		func(p string, b []byte) error { return writeFileAtomic(p, b, 0o644) },
+		func(p string, b []byte) error { return atomicfile.WriteFile(p, b, 0o644) },
 		writeFileInPlace,
 	} {
 		theirs := fmt.Sprintf("# dhclient\nnameserver 10.77.0.%d\n", 60+i)
@@ -217,7 +219,7 @@ func TestResolvConfModeReappliesThenStopsFighting(t *testing.T) {
 	// times within the window, then left alone and reported.
 	for i := 0; ; i++ {
 		theirs := fmt.Sprintf("nameserver 10.77.1.%d\n", i)
-		if err := writeFileAtomic(opt.ResolvConf, []byte(theirs), 0o644); err != nil {
+		if err := atomicfile.WriteFile(opt.ResolvConf, []byte(theirs), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if i == maxReapply {
@@ -253,7 +255,7 @@ func TestResolvConfModeRestoresTheLatestForeignVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	renewed := []byte("search new.example\nnameserver 10.77.0.99\n")
-	if err := writeFileAtomic(opt.ResolvConf, renewed, 0o644); err != nil {
+	if err := atomicfile.WriteFile(opt.ResolvConf, renewed, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "re-apply", func() bool { b, _ := os.ReadFile(opt.ResolvConf); return isOurResolvConf(b) })

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/runos/vpn/internal/atomicfile"
 )
 
 // resolverMarker opens every /etc/resolver file split DNS writes, so a file
@@ -99,7 +101,7 @@ func (m *resolverFilesMode) write(path string, data []byte) error {
 	if err := m.j.record(c); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(path, data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		_ = m.j.forget(c)
 		return fmt.Errorf("dns: write %s: %w", path, err)
 	}
