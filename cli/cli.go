@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/auth"
+	"github.com/runos/vpn/installer"
 )
 
 // Exit codes of the runos command.
@@ -197,7 +198,7 @@ func (a *app) rootCmd() *cobra.Command {
 		`runos reaches your RunOS clusters over the user-access VPN and manages
 the clusters' VPN servers.
 
-On your machine (once: sudo runos vpn install):
+On your machine (once: `+installer.AdminCommand("vpn install")+`):
   runos vpn up               sign in (browser) and connect your default cluster
   runos vpn connect <cid>    reach another cluster too
   runos vpn status           the tunnel, the session and each cluster

@@ -64,26 +64,26 @@ func (a *app) vpnInstallCmd() *cobra.Command {
 	var f installFlags
 	c := &cobra.Command{
 		Use:   "install",
-		Short: "Install the background service (once per machine, with sudo)",
+		Short: "Install the background service (once per machine, " + installer.AdminHow + ")",
 		Long: `Install the VPN daemon (runos vpnd) as a system service that starts at boot
 and restarts after a failure: systemd, System V init where there is no
 systemd, launchd on macOS, the service manager on Windows.
 
 It copies this runos to ` + installer.DefaultBinary() + ` (unless it already runs from
 there), creates the state directory ` + platform.DefaultStateDir + ` (0700), records
-the user who ran sudo as the operator, registers the service and starts it,
+` + installer.InvokingUserWords + ` as the operator, registers the service and starts it,
 and returns once the daemon answers on its socket.
 
-Who may steer the VPN (up, connect, disconnect, down): root, the operator and
+Who may steer the VPN (up, connect, disconnect, down): ` + access.AdminWord() + `, the operator and
 members of the ` + access.Group + ` group; everyone else may read the status.
---operator names another user instead of the one who ran sudo.
+--operator names another user instead.
 
 Running it again upgrades in place: the service is stopped, runos replaced,
 the service registered anew and started. If anything fails, what this run
 changed is undone (an upgrade puts the previous version back).`,
-		Example: `  sudo runos vpn install
-  sudo runos vpn install --operator alice
-  sudo runos vpn install --ca-file ./control-ca.pem   # a control with its own CA`,
+		Example: `  ` + installer.AdminPrefix + `runos vpn install
+  ` + installer.AdminPrefix + `runos vpn install --operator alice
+  ` + installer.AdminPrefix + `runos vpn install --ca-file ./control-ca.pem   # a control with its own CA`,
 		Args: exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
 			o, err := a.installOptions(f)
@@ -101,7 +101,7 @@ changed is undone (an upgrade puts the previous version back).`,
 			return nil
 		}),
 	}
-	c.Flags().StringVar(&f.operator, "operator", "", "the user who may steer the VPN besides root (default: the user who ran sudo)")
+	c.Flags().StringVar(&f.operator, "operator", "", "the user who may steer the VPN besides "+access.AdminWord()+" (default: "+installer.InvokingUserWords+")")
 	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (copied into the state directory)")
 	c.Flags().DurationVar(&f.startTimeout, "timeout", installer.DefaultStartTimeout, "how long to wait for the daemon to answer")
 	c.Flags().BoolVar(&f.json, "json", false, "print what was installed as JSON")
@@ -121,7 +121,7 @@ func (a *app) printInstalled(r *installer.Result) {
 	if r.Operator != "" {
 		fmt.Fprintf(t, "  operator\t%s may steer the VPN (so may root and the %s group)\n", r.Operator, access.Group)
 	} else {
-		fmt.Fprintf(t, "  operator\tnone: only root and the %s group may steer the VPN (add one: sudo runos vpn install --operator USER)\n", access.Group)
+		fmt.Fprintf(t, "  operator\tnone: only root and the %s group may steer the VPN (add one: %s)\n", access.Group, installer.AdminCommand("vpn install --operator USER"))
 	}
 	if r.Log != "" {
 		fmt.Fprintf(t, "  log\t%s\n", r.Log)
@@ -134,7 +134,7 @@ func (a *app) vpnUninstallCmd() *cobra.Command {
 	var f installFlags
 	c := &cobra.Command{
 		Use:   "uninstall",
-		Short: "Stop and remove the background service (with sudo)",
+		Short: "Stop and remove the background service (" + installer.AdminHow + ")",
 		Long: `Stop the VPN daemon's service and remove it, then undo whatever the daemon
 changed: split DNS, routes and the tunnel interface.
 
@@ -144,8 +144,8 @@ removes it too, with the operator record and the service's log.
 
 runos itself stays where it is. Running it when nothing is installed only
 cleans up.`,
-		Example: `  sudo runos vpn uninstall
-  sudo runos vpn uninstall --purge`,
+		Example: `  ` + installer.AdminPrefix + `runos vpn uninstall
+  ` + installer.AdminPrefix + `runos vpn uninstall --purge`,
 		Args: exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
 			o, err := a.installOptions(f)

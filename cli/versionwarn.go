@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 
+	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"
 )
 
@@ -15,5 +16,5 @@ func (a *app) warnDaemonVersion(daemon string) {
 		return
 	}
 	a.versionWarned = true
-	fmt.Fprintf(a.env.Stderr, "warning: the daemon runs %s but this runos is %s: run `sudo runos vpn install` to update the daemon\n", daemon, version.Version)
+	fmt.Fprintf(a.env.Stderr, "warning: the daemon runs %s but this runos is %s: run `%s` to update the daemon\n", daemon, version.Version, installer.AdminCommand("vpn install"))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/vpnd/access"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -96,7 +97,7 @@ func accessLines(a *localapi.Access) []string {
 	}
 	hint := a.Hint
 	if hint == "" {
-		hint = "ask an administrator to run: sudo runos vpn install --operator $USER"
+		hint = access.GrantHint()
 	}
 	return []string{"you may only read the VPN status; to change it, " + hint}
 }

@@ -103,6 +103,9 @@ type Words struct {
 	AnyUser string // stands for the caller's name when it is unknown
 	// Grant is the hint to a refused user, naming the account to record.
 	Grant func(user string) string
+	// Direct is the hint to a client that sent another Host: how to reach
+	// the API as the daemon expects.
+	Direct func() string
 }
 
 // UnixWords: `sudo runos vpn install --operator NAME` records the operator.
@@ -112,6 +115,9 @@ var UnixWords = Words{
 	AnyUser: "$USER",
 	Grant: func(user string) string {
 		return "ask an administrator to run: sudo runos vpn install --operator " + user
+	},
+	Direct: func() string {
+		return "curl --unix-socket " + platform.SocketPath() + " http://" + Host + "/v1/status"
 	},
 }
 
@@ -129,7 +135,20 @@ var WindowsWords = Words{
 		}
 		return `ask an administrator to run, in a terminal opened with "Run as administrator": runos vpn install --operator ` + user
 	},
+	// curl has no named pipes: the CLI is the client that needs nothing else.
+	Direct: func() string {
+		return "runos vpn status --json reads it; a client of the named pipe " + platform.SocketPath() + " must send Host: " + Host
+	},
 }
+
+// GrantHint is what this OS tells a user who may only read: the command an
+// administrator runs to make them an operator (for clients of a daemon that
+// does not say so itself).
+func GrantHint() string { return systemWords.Grant(systemWords.AnyUser) }
+
+// AdminWord is who may always change state on this OS ("root",
+// "administrators"), for help texts.
+func AdminWord() string { return systemWords.Admin }
 
 func (p Policy) words() *Words {
 	if p.Words == nil {
@@ -162,7 +181,7 @@ func (p Policy) Check(r *http.Request, c Caller) *Refusal {
 	if r.Host != Host {
 		return &Refusal{Status: http.StatusForbidden, Code: codeForbidden,
 			Message: fmt.Sprintf("host %q refused: the daemon answers only requests for %s", r.Host, Host),
-			Hint:    "curl --unix-socket " + platform.SocketPath() + " http://" + Host + "/v1/status"}
+			Hint:    p.words().Direct()}
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return nil

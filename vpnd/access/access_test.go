@@ -315,9 +315,23 @@ func TestWordsPerOS(t *testing.T) {
 		t.Errorf("Windows: %+v", d)
 	}
 	for name, w := range map[string]Words{"unix": UnixWords, "windows": WindowsWords} {
-		if w.Admin == "" || w.Members == "" || w.AnyUser == "" || w.Grant == nil || !strings.Contains(w.Grant("x"), "runos vpn install --operator x") {
+		if w.Admin == "" || w.Members == "" || w.AnyUser == "" || w.Grant == nil || !strings.Contains(w.Grant("x"), "runos vpn install --operator x") ||
+			w.Direct == nil || !strings.Contains(w.Direct(), "Host") && !strings.Contains(w.Direct(), "http://"+Host) {
 			t.Errorf("%s words incomplete: %+v", name, w)
 		}
+	}
+	// Another Host: Unix is shown curl on the socket, Windows (no curl for
+	// named pipes) the CLI and the header a pipe client must send.
+	r := httptest.NewRequest("GET", "http://localhost/v1/status", nil)
+	if ref := unix.Check(r, bob); ref == nil || !strings.HasPrefix(ref.Hint, "curl --unix-socket ") {
+		t.Errorf("Unix host refusal: %+v", ref)
+	}
+	if ref := pol.Check(r, Caller{Cred: callers["bob"]}); ref == nil || strings.Contains(ref.Hint, "curl") ||
+		!strings.Contains(ref.Hint, "runos vpn status --json") || !strings.Contains(ref.Hint, "Host: "+Host) {
+		t.Errorf("Windows host refusal: %+v", ref)
+	}
+	if g := GrantHint(); !strings.Contains(g, "runos vpn install --operator "+systemWords.AnyUser) {
+		t.Errorf("GrantHint %q", g)
 	}
 	// This machine's policy speaks this machine's words.
 	if SystemPolicy(t.TempDir()).Words != &systemWords {
