@@ -1,11 +1,12 @@
 package installer
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/runos/vpn/internal/atomicfile"
 )
 
 // placeBinary copies the program at src (or a file it needs beside it,
@@ -13,6 +14,11 @@ import (
 // temporary file next to dst, synced, then renamed over it. Whatever was at
 // dst is kept aside until commit, so undo puts it back. When src already is
 // dst (runos runs from its installed path) nothing happens.
+//
+// It is not atomicfile.WriteFile because of that backup: the previous
+// version must be renamed aside between the sync and the rename (Windows
+// cannot replace a program in use, and undo needs it), and a program is
+// streamed rather than held in memory.
 func placeBinary(src, dst string) (p *placed, err error) {
 	p = &placed{dst: dst}
 	if sameFile(src, dst) {
@@ -112,17 +118,5 @@ func copyFile(src, dst string, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".new*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	werr = errors.Join(werr, tmp.Chmod(perm), tmp.Sync(), tmp.Close())
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), dst)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-	}
-	return werr
+	return atomicfile.WriteFile(dst, b, perm)
 }

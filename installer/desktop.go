@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/runos/vpn/internal/atomicfile"
 )
 
 // DesktopOptions configures InstallDesktop and UninstallDesktop.
@@ -159,18 +161,8 @@ func writeFile(path string, data []byte, perm os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	werr = errors.Join(werr, tmp.Chmod(perm), tmp.Sync(), tmp.Close())
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, werr)
+	if err := atomicfile.WriteFile(path, data, perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

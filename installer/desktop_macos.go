@@ -33,7 +33,8 @@ func (appBundleItem) program() string { return desktopEntry }
 func (a appBundleItem) install(e *desktopEnv, o *DesktopOptions, from string) (*DesktopResult, error) {
 	p := a.paths(e, o)
 	// The bundle is built next to its place and renamed into it, so a
-	// half-copied app never shows in /Applications.
+	// half-copied app never shows in /Applications. It is a directory, so
+	// this is no job for atomicfile, which replaces single files.
 	tmp, err := os.MkdirTemp(o.Applications, "."+desktopApp+".app.new*")
 	if err != nil {
 		return nil, fmt.Errorf("desktop install: cannot write %s (%v): run it as an administrator user, or give --applications ~/Applications", o.Applications, err)
