@@ -55,6 +55,21 @@ func node(r store.Reader, cid, nid string) (model.Node, error) {
 	return n, err
 }
 
+// clusterNode reads cid as cluster does, then its node nid: the errors of
+// cluster first, so a caller who may not see the cluster learns nothing of
+// its nodes.
+func clusterNode(r store.Reader, p *principal, cid, nid string, operator bool) (model.Cluster, model.Node, error) {
+	c, err := cluster(r, p, cid, operator)
+	if err != nil {
+		return model.Cluster{}, model.Node{}, err
+	}
+	n, err := node(r, c.CID, nid)
+	if err != nil {
+		return model.Cluster{}, model.Node{}, err
+	}
+	return c, n, nil
+}
+
 func (s *Server) handleClusters(w http.ResponseWriter, r *http.Request, p *principal) {
 	out := []api.Cluster{}
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
@@ -79,11 +94,7 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request, p *princi
 		if err != nil {
 			return err
 		}
-		nodes, err := rd.Nodes(c.CID)
-		if err != nil {
-			return err
-		}
-		svcs, err := rd.Services(c.CID)
+		nodes, svcs, err := nodesAndServices(rd, c.CID)
 		if err != nil {
 			return err
 		}
@@ -116,11 +127,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, p *principa
 		if err != nil {
 			return err
 		}
-		nodes, err := rd.Nodes(c.CID)
-		if err != nil {
-			return err
-		}
-		svcs, err := rd.Services(c.CID)
+		nodes, svcs, err := nodesAndServices(rd, c.CID)
 		for _, n := range nodes {
 			out = append(out, s.nodeDoc(n, svcs, now))
 		}
@@ -137,11 +144,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, p *principa
 func (s *Server) handleNode(w http.ResponseWriter, r *http.Request, p *principal) {
 	var out api.Node
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		c, err := cluster(rd, p, r.PathValue("cid"), false)
-		if err != nil {
-			return err
-		}
-		n, err := node(rd, c.CID, r.PathValue("nid"))
+		c, n, err := clusterNode(rd, p, r.PathValue("cid"), r.PathValue("nid"), false)
 		if err != nil {
 			return err
 		}
@@ -166,11 +169,7 @@ func (s *Server) handleNodeIngress(w http.ResponseWriter, r *http.Request, p *pr
 	}
 	var out api.Node
 	err := s.update(r.Context(), func(tx store.Writer) error {
-		c, err := cluster(tx, p, r.PathValue("cid"), true)
-		if err != nil {
-			return err
-		}
-		n, err := node(tx, c.CID, r.PathValue("nid"))
+		c, n, err := clusterNode(tx, p, r.PathValue("cid"), r.PathValue("nid"), true)
 		if err != nil {
 			return err
 		}
@@ -210,11 +209,7 @@ func (s *Server) handleNodeIngress(w http.ResponseWriter, r *http.Request, p *pr
 func (s *Server) handleDeleteNode(w http.ResponseWriter, r *http.Request, p *principal) {
 	reset := r.URL.Query().Get("resetCluster") == "true"
 	err := s.update(r.Context(), func(tx store.Writer) error {
-		c, err := cluster(tx, p, r.PathValue("cid"), true)
-		if err != nil {
-			return err
-		}
-		n, err := node(tx, c.CID, r.PathValue("nid"))
+		c, n, err := clusterNode(tx, p, r.PathValue("cid"), r.PathValue("nid"), true)
 		if err != nil {
 			return err
 		}
@@ -245,12 +240,22 @@ func (s *Server) handleDeleteNode(w http.ResponseWriter, r *http.Request, p *pri
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func nodeContext(rd store.Reader, cid string) ([]model.Node, []model.Service, []model.Move, error) {
+// nodesAndServices reads a cluster's nodes and services, what a node's
+// document and most rules about nodes need together.
+func nodesAndServices(rd store.Reader, cid string) ([]model.Node, []model.Service, error) {
 	nodes, err := rd.Nodes(cid)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	svcs, err := rd.Services(cid)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nodes, svcs, nil
+}
+
+func nodeContext(rd store.Reader, cid string) ([]model.Node, []model.Service, []model.Move, error) {
+	nodes, svcs, err := nodesAndServices(rd, cid)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -270,11 +275,7 @@ func (s *Server) handleDeletePreflight(w http.ResponseWriter, r *http.Request, p
 	var out api.DeletePreflight
 	reset := r.URL.Query().Get("resetCluster") == "true"
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		c, err := cluster(rd, p, r.PathValue("cid"), true)
-		if err != nil {
-			return err
-		}
-		n, err := node(rd, c.CID, r.PathValue("nid"))
+		c, n, err := clusterNode(rd, p, r.PathValue("cid"), r.PathValue("nid"), true)
 		if err != nil {
 			return err
 		}
