@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 	"unicode"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -285,21 +286,7 @@ func (s *Server) handleEndSession(w http.ResponseWriter, r *http.Request, p *pri
 		if err != nil {
 			return err
 		}
-		sess.State, sess.EndedAt = model.SessionEnded, now
-		if err := tx.UpdateSession(sess); err != nil {
-			return err
-		}
-		tx.Touch(hub.Session(sess.ID))
-		devs, err := tx.DevicesOfSession(sess.ID)
-		if err != nil {
-			return err
-		}
-		for _, d := range devs {
-			if err := touchPeers(tx, d); err != nil {
-				return err
-			}
-		}
-		return nil
+		return closeSession(tx, sess, model.SessionEnded, now)
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -307,4 +294,26 @@ func (s *Server) handleEndSession(w http.ResponseWriter, r *http.Request, p *pri
 	}
 	s.log.Info("session ended", "session", p.session.ID, "user", p.user.Email)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// closeSession records sess as over (state is model.SessionEnded or
+// model.SessionExpired, at when) and takes its devices out of every
+// gateway's peers, in the caller's transaction so no gateway keeps a device
+// of a session that is over.
+func closeSession(tx store.Writer, sess model.Session, state string, at time.Time) error {
+	sess.State, sess.EndedAt = state, at
+	if err := tx.UpdateSession(sess); err != nil {
+		return err
+	}
+	tx.Touch(hub.Session(sess.ID))
+	devs, err := tx.DevicesOfSession(sess.ID)
+	if err != nil {
+		return err
+	}
+	for _, d := range devs {
+		if err := touchPeers(tx, d); err != nil {
+			return err
+		}
+	}
+	return nil
 }

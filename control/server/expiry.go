@@ -3,7 +3,6 @@ package server
 import (
 	"time"
 
-	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
 )
@@ -46,19 +45,8 @@ func (s *Server) expireSessions() {
 			return err
 		}
 		for _, sess := range expired {
-			sess.State, sess.EndedAt = model.SessionExpired, sess.ExpiresAt
-			if err := tx.UpdateSession(sess); err != nil {
+			if err := closeSession(tx, sess, model.SessionExpired, sess.ExpiresAt); err != nil {
 				return err
-			}
-			tx.Touch(hub.Session(sess.ID))
-			devs, err := tx.DevicesOfSession(sess.ID)
-			if err != nil {
-				return err
-			}
-			for _, d := range devs {
-				if err := touchPeers(tx, d); err != nil {
-					return err
-				}
 			}
 		}
 		_, err = tx.DeleteSessionsEndedBy(now.Add(-s.cfg.SessionRetention))
