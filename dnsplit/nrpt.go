@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // nrptKeyPrefix names the rule keys split DNS owns under DnsPolicyConfig;
@@ -18,25 +17,17 @@ const nrptKeyPrefix = "RunOS-"
 // nrptMode is Windows' per-domain DNS: one Name Resolution Policy Table rule
 // per cluster, sending its domains to its server.
 type nrptMode struct {
-	opt    Options
-	log    *slog.Logger
-	j      *journal
-	reg    Registry
-	reason string
+	modeState
+	opt Options
+	log *slog.Logger
+	j   *journal
+	reg Registry
 
-	mu   sync.Mutex
-	have map[string][]RegistryValue // key → values we wrote
-	err  string
+	have map[string][]RegistryValue // key → values we wrote; under mu
 }
 
 func newNRPTMode(opt Options, j *journal, reg Registry, reason string) *nrptMode {
-	return &nrptMode{opt: opt, log: opt.Logger, j: j, reg: reg, reason: reason, have: map[string][]RegistryValue{}}
-}
-
-func (m *nrptMode) Status() Status {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return Status{Mode: ModeNRPT, Reason: m.reason, Error: m.err}
+	return &nrptMode{modeState: newModeState(ModeNRPT, reason), opt: opt, log: opt.Logger, j: j, reg: reg, have: map[string][]RegistryValue{}}
 }
 
 // nrptValues is one rule as the DNS Client service reads it (the layout
@@ -60,21 +51,11 @@ func nrptValues(r Route) []RegistryValue {
 }
 
 func (m *nrptMode) Set(_ context.Context, routes []Route) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	err := m.set(routes)
-	m.err = ""
-	if err != nil {
-		m.err = err.Error()
-	}
-	return err
+	return m.apply(routes, m.set)
 }
 
+// set makes the rules those of routes (normalized), under mu.
 func (m *nrptMode) set(routes []Route) error {
-	routes, err := normalizeRoutes(routes)
-	if err != nil {
-		return err
-	}
 	want := map[string][]RegistryValue{}
 	for _, r := range routes {
 		want[nrptKeyPrefix+r.CID] = nrptValues(r)
