@@ -33,6 +33,22 @@ func (a *app) clusterID(flag string) (string, error) {
 	return cid, cidArg(cid)
 }
 
+// clusterCall is opCall for a request about one cluster: cidFlag is --cid,
+// resolved as clusterID does before anything is sent, and what (say "show
+// node n1") names the request in errors together with the cluster. It
+// returns the cluster too, for what is printed after.
+func clusterCall[T any](ctx context.Context, a *app, cidFlag, what string, fn func(ctx context.Context, c *api.Client, cid string) (T, error)) (T, string, error) {
+	cid, err := a.clusterID(cidFlag)
+	if err != nil {
+		var zero T
+		return zero, "", err
+	}
+	v, err := opCall(ctx, a, what+" of "+cid, func(ctx context.Context, c *api.Client) (T, error) {
+		return fn(ctx, c, cid)
+	})
+	return v, cid, err
+}
+
 func (a *app) nodesCmd() *cobra.Command {
 	return a.group("nodes", "Inspect nodes, set their ingress address, remove them",
 		`A node carries one or both roles: control-plane and worker. Its status is
@@ -54,11 +70,7 @@ func (a *app) nodesListCmd() *cobra.Command {
 		Example: `  runos nodes list --cid ky3`,
 		Args:    exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
-			cid, err := a.clusterID(cid)
-			if err != nil {
-				return err
-			}
-			ns, err := opCall(cmd.Context(), a, "list nodes of "+cid, func(ctx context.Context, c *api.Client) ([]api.Node, error) {
+			ns, _, err := clusterCall(cmd.Context(), a, cid, "list nodes", func(ctx context.Context, c *api.Client, cid string) ([]api.Node, error) {
 				return c.Nodes(ctx, cid)
 			})
 			if err != nil {
@@ -88,27 +100,28 @@ func (a *app) nodesShowCmd() *cobra.Command {
 		Example: `  runos nodes show n1 --cid ky3`,
 		Args:    exactArgs("NID"),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
-			cid, err := a.clusterID(cid)
-			if err != nil {
-				return err
-			}
 			nid := args[0]
-			n, err := opCall(cmd.Context(), a, "show node "+nid+" of "+cid, func(ctx context.Context, c *api.Client) (*api.Node, error) {
+			n, _, err := clusterCall(cmd.Context(), a, cid, "show node "+nid, func(ctx context.Context, c *api.Client, cid string) (*api.Node, error) {
 				return c.Node(ctx, cid, nid)
 			})
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(a.env.Stdout, n)
-			}
-			renderNode(a.env.Stdout, n)
-			return nil
+			return a.printNode(n, asJSON)
 		}),
 	}
 	addCIDFlag(c, &cid)
 	c.Flags().BoolVar(&asJSON, "json", false, "print the node as JSON")
 	return c
+}
+
+// printNode prints n as JSON, or for people.
+func (a *app) printNode(n *api.Node, asJSON bool) error {
+	if asJSON {
+		return printJSON(a.env.Stdout, n)
+	}
+	renderNode(a.env.Stdout, n)
+	return nil
 }
 
 func renderNode(w io.Writer, n *api.Node) {
@@ -199,21 +212,13 @@ func (a *app) nodesIngress(ctx context.Context, nid string, f ingressFlags) erro
 	if err != nil {
 		return err
 	}
-	cid, err := a.clusterID(f.cid)
-	if err != nil {
-		return err
-	}
-	n, err := opCall(ctx, a, "set the ingress of node "+nid+" of "+cid, func(ctx context.Context, c *api.Client) (*api.Node, error) {
+	n, _, err := clusterCall(ctx, a, f.cid, "set the ingress of node "+nid, func(ctx context.Context, c *api.Client, cid string) (*api.Node, error) {
 		return c.SetNodeIngress(ctx, cid, nid, r)
 	})
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return printJSON(a.env.Stdout, n)
-	}
-	renderNode(a.env.Stdout, n)
-	return nil
+	return a.printNode(n, f.asJSON)
 }
 
 func (a *app) nodesDeleteCmd() *cobra.Command {
@@ -234,12 +239,8 @@ runos nodes delete-preflight says beforehand what a removal would warn about.`,
   runos nodes delete n1 --cid ky3 --reset-cluster   # the last control plane: irreversible`,
 		Args: exactArgs("NID"),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
-			cid, err := a.clusterID(cid)
-			if err != nil {
-				return err
-			}
 			nid := args[0]
-			_, err = opCall(cmd.Context(), a, "delete node "+nid+" of "+cid, func(ctx context.Context, c *api.Client) (struct{}, error) {
+			_, cid, err := clusterCall(cmd.Context(), a, cid, "delete node "+nid, func(ctx context.Context, c *api.Client, cid string) (struct{}, error) {
 				return struct{}{}, c.DeleteNode(ctx, cid, nid, reset)
 			})
 			if err != nil {
@@ -270,12 +271,8 @@ refusals name the rule that would stop the delete and what to do instead.`,
 		Example: `  runos nodes delete-preflight n2 --cid ky3`,
 		Args:    exactArgs("NID"),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
-			cid, err := a.clusterID(cid)
-			if err != nil {
-				return err
-			}
 			nid := args[0]
-			p, err := opCall(cmd.Context(), a, "delete-preflight of node "+nid+" of "+cid, func(ctx context.Context, c *api.Client) (*api.DeletePreflight, error) {
+			p, cid, err := clusterCall(cmd.Context(), a, cid, "delete-preflight of node "+nid, func(ctx context.Context, c *api.Client, cid string) (*api.DeletePreflight, error) {
 				return c.DeletePreflight(ctx, cid, nid)
 			})
 			if err != nil {
