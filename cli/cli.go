@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/auth"
-	"github.com/runos/vpn/installer"
+	"github.com/runos/vpn/platform"
 )
 
 // Exit codes of the runos command.
@@ -198,7 +198,7 @@ func (a *app) rootCmd() *cobra.Command {
 		`runos reaches your RunOS clusters over the user-access VPN and manages
 the clusters' VPN servers.
 
-On your machine (once: `+installer.AdminCommand("vpn install")+`):
+On your machine (once: `+platform.AdminCommand("vpn install")+`):
   runos vpn up               sign in (browser) and connect your default cluster
   runos vpn connect <cid>    reach another cluster too
   runos vpn status           the tunnel, the session and each cluster

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/installer"
+	"github.com/runos/vpn/platform"
 )
 
 func (a *app) desktopCmd() *cobra.Command {
@@ -26,7 +27,7 @@ func (a *app) desktopInstallCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "install",
 		Short: "Add RunOS Desktop for you and start it at login",
-		Long: `Add RunOS Desktop for the current user (run it as yourself, not ` + installer.AdminHow + `)
+		Long: `Add RunOS Desktop for the current user (run it as yourself, not ` + platform.AdminHow + `)
 and make it start at login with --at-login:
 
   macOS    RunOS Desktop.app in /Applications and a LaunchAgent (it starts now too)
@@ -37,7 +38,7 @@ and make it start at login with --at-login:
 
 It installs the runos-desktop that make build puts next to runos in bin/,
 or the program given with --from. RunOS Desktop needs the VPN service:
-` + installer.AdminCommand("vpn install") + `.`,
+` + platform.AdminCommand("vpn install") + `.`,
 		Example: `  bin/runos desktop install
   runos desktop install --from ~/Downloads/runos-desktop`,
 		Args: exactArgs(),

@@ -27,7 +27,7 @@ type installFlags struct {
 func (a *app) addHiddenInstallFlags(c *cobra.Command, f *installFlags) {
 	c.Flags().StringVar(&f.name, "service-name", installer.DefaultName, "the service's name")
 	c.Flags().StringVar(&f.binary, "binary", installer.DefaultBinary(), "where runos is installed")
-	c.Flags().StringVar(&f.stateDir, "state-dir", platform.DefaultStateDir, "the daemon's state directory")
+	c.Flags().StringVar(&f.stateDir, "state-dir", platform.DefaultStateDir(), "the daemon's state directory")
 	c.Flags().StringVar(&f.iface, "interface", "", "the tunnel interface (default wg1)")
 	c.Flags().StringVar(&f.logFile, "log-file", "", "the daemon's log under System V init and launchd")
 	for _, n := range []string{"service-name", "binary", "state-dir", "interface", "log-file"} {
@@ -64,13 +64,13 @@ func (a *app) vpnInstallCmd() *cobra.Command {
 	var f installFlags
 	c := &cobra.Command{
 		Use:   "install",
-		Short: "Install the background service (once per machine, " + installer.AdminHow + ")",
+		Short: "Install the background service (once per machine, " + platform.AdminHow + ")",
 		Long: `Install the VPN daemon (runos vpnd) as a system service that starts at boot
 and restarts after a failure: systemd, System V init where there is no
 systemd, launchd on macOS, the service manager on Windows.
 
 It copies this runos to ` + installer.DefaultBinary() + ` (unless it already runs from
-there), creates the state directory ` + platform.DefaultStateDir + ` (0700), records
+there), creates the state directory ` + platform.DefaultStateDir() + ` (0700), records
 ` + installer.InvokingUserWords + ` as the operator, registers the service and starts it,
 and returns once the daemon answers on its socket.
 
@@ -81,9 +81,9 @@ members of the ` + access.Group + ` group; everyone else may read the status.
 Running it again upgrades in place: the service is stopped, runos replaced,
 the service registered anew and started. If anything fails, what this run
 changed is undone (an upgrade puts the previous version back).`,
-		Example: `  ` + installer.AdminPrefix + `runos vpn install
-  ` + installer.AdminPrefix + `runos vpn install --operator alice
-  ` + installer.AdminPrefix + `runos vpn install --ca-file ./control-ca.pem   # a control with its own CA`,
+		Example: `  ` + platform.AdminPrefix + `runos vpn install
+  ` + platform.AdminPrefix + `runos vpn install --operator alice
+  ` + platform.AdminPrefix + `runos vpn install --ca-file ./control-ca.pem   # a control with its own CA`,
 		Args: exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
 			o, err := a.installOptions(f)
@@ -121,7 +121,7 @@ func (a *app) printInstalled(r *installer.Result) {
 	if r.Operator != "" {
 		fmt.Fprintf(t, "  operator\t%s may steer the VPN (so may root and the %s group)\n", r.Operator, access.Group)
 	} else {
-		fmt.Fprintf(t, "  operator\tnone: only root and the %s group may steer the VPN (add one: %s)\n", access.Group, installer.AdminCommand("vpn install --operator USER"))
+		fmt.Fprintf(t, "  operator\tnone: only root and the %s group may steer the VPN (add one: %s)\n", access.Group, platform.AdminCommand("vpn install --operator USER"))
 	}
 	if r.Log != "" {
 		fmt.Fprintf(t, "  log\t%s\n", r.Log)
@@ -134,7 +134,7 @@ func (a *app) vpnUninstallCmd() *cobra.Command {
 	var f installFlags
 	c := &cobra.Command{
 		Use:   "uninstall",
-		Short: "Stop and remove the background service (" + installer.AdminHow + ")",
+		Short: "Stop and remove the background service (" + platform.AdminHow + ")",
 		Long: `Stop the VPN daemon's service and remove it, then undo whatever the daemon
 changed: split DNS, routes and the tunnel interface.
 
@@ -144,8 +144,8 @@ removes it too, with the operator record and the service's log.
 
 runos itself stays where it is. Running it when nothing is installed only
 cleans up.`,
-		Example: `  ` + installer.AdminPrefix + `runos vpn uninstall
-  ` + installer.AdminPrefix + `runos vpn uninstall --purge`,
+		Example: `  ` + platform.AdminPrefix + `runos vpn uninstall
+  ` + platform.AdminPrefix + `runos vpn uninstall --purge`,
 		Args: exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
 			o, err := a.installOptions(f)

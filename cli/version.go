@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"
+	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -29,7 +29,7 @@ func (a *app) versionCmd() *cobra.Command {
 		Short: "Print the version, commit and build date, and the daemon's",
 		Long: `Print this command's version, commit and build date, and the running
 daemon's. When they differ it warns: reinstall the service with
-` + installer.AdminCommand("vpn install") + ` so that both are the same build.`,
+` + platform.AdminCommand("vpn install") + ` so that both are the same build.`,
 		Example: `  runos version
   runos version --json`,
 		Args: exactArgs(),
@@ -37,7 +37,7 @@ daemon's. When they differ it warns: reinstall the service with
 			v := a.versions(cmd.Context())
 			if v.Mismatch {
 				fmt.Fprintf(a.env.Stderr, "warning: the daemon runs %s but this command is %s: run `%s` to update the daemon\n",
-					v.Daemon.Version, v.Version, installer.AdminCommand("vpn install"))
+					v.Daemon.Version, v.Version, platform.AdminCommand("vpn install"))
 			}
 			if asJSON {
 				return printJSON(a.env.Stdout, v)

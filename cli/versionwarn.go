@@ -3,8 +3,8 @@ package cli
 import (
 	"fmt"
 
-	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"
+	"github.com/runos/vpn/platform"
 )
 
 // warnDaemonVersion warns on stderr when the daemon runs another build
@@ -16,5 +16,5 @@ func (a *app) warnDaemonVersion(daemon string) {
 		return
 	}
 	a.versionWarned = true
-	fmt.Fprintf(a.env.Stderr, "warning: the daemon runs %s but this runos is %s: run `%s` to update the daemon\n", daemon, version.Version, installer.AdminCommand("vpn install"))
+	fmt.Fprintf(a.env.Stderr, "warning: the daemon runs %s but this runos is %s: run `%s` to update the daemon\n", daemon, version.Version, platform.AdminCommand("vpn install"))
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/control/api"
-	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/vpnup"
+	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -22,7 +22,7 @@ const defaultConnectTimeout = 30 * time.Second
 func (a *app) vpnCmd() *cobra.Command {
 	c := a.group("vpn", "Reach your clusters over the user VPN",
 		`The user VPN connects this machine to your clusters' private services.
-A background service (runos vpnd, installed once with `+installer.AdminCommand("vpn install")+`)
+A background service (runos vpnd, installed once with `+platform.AdminCommand("vpn install")+`)
 holds the tunnel wg1 and this machine's device key; these commands steer it.
 
 A sign-in lasts 24 hours. When it lapses, runos vpn up signs you in again and

@@ -46,7 +46,7 @@ func (a *app) vpndCmd() *cobra.Command {
 		Use:   "vpnd",
 		Short: "Run the VPN daemon (started by the system service)",
 		Long: `Run the privileged VPN daemon in the foreground. The system service
-installed by ` + installer.AdminCommand("vpn install") + ` runs this; you rarely run it by hand.
+installed by ` + platform.AdminCommand("vpn install") + ` runs this; you rarely run it by hand.
 
 It owns the tunnel wg1, the device key in its state directory (0700; the
 private key never leaves the machine), the session handed over by runos vpn
@@ -55,13 +55,13 @@ socket. It stops on SIGINT or SIGTERM and undoes its changes.
 
 --cleanup undoes whatever a previous daemon recorded (DNS, routes, the
 tunnel) and exits: the service runs it after the daemon stops.`,
-		Example: `  ` + installer.AdminPrefix + `runos vpnd --log-level debug
-  ` + installer.AdminPrefix + `runos vpnd --state-dir /tmp/vpnd --socket /tmp/vpnd.sock --interface wg7
-  ` + installer.AdminPrefix + `runos vpnd --cleanup`,
+		Example: `  ` + platform.AdminPrefix + `runos vpnd --log-level debug
+  ` + platform.AdminPrefix + `runos vpnd --state-dir /tmp/vpnd --socket /tmp/vpnd.sock --interface wg7
+  ` + platform.AdminPrefix + `runos vpnd --cleanup`,
 		Args: exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error { return a.vpnd(cmd.Context(), f) }),
 	}
-	c.Flags().StringVar(&f.stateDir, "state-dir", platform.DefaultStateDir, "the daemon's state directory (device key, prefs)")
+	c.Flags().StringVar(&f.stateDir, "state-dir", platform.DefaultStateDir(), "the daemon's state directory (device key, prefs)")
 	c.Flags().StringVar(&a.socket, "socket", "", "the local API socket (default $"+platform.EnvSocket+", else "+platform.DefaultSocketPath+")")
 	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (default $RUNOS_CA_FILE, else the system roots)")
 	c.Flags().StringVar(&f.iface, "interface", "wg1", "the tunnel interface")

@@ -44,7 +44,7 @@ const DefaultStartTimeout = 30 * time.Second
 type Options struct {
 	Name      string // service name; "" = DefaultName
 	Binary    string // where runos is installed; "" = DefaultBinary()
-	StateDir  string // "" = platform.DefaultStateDir
+	StateDir  string // "" = platform.DefaultStateDir()
 	Socket    string // "" = platform.DefaultSocketPath
 	Interface string // "" = the daemon's default (wg1)
 	CAFile    string // a PEM CA for control, copied into the state directory
@@ -148,7 +148,7 @@ func (o *Options) fill() {
 		o.Binary = DefaultBinary()
 	}
 	if o.StateDir == "" {
-		o.StateDir = platform.DefaultStateDir
+		o.StateDir = platform.DefaultStateDir()
 	}
 	if o.Socket == "" {
 		o.Socket = platform.DefaultSocketPath

@@ -8,23 +8,13 @@ import (
 	"os/user"
 	"strconv"
 
+	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/access"
 )
 
 func isAdmin() bool { return os.Geteuid() == 0 }
 
-func adminHint(cmd string) string { return "run it with sudo: " + AdminCommand(cmd) }
-
-// AdminCommand is runos cmd ("vpn install") as typed with the rights it
-// needs on this OS.
-func AdminCommand(cmd string) string { return "sudo runos " + cmd }
-
-// AdminPrefix goes before runos in examples that need those rights (on
-// Windows the whole terminal is elevated instead).
-const AdminPrefix = "sudo "
-
-// AdminHow says how a command gets those rights, for help texts.
-const AdminHow = "with sudo"
+func adminHint(cmd string) string { return "run it with sudo: " + platform.AdminCommand(cmd) }
 
 // InvokingUserWords names the user install records by default.
 const InvokingUserWords = "the user who ran sudo"

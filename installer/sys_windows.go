@@ -48,19 +48,6 @@ func adminHint(cmd string) string {
 	return "run it in a terminal opened with \"Run as administrator\": runos " + cmd
 }
 
-// AdminCommand is runos cmd ("vpn install") as typed with the rights it
-// needs on this OS: Windows has no sudo, only an elevated terminal.
-func AdminCommand(cmd string) string {
-	return "runos " + cmd + ` (in a terminal opened with "Run as administrator")`
-}
-
-// AdminPrefix goes before runos in examples that need those rights (on
-// Windows the whole terminal is elevated instead).
-const AdminPrefix = ""
-
-// AdminHow says how a command gets those rights, for help texts.
-const AdminHow = `as administrator`
-
 // InvokingUserWords names the user install records by default.
 const InvokingUserWords = "the user who opened the elevated terminal"
 

@@ -4,4 +4,4 @@ package platform
 const DefaultSocketPath = "/var/run/runos/vpnd.sock"
 
 // DefaultStateDir is the daemon's state directory (0700).
-const DefaultStateDir = "/Library/Application Support/RunOS"
+func DefaultStateDir() string { return "/Library/Application Support/RunOS" }

@@ -4,4 +4,4 @@ package platform
 const DefaultSocketPath = "/run/runos/vpnd.sock"
 
 // DefaultStateDir is the daemon's state directory (0700).
-const DefaultStateDir = "/var/lib/runos"
+func DefaultStateDir() string { return "/var/lib/runos" }

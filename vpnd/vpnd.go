@@ -31,7 +31,7 @@ import (
 
 // Config is what `runos vpnd` passes in from its flags.
 type Config struct {
-	StateDir  string // "" → platform.DefaultStateDir
+	StateDir  string // "" → platform.DefaultStateDir()
 	Socket    string // "" → platform.SocketPath()
 	CAFile    string // trusts control's CA; "" → $RUNOS_CA_FILE, else system roots
 	Interface string // "" → "wg1"
@@ -47,7 +47,7 @@ const DefaultInterface = "wg1"
 
 func (c Config) withDefaults() Config {
 	if c.StateDir == "" {
-		c.StateDir = platform.DefaultStateDir
+		c.StateDir = platform.DefaultStateDir()
 	}
 	if c.Socket == "" {
 		c.Socket = platform.SocketPath()

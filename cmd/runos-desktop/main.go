@@ -1,7 +1,7 @@
 // Command runos-desktop is RunOS Desktop, the menu-bar / system-tray app
 // over the RunOS VPN daemon: a toggle that runs `runos vpn up` / `down`, a
 // row per cluster, and a silent reconnect at login. It runs as the user;
-// the daemon (`runos vpnd`, installed by `sudo runos vpn install`) does the
+// the daemon (`runos vpnd`, installed once by `runos vpn install` as root) does the
 // privileged work.
 package main
 
@@ -29,7 +29,9 @@ import (
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
-const usage = `runos-desktop: RunOS Desktop, the menu-bar / system-tray app of RunOS VPN.
+// usage names this OS's install command, so it is built, not a constant.
+func usage() string {
+	return `runos-desktop: RunOS Desktop, the menu-bar / system-tray app of RunOS VPN.
 
 Usage:
   runos-desktop [--at-login] [--socket PATH] [--console-url URL] [--log-file FILE] [-v]
@@ -39,7 +41,7 @@ what "runos vpn up" does, signing in in your browser when needed;
 "Disconnect" runs "runos vpn down"), one row per cluster you can reach
 (checked = connected; click to connect or disconnect it), "Open RunOS
 console" and "Quit". It follows the daemon live and needs it running:
-install it once with "sudo runos vpn install".
+install it once with "` + platform.AdminCommand("vpn install") + `".
 
 Only one RunOS Desktop runs per user: launching it again asks the running
 one to show itself and exits.
@@ -55,6 +57,7 @@ api-url and ca-file), BROWSER (the command that opens sign-in pages).
 
 Flags:
 `
+}
 
 type options struct {
 	atLogin    bool
@@ -76,7 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "log debug detail")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/vpnd/access"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -18,8 +20,10 @@ const (
 	TitleSignIn       = "Sign in…"
 	TitleConsole      = "Open RunOS console"
 	TitleQuit         = "Quit"
-	InstallCommand    = "sudo runos vpn install"
 )
+
+// InstallCommand is the command that installs the daemon on this OS.
+func InstallCommand() string { return platform.AdminCommand("vpn install") }
 
 // maxTitle keeps rows readable; the whole text goes in the tooltip.
 const maxTitle = 72
@@ -170,7 +174,7 @@ func notices(s State, now time.Time) []Item {
 	}
 	switch s.Link {
 	case LinkNoDaemon:
-		out = append(out, lines("Install or start it: "+InstallCommand)...)
+		out = append(out, lines("Install or start it: "+InstallCommand())...)
 		out = append(out, Item{Title: "Try again", Enabled: true, Click: Op{Kind: OpRetry}, Tooltip: s.LinkErr})
 		return out
 	case LinkLost, LinkStarting:
@@ -180,7 +184,7 @@ func notices(s State, now time.Time) []Item {
 	if s.ReadOnly {
 		hint := s.ReadHint
 		if hint == "" {
-			hint = "ask an administrator to run: " + InstallCommand + " --operator " + orUser(s.OSUser)
+			hint = access.GrantHintFor(s.OSUser)
 		}
 		ro := lines("You may only view the VPN status")
 		for i := range ro {
@@ -222,13 +226,6 @@ func notices(s State, now time.Time) []Item {
 		out = append(out, lines("Failed: "+s.Err)...)
 	}
 	return out
-}
-
-func orUser(u string) string {
-	if u == "" {
-		return "$USER"
-	}
-	return u
 }
 
 func lowerFirst(s string) string {

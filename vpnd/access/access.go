@@ -144,7 +144,16 @@ var WindowsWords = Words{
 // GrantHint is what this OS tells a user who may only read: the command an
 // administrator runs to make them an operator (for clients of a daemon that
 // does not say so itself).
-func GrantHint() string { return systemWords.Grant(systemWords.AnyUser) }
+func GrantHint() string { return GrantHintFor("") }
+
+// GrantHintFor is GrantHint naming user ("" = the OS's stand-in, $USER or
+// %USERNAME%).
+func GrantHintFor(user string) string {
+	if user == "" {
+		user = systemWords.AnyUser
+	}
+	return systemWords.Grant(user)
+}
 
 // AdminWord is who may always change state on this OS ("root",
 // "administrators"), for help texts.
