@@ -17,6 +17,7 @@ type testServer struct {
 	addr    netip.AddrPort
 	udpHits atomic.Int64
 	tcpHits atomic.Int64
+	refused atomic.Int64 // names outside only: another cluster's, asked here
 }
 
 type serverBehaviour struct {
@@ -79,6 +80,7 @@ func serveDNS(t testing.TB, pc net.PacketConn, ln net.Listener, b serverBehaviou
 		switch {
 		case len(r.Answer) > 0:
 		case b.only != "" && !dns.IsSubDomain(dns.Fqdn(b.only), name):
+			s.refused.Add(1)
 			r.Rcode = dns.RcodeRefused
 		case b.rcode != 0:
 			r.Rcode = b.rcode

@@ -22,6 +22,10 @@ type forwardTable struct {
 	zones     []zone           // cluster domains, longest first
 	upstreams []netip.AddrPort // the original nameservers, in order
 	timeout   time.Duration    // per upstream attempt
+	// refuseOthers answers REFUSED for names outside the zones instead of
+	// asking upstreams: systemd-resolved's splitter, which resolved only
+	// ever asks for cluster names.
+	refuseOthers bool
 }
 
 // zone is one cluster domain and the server that answers it.
@@ -97,6 +101,13 @@ type forwarder struct {
 
 	mu     sync.Mutex
 	failed map[netip.AddrPort]time.Time // last timeout per upstream
+
+	// only, when set, is the one source address served: the splitter on the
+	// tunnel's own address answers the local host, never a packet that
+	// came in through the tunnel (the kernel drops those that claim a local
+	// source as martians, and wireguard-go those outside a peer's allowed
+	// IPs).
+	only netip.Addr
 
 	pc     *net.UDPConn
 	ln     net.Listener
@@ -174,6 +185,9 @@ func (f *forwarder) serveUDP() {
 			}
 			continue
 		}
+		if !f.serves(from) {
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
 		default:
@@ -200,6 +214,10 @@ func (f *forwarder) serveTCP() {
 				return
 			}
 			time.Sleep(10 * time.Millisecond) // e.g. out of file descriptors
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err != nil || !f.serves(ap) {
+			c.Close()
 			continue
 		}
 		select {
@@ -240,6 +258,11 @@ func (f *forwarder) serveTCP() {
 			}
 		}()
 	}
+}
+
+// serves says whether a client at from may ask.
+func (f *forwarder) serves(from netip.AddrPort) bool {
+	return !f.only.IsValid() || from.Addr().Unmap() == f.only
 }
 
 // handlePacket answers one packet from a client and waits for the answer:
@@ -300,6 +323,9 @@ func (f *forwarder) start(raw []byte, tcp bool, reply func([]byte)) {
 		// A cluster's names never leak to the public resolvers: if its
 		// server is down they fail, they do not resolve elsewhere.
 		targets = []netip.AddrPort{z.server}
+	} else if t.refuseOthers {
+		reply(packReply(req, dns.RcodeRefused))
+		return
 	} else {
 		targets = f.byHealth(targets)
 	}

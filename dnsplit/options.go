@@ -45,6 +45,10 @@ type Options struct {
 	Registry Registry
 	// InterfaceIndex resolves Interface to its link index; nil asks the kernel.
 	InterfaceIndex func(name string) (int, error)
+	// InterfaceAddr is Interface's own address (the device's tunnel
+	// address), where systemd-resolved mode serves its splitter; nil asks
+	// the kernel.
+	InterfaceAddr func(name string) (netip.Addr, error)
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -20,6 +21,9 @@ func newPlatform(opt Options) (Configurator, string, string, error) {
 	}
 	if opt.InterfaceIndex == nil {
 		opt.InterfaceIndex = kernelIndex
+	}
+	if opt.InterfaceAddr == nil {
+		opt.InterfaceAddr = kernelAddr
 	}
 	dial := func() (Resolved, error) {
 		if opt.Resolved != nil {
@@ -139,6 +143,41 @@ func kernelIndex(name string) (int, error) {
 		return 0, err
 	}
 	return ifi.Index, nil
+}
+
+// kernelAddr is the interface's first IPv4 address, else its first global
+// IPv6 one: the device's tunnel address on wg1.
+func kernelAddr(name string) (netip.Addr, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	as, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	var v6 netip.Addr
+	for _, a := range as {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		switch {
+		case ip.Is4():
+			return ip, nil
+		case !v6.IsValid() && ip.IsGlobalUnicast():
+			v6 = ip
+		}
+	}
+	if v6.IsValid() {
+		return v6, nil
+	}
+	return netip.Addr{}, fmt.Errorf("%s has no address", name)
 }
 
 // platformUndoers are Cleanup's tools on Linux.

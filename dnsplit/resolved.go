@@ -26,6 +26,11 @@ type resolvedMode struct {
 	rec    *change // the link we configured, while any
 	err    string
 	closed bool
+	// split serves the link while two or more clusters share it
+	// (resolved_splitter.go); splitPort is 53 but in tests.
+	split     *splitter
+	splitPort uint16
+	splitEx   exchanger // nil: the network
 }
 
 // busTimeout bounds one D-Bus call: resolved answers in microseconds, and a
@@ -33,7 +38,7 @@ type resolvedMode struct {
 const busTimeout = 5 * time.Second
 
 func newResolvedMode(opt Options, j *journal, r Resolved, reason string) *resolvedMode {
-	m := &resolvedMode{opt: opt, log: opt.Logger, j: j, r: r, reason: reason}
+	m := &resolvedMode{opt: opt, log: opt.Logger, j: j, r: r, reason: reason, splitPort: 53}
 	if ch := r.Restarted(); ch != nil {
 		go m.reapplyOnRestart(ch)
 	}
@@ -112,7 +117,7 @@ func (m *resolvedMode) set(ctx context.Context, routes []Route) error {
 	if err != nil {
 		return fmt.Errorf("dns: tunnel interface %s: %w", m.opt.Interface, err)
 	}
-	if m.rec != nil && m.rec.Index == idx && slices.EqualFunc(m.routes, routes, routeEqual) {
+	if m.rec != nil && m.rec.Index == idx && slices.EqualFunc(m.routes, routes, routeEqual) && !m.splitMoved() {
 		return nil // already so: no need to flush resolved's cache again
 	}
 	if m.rec != nil && m.rec.Index != idx {
@@ -132,7 +137,8 @@ func (m *resolvedMode) set(ctx context.Context, routes []Route) error {
 		_ = m.revert(ctx)
 		return fmt.Errorf("dns: systemd-resolved %s on %s (link %d): %w", step, m.opt.Interface, idx, err)
 	}
-	if err := m.r.SetLinkDNS(ctx, idx, servers); err != nil {
+	linkServers := m.linkServers(routes, servers)
+	if err := m.r.SetLinkDNS(ctx, idx, linkServers); err != nil {
 		return fail("SetLinkDNS", err)
 	}
 	if err := m.r.SetLinkDomains(ctx, idx, domains); err != nil {
@@ -151,7 +157,7 @@ func (m *resolvedMode) set(ctx context.Context, routes []Route) error {
 	}
 	if !slices.EqualFunc(m.routes, routes, routeEqual) {
 		m.log.Info("dns: cluster domains routed through the tunnel", "interface", m.opt.Interface,
-			"servers", fmt.Sprint(servers), "domains", strings.Join(domains, ","))
+			"servers", fmt.Sprint(servers), "link", fmt.Sprint(linkServers), "domains", strings.Join(domains, ","))
 	}
 	m.routes = slices.Clone(routes)
 	return nil
@@ -163,6 +169,7 @@ func routeEqual(a, b Route) bool {
 
 // revert undoes the link's configuration, if any.
 func (m *resolvedMode) revert(ctx context.Context) error {
+	m.stopSplitter()
 	if m.rec == nil {
 		return nil
 	}

@@ -134,18 +134,42 @@ func TestResolvedModeAgainstSystemdResolved(t *testing.T) {
 	// Through glibc too, as every program on the laptop resolves.
 	expectLookups(t, h, "ky3 connected (glibc)", map[string]string{"app.ky3.rjwrn.example.com": "100.100.1.1", "www.example.test": "198.51.100.80"})
 
-	// Two clusters on one link: resolved moves on when one server refuses
-	// the other's names.
+	// Two clusters on one link: the link's one server is the splitter on
+	// tun0's own address, and each cluster's server is asked for its own
+	// names only (given both servers, resolved would ask either for
+	// either's names and move on when refused).
 	h.must("set", []Route{w.ky3r, w.xymr})
+	if got := w.linkDNS(t); got != "10.205.0.100" {
+		t.Errorf("tun0's DNS in resolved with two clusters = %q, want the splitter on 10.205.0.100", got)
+	}
+	ky3Asked, xymAsked := w.ky3.hits(), w.xym.hits()
 	check("both connected", map[string]string{"a.ky3.rjwrn.example.com": "100.100.1.1", "a.xym.rjwrn.example.com": "100.100.2.1",
 		"b.ky3.rjwrn.example.com": "100.100.1.1", "b.xym.rjwrn.example.com": "100.100.2.1", "www.example.test": "198.51.100.80"})
+	if w.ky3.hits() == ky3Asked || w.xym.hits() == xymAsked {
+		t.Error("a cluster's server was not asked for its names")
+	}
+	crossed := func() int64 { return w.ky3.refused.Load() + w.xym.refused.Load() }
+	if n := crossed(); n != 0 {
+		t.Errorf("%d names were sent to the other cluster's server", n)
+	}
+	expectLookups(t, h, "both connected (glibc)", map[string]string{"c.ky3.rjwrn.example.com": "100.100.1.1", "c.xym.rjwrn.example.com": "100.100.2.1"})
 
 	// resolved restarts (an upgrade): it forgets the link; the
 	// configurator notices the new owner of its bus name and sets it again.
 	w.resolved.Stop(t)
 	w.startResolved(t)
-	waitFor(t, "tun0 configured again after the restart", func() bool { return w.linkDNS(t) == "10.205.0.1 10.205.0.2" })
+	waitFor(t, "tun0 configured again after the restart", func() bool { return w.linkDNS(t) == "10.205.0.100" })
 	check("after resolved restarted", map[string]string{"a.ky3.rjwrn.example.com": "100.100.1.1", "a.xym.rjwrn.example.com": "100.100.2.1"})
+	if n := crossed(); n != 0 {
+		t.Errorf("%d names were sent to the other cluster's server", n)
+	}
+
+	// Back to one cluster: the link gets its server again.
+	h.must("set", []Route{w.xymr})
+	if got := w.linkDNS(t); got != "10.205.0.2" {
+		t.Errorf("tun0's DNS with xym alone = %q", got)
+	}
+	check("xym alone", map[string]string{"d.xym.rjwrn.example.com": "100.100.2.1", "d.ky3.rjwrn.example.com": "198.51.100.21"})
 
 	h.must("set", []Route{})
 	if got := w.linkDNS(t); got != "" {

@@ -162,15 +162,21 @@ func TestDaemonSplitDNSResolved(t *testing.T) {
 		t.Errorf("ky3 connected: names outside ky3's domain went to ky3's DNS: %v", qs)
 	}
 
-	// Both clusters on the one link.
+	// Both clusters on the one link: its one server is the daemon's
+	// splitter on the device's tunnel address, which asks each cluster's
+	// DNS for its own names only, through the tunnel.
 	if _, err := l.client.Connect(ctx, "xym"); err != nil {
 		t.Fatal(err)
 	}
 	l.waitStatus("xym up", peerUp("xym"))
-	waitLink("both connected", ky3Private+" "+xymPrivate, "~"+ky3Domain+" ~"+xymDomain)
+	waitLink("both connected", tunnelAddr.String(), "~"+ky3Domain+" ~"+xymDomain)
 	eventually("both connected", "app.xym.rjwrn.example.com", xymPrivate)
-	expect("both connected", map[string]string{"app.ky3.rjwrn.example.com": ky3Private, "www.example.test": wwwAddr})
+	expect("both connected", map[string]string{"app.ky3.rjwrn.example.com": ky3Private, "k8s.xym.rjwrn.example.com": xymPrivate, "www.example.test": wwwAddr})
 	overTunnel("both connected", xym, xymDomain)
+	overTunnel("both connected", ky3, ky3Domain)
+	if qs := append(ky3.asked(xymDomain), xym.asked(ky3Domain)...); len(qs) != 0 {
+		t.Errorf("both connected: a cluster's names went to the other cluster's DNS: %v", qs)
+	}
 
 	// ky3 disconnected: its names are public again, xym's still private.
 	if _, err := l.client.Disconnect(ctx, "ky3"); err != nil {
