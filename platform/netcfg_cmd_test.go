@@ -30,14 +30,6 @@ func (f *fakeTools) run(argv []string) ([]byte, error) {
 
 func (f *fakeTools) take() []string { r := f.ran; f.ran = nil; return r }
 
-func prefixes(ss ...string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range ss {
-		out = append(out, netip.MustParsePrefix(s))
-	}
-	return out
-}
-
 func wantRan(t *testing.T, f *fakeTools, want ...string) {
 	t.Helper()
 	got := f.take()
@@ -48,87 +40,66 @@ func wantRan(t *testing.T, f *fakeTools, want ...string) {
 
 func TestUtunCommands(t *testing.T) {
 	f := &fakeTools{}
-	n := newCmdNet("utun5", utunCmds{}, f.run, func() ([]netip.Prefix, error) { return f.addrs, nil })
+	n := newOpsNet("utun5", utunOps{name: "utun5", run: f.run, list: func() ([]netip.Prefix, error) { return f.addrs, nil }})
 
 	mustNoErr(t, n.Up())
 	wantRan(t, f, "/sbin/ifconfig utun5 up")
 
-	f.addrs = prefixes("fe80::1/64") // the kernel's own: left alone
-	mustNoErr(t, n.SetAddresses(prefixes("100.96.0.2/32")))
-	wantRan(t, f, "/sbin/ifconfig utun5 inet 100.96.0.2/32 100.96.0.2 alias")
-
-	f.addrs = prefixes("fe80::1/64", "100.96.0.2/32")
-	mustNoErr(t, n.SetAddresses(prefixes("100.96.0.2/32")))
-	wantRan(t, f) // the same set again changes nothing
-
+	f.addrs = prefixes("fe80::1/64", "100.96.0.2/32") // fe80::1, the kernel's own: left alone
 	mustNoErr(t, n.SetAddresses(prefixes("100.96.0.9/32", "fd7a:115c::9/128")))
 	wantRan(t, f,
 		"/sbin/ifconfig utun5 inet 100.96.0.9/32 100.96.0.9 alias",
 		"/sbin/ifconfig utun5 inet6 fd7a:115c::9 prefixlen 128 alias",
 		"/sbin/ifconfig utun5 inet 100.96.0.2 -alias")
-
 	f.addrs = prefixes("100.96.0.9/32", "fd7a:115c::9/128")
 	mustNoErr(t, n.SetAddresses(nil))
 	wantRan(t, f, "/sbin/ifconfig utun5 inet 100.96.0.9 -alias", "/sbin/ifconfig utun5 inet6 fd7a:115c::9 -alias")
 
-	// Routes: masked, added once, removed when no longer wanted.
-	mustNoErr(t, n.SetRoutes(prefixes("100.100.1.7/24", "100.100.2.0/24", "fd00:1::/64")))
+	mustNoErr(t, n.SetRoutes(prefixes("100.100.1.7/24", "fd00:1::/64")))
 	wantRan(t, f,
 		"/sbin/route -q -n add -inet 100.100.1.0/24 -interface utun5",
-		"/sbin/route -q -n add -inet 100.100.2.0/24 -interface utun5",
 		"/sbin/route -q -n add -inet6 fd00:1::/64 -interface utun5")
-	mustNoErr(t, n.SetRoutes(prefixes("100.100.1.0/24", "100.100.2.0/24", "fd00:1::/64")))
-	wantRan(t, f)
-	mustNoErr(t, n.SetRoutes(prefixes("100.100.2.0/24")))
-	got := f.take()
-	slices.Sort(got) // map order
-	if want := []string{
+	mustNoErr(t, n.SetRoutes(nil))
+	wantRan(t, f,
 		"/sbin/route -q -n delete -inet 100.100.1.0/24 -interface utun5",
-		"/sbin/route -q -n delete -inet6 fd00:1::/64 -interface utun5",
-	}; !slices.Equal(got, want) {
-		t.Errorf("ran %q, want %q", got, want)
-	}
+		"/sbin/route -q -n delete -inet6 fd00:1::/64 -interface utun5")
 }
 
-func TestCmdNetRouteFailures(t *testing.T) {
-	f := &fakeTools{fails: map[string]string{}}
-	n := newCmdNet("utun3", utunCmds{}, f.run, func() ([]netip.Prefix, error) { return nil, nil })
+// TestUtunFailures: a failure names the command line and carries its
+// output; a delete whose output says there was nothing to delete is
+// errGone, which opsNet takes for done.
+func TestUtunFailures(t *testing.T) {
+	f := &fakeTools{fails: map[string]string{
+		"/sbin/route -q -n add -inet 100.100.1.0/24":    "route: writing to routing socket: File exists",
+		"/sbin/route -q -n delete -inet 100.100.1.0/24": "route: writing to routing socket: Operation not permitted",
+		"/sbin/route -q -n delete -inet 100.100.2.0/24": "route: writing to routing socket: not in table",
+		"/sbin/ifconfig utun3 inet 100.96.0.2 -alias":   "ifconfig: ioctl (SIOCDIFADDR): Can't assign requested address",
+		"/sbin/ifconfig utun3 inet6 fd7a::2 -alias":     "ifconfig: ioctl (SIOCDIFADDR_IN6): Operation not permitted",
+	}}
+	o := utunOps{name: "utun3", run: f.run}
 
-	// A prefix routed elsewhere already: an error with the context, and
-	// the route is not taken for ours.
-	f.fails["/sbin/route -q -n add -inet 100.100.1.0/24"] = "route: writing to routing socket: File exists"
-	err := n.SetRoutes(prefixes("100.100.1.0/24", "100.100.2.0/24"))
-	if err == nil || !strings.Contains(err.Error(), "add route 100.100.1.0/24 via utun3") || !strings.Contains(err.Error(), "File exists") {
-		t.Fatalf("err = %v", err)
+	err := o.addRoute(netip.MustParsePrefix("100.100.1.0/24"))
+	if err == nil || errors.Is(err, errGone) || err.Error() != "/sbin/route -q -n add -inet 100.100.1.0/24 -interface utun3: exit status 1: route: writing to routing socket: File exists" {
+		t.Errorf("add route: %v", err)
 	}
-	f.take()
-	delete(f.fails, "/sbin/route -q -n add -inet 100.100.1.0/24")
-	mustNoErr(t, n.SetRoutes(prefixes("100.100.1.0/24", "100.100.2.0/24"))) // tried again
-	wantRan(t, f, "/sbin/route -q -n add -inet 100.100.1.0/24 -interface utun3")
-
-	// A failed delete stays ours and is tried again; one the OS no longer
-	// has is forgotten.
-	f.fails["/sbin/route -q -n delete -inet 100.100.1.0/24"] = "route: writing to routing socket: Operation not permitted"
-	f.fails["/sbin/route -q -n delete -inet 100.100.2.0/24"] = "route: writing to routing socket: not in table"
-	if err := n.SetRoutes(nil); err == nil || !strings.Contains(err.Error(), "remove route 100.100.1.0/24") {
-		t.Fatalf("err = %v", err)
+	for p, gone := range map[string]bool{"100.100.1.0/24": false, "100.100.2.0/24": true} {
+		if err := o.delRoute(netip.MustParsePrefix(p)); err == nil || errors.Is(err, errGone) != gone {
+			t.Errorf("delete route %s: %v, want gone %v", p, err, gone)
+		}
 	}
-	f.take()
-	f.fails = nil
-	mustNoErr(t, n.SetRoutes(nil))
-	wantRan(t, f, "/sbin/route -q -n delete -inet 100.100.1.0/24 -interface utun3")
-
-	// The addresses could not be read: nothing is run.
-	bad := newCmdNet("utun3", utunCmds{}, f.run, func() ([]netip.Prefix, error) { return nil, errors.New("no such interface") })
-	if err := bad.SetAddresses(prefixes("100.96.0.2/32")); err == nil || !strings.Contains(err.Error(), "list addresses of utun3") {
-		t.Errorf("err = %v", err)
+	for p, gone := range map[string]bool{"100.96.0.2/32": true, "fd7a::2/128": false} {
+		if err := o.delAddress(netip.MustParsePrefix(p)); err == nil || errors.Is(err, errGone) != gone {
+			t.Errorf("delete address %s: %v, want gone %v", p, err, gone)
+		}
 	}
-	wantRan(t, f)
+	if err := o.delAddress(netip.MustParsePrefix("100.96.0.5/32")); err != nil {
+		t.Errorf("delete address that works: %v", err)
+	}
 }
 
 func TestNetshCommands(t *testing.T) {
 	f := &fakeTools{}
-	n := newCmdNet("wg1", netshCmds{netsh: `C:\Windows\System32\netsh.exe`}, f.run, func() ([]netip.Prefix, error) { return f.addrs, nil })
+	n := newOpsNet("wg1", netshOps{name: "wg1", netsh: `C:\Windows\System32\netsh.exe`, run: f.run, list: func() ([]netip.Prefix, error) { return f.addrs, nil }})
 	mustNoErr(t, n.Up())
 	wantRan(t, f) // Wintun is up with its session
 
@@ -150,23 +121,13 @@ func TestNetshCommands(t *testing.T) {
 	mustNoErr(t, n.SetRoutes(prefixes("fd00:2::/64")))
 	wantRan(t, f, netsh+" interface ipv4 delete route prefix=100.100.1.0/24 interface=wg1 store=active")
 
-	if !(netshCmds{}).notFound([]byte("Element not found.\r\n")) || (netshCmds{}).notFound([]byte("Access is denied.")) {
+	if !netshNotFound([]byte("Element not found.\r\n")) || netshNotFound([]byte("Access is denied.")) {
 		t.Error("netsh notFound")
 	}
 	for name, ok := range map[string]bool{"wg1": true, "RunOS VPN": false, `a"b`: false, "a=b": false, "": false} {
 		if err := checkNetshName(name); (err == nil) != ok {
 			t.Errorf("checkNetshName(%q) = %v", name, err)
 		}
-	}
-}
-
-func TestDiffPrefixes(t *testing.T) {
-	add, del := diffPrefixes(prefixes("10.0.0.1/32", "10.0.0.2/32", "10.0.0.2/32"), prefixes("10.0.0.3/32", "10.0.0.1/32", "10.0.0.3/32"))
-	if !slices.Equal(add, prefixes("10.0.0.3/32")) || !slices.Equal(del, prefixes("10.0.0.2/32")) {
-		t.Errorf("add %v del %v", add, del)
-	}
-	if add, del := diffPrefixes(nil, nil); add != nil || del != nil {
-		t.Errorf("empty: %v %v", add, del)
 	}
 }
 
@@ -210,11 +171,4 @@ func TestInterfaceAddrsLoopback(t *testing.T) {
 		return
 	}
 	t.Skip("no loopback interface")
-}
-
-func mustNoErr(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

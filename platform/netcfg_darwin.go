@@ -16,7 +16,8 @@ func OpenTunnelNet(name string) (TunnelNet, error) {
 	if _, err := net.InterfaceByName(name); err != nil {
 		return nil, fmt.Errorf("interface %s: %w", name, err)
 	}
-	return newCmdNet(name, utunCmds{}, execRunner, func() ([]netip.Prefix, error) { return interfaceAddrs(name) }), nil
+	list := func() ([]netip.Prefix, error) { return interfaceAddrs(name) }
+	return newOpsNet(name, utunOps{name: name, run: execRunner, list: list}), nil
 }
 
 // DeleteInterface removes a left-over interface; a missing one is not an

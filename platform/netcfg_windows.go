@@ -23,7 +23,8 @@ func OpenTunnelNet(name string) (TunnelNet, error) {
 	if _, err := net.InterfaceByName(name); err != nil {
 		return nil, fmt.Errorf("interface %s: %w", name, err)
 	}
-	return newCmdNet(name, netshCmds{netsh: netshPath()}, execRunner, func() ([]netip.Prefix, error) { return interfaceAddrs(name) }), nil
+	list := func() ([]netip.Prefix, error) { return interfaceAddrs(name) }
+	return newOpsNet(name, netshOps{name: name, netsh: netshPath(), run: execRunner, list: list}), nil
 }
 
 // netshPath is netsh.exe in the system directory, never one found on PATH.
