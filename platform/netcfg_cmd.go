@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// The command-line netOps: each change is one run of the OS's own tool.
+// The command-line netOps of macOS: each change is one run of ifconfig or
+// route. Like opsNet, they compile and are tested on every OS.
 
 // runner runs argv and returns its combined output.
 type runner func(argv []string) ([]byte, error)
@@ -36,8 +37,7 @@ func delCmd(run runner, notFound func(out []byte) bool, argv ...string) error {
 }
 
 // interfaceAddrs returns the addresses of the interface named name, as the
-// Go runtime reads them (getifaddrs on macOS, GetAdaptersAddresses on
-// Windows).
+// Go runtime reads them (getifaddrs on macOS).
 func interfaceAddrs(name string) ([]netip.Prefix, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
@@ -117,62 +117,6 @@ func (o utunOps) delRoute(p netip.Prefix) error {
 func utunNotFound(out []byte) bool {
 	s := string(out)
 	return strings.Contains(s, "not in table") || strings.Contains(s, "Can't assign requested address")
-}
-
-// netshOps are Windows's: netsh on the Wintun adapter, in the active store
-// only, so nothing survives a reboot.
-type netshOps struct {
-	name, netsh string
-	run         runner
-	list        func() ([]netip.Prefix, error) // the interface's addresses now
-}
-
-func (netshOps) up() error { return nil } // a Wintun adapter is up while its session runs
-
-func (o netshOps) addrs() ([]netip.Prefix, error) { return o.list() }
-
-func (o netshOps) addAddress(p netip.Prefix) error {
-	var err error
-	if p.Addr().Is4() {
-		mask := net.IP(net.CIDRMask(p.Bits(), 32)).String()
-		_, err = runCmd(o.run, o.netsh, "interface", "ipv4", "add", "address", "name="+o.name,
-			"address="+p.Addr().String(), "mask="+mask, "store=active")
-	} else {
-		_, err = runCmd(o.run, o.netsh, "interface", "ipv6", "add", "address", "interface="+o.name,
-			"address="+p.String(), "store=active")
-	}
-	return err
-}
-
-func (o netshOps) delAddress(p netip.Prefix) error {
-	if p.Addr().Is4() {
-		return delCmd(o.run, netshNotFound, o.netsh, "interface", "ipv4", "delete", "address", "name="+o.name, "address="+p.Addr().String())
-	}
-	return delCmd(o.run, netshNotFound, o.netsh, "interface", "ipv6", "delete", "address", "interface="+o.name, "address="+p.Addr().String())
-}
-
-func (o netshOps) addRoute(p netip.Prefix) error {
-	_, err := runCmd(o.run, o.netsh, "interface", family(p, "ipv4", "ipv6"), "add", "route", "prefix="+p.String(),
-		"interface="+o.name, "store=active")
-	return err
-}
-
-func (o netshOps) delRoute(p netip.Prefix) error {
-	return delCmd(o.run, netshNotFound, o.netsh, "interface", family(p, "ipv4", "ipv6"), "delete", "route", "prefix="+p.String(),
-		"interface="+o.name, "store=active")
-}
-
-func netshNotFound(out []byte) bool {
-	return strings.Contains(string(out), "Element not found")
-}
-
-// checkNetshName refuses an interface name netsh would split or misread:
-// netsh takes name=VALUE as one argument, without quoting.
-func checkNetshName(name string) error {
-	if name == "" || strings.ContainsAny(name, " \t\"=") {
-		return fmt.Errorf("interface name %q: want a name without spaces, quotes or '='", name)
-	}
-	return nil
 }
 
 func family(p netip.Prefix, v4, v6 string) string {

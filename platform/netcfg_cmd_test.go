@@ -97,40 +97,6 @@ func TestUtunFailures(t *testing.T) {
 	}
 }
 
-func TestNetshCommands(t *testing.T) {
-	f := &fakeTools{}
-	n := newOpsNet("wg1", netshOps{name: "wg1", netsh: `C:\Windows\System32\netsh.exe`, run: f.run, list: func() ([]netip.Prefix, error) { return f.addrs, nil }})
-	mustNoErr(t, n.Up())
-	wantRan(t, f) // Wintun is up with its session
-
-	f.addrs = prefixes("100.96.0.2/32", "fe80::5/64")
-	mustNoErr(t, n.SetAddresses(prefixes("100.96.0.3/32", "fd7a::3/128")))
-	const netsh = `C:\Windows\System32\netsh.exe`
-	wantRan(t, f,
-		netsh+" interface ipv4 add address name=wg1 address=100.96.0.3 mask=255.255.255.255 store=active",
-		netsh+" interface ipv6 add address interface=wg1 address=fd7a::3/128 store=active",
-		netsh+" interface ipv4 delete address name=wg1 address=100.96.0.2")
-	f.addrs = prefixes("fd7a::3/128")
-	mustNoErr(t, n.SetAddresses(nil))
-	wantRan(t, f, netsh+" interface ipv6 delete address interface=wg1 address=fd7a::3")
-
-	mustNoErr(t, n.SetRoutes(prefixes("100.100.1.0/24", "fd00:2::/64")))
-	wantRan(t, f,
-		netsh+" interface ipv4 add route prefix=100.100.1.0/24 interface=wg1 store=active",
-		netsh+" interface ipv6 add route prefix=fd00:2::/64 interface=wg1 store=active")
-	mustNoErr(t, n.SetRoutes(prefixes("fd00:2::/64")))
-	wantRan(t, f, netsh+" interface ipv4 delete route prefix=100.100.1.0/24 interface=wg1 store=active")
-
-	if !netshNotFound([]byte("Element not found.\r\n")) || netshNotFound([]byte("Access is denied.")) {
-		t.Error("netsh notFound")
-	}
-	for name, ok := range map[string]bool{"wg1": true, "RunOS VPN": false, `a"b`: false, "a=b": false, "": false} {
-		if err := checkNetshName(name); (err == nil) != ok {
-			t.Errorf("checkNetshName(%q) = %v", name, err)
-		}
-	}
-}
-
 func TestPrefixOfIPNet(t *testing.T) {
 	for _, tc := range []struct {
 		n    net.IPNet

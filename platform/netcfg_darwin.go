@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"strings"
 )
 
@@ -18,6 +19,11 @@ func OpenTunnelNet(name string) (TunnelNet, error) {
 	}
 	list := func() ([]netip.Prefix, error) { return interfaceAddrs(name) }
 	return newOpsNet(name, utunOps{name: name, run: execRunner, list: list}), nil
+}
+
+// execRunner runs a command for real.
+func execRunner(argv []string) ([]byte, error) {
+	return exec.Command(argv[0], argv[1:]...).CombinedOutput()
 }
 
 // DeleteInterface removes a left-over interface; a missing one is not an
