@@ -4,6 +4,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -13,6 +14,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"math/big"
 	"net"
@@ -48,10 +50,11 @@ import (
 
 // BenchmarkMoveFanOut measures the push of one change, a move's switch, to
 // RUNOS_FANOUT_DEVICES (default 10,000) simulated devices, each holding its
-// DeviceMap long-poll on its own TCP connection (HTTPS, HTTP/1.1) to one
-// control server on loopback. The devices live in a helper process (this
-// test binary re-executed) so that the heap and RSS reported are control's
-// alone. Each iteration is a real move through the API: the target reports
+// DeviceMap long-poll on its own TCP connection (HTTPS, HTTP/1.1; HTTP/2
+// with RUNOS_FANOUT_H2=1, as the daemon's client negotiates with control)
+// to one control server on loopback with control.Run's timeouts. The
+// devices live in a helper process (this test binary re-executed) so that
+// the heap and RSS reported are control's alone. Each iteration is a real move through the API: the target reports
 // listening (the commit that changes every device's map, from which the
 // time is measured), every device's answer is timed on arrival, then the
 // target reports every device's handshake and the move is done; the next
@@ -61,9 +64,20 @@ import (
 //
 //	go test -run='^$' -bench=BenchmarkMoveFanOut -benchtime=5x ./control/server/
 //
-// Metrics: ms-all (commit to the last device's answer), ms-p50 and ms-p99
-// (to the median and 99th percentile device), heap-MB (control's heap in
-// use with every long-poll parked) and rss-MB (control's resident memory).
+// Metrics: ms-all (commit to the last device's answer), ms-commit (to the
+// target's report answered: the switch committed and published), ms-written
+// (to control's last answer written), ms-p50 and ms-p99 (to the median and 99th
+// percentile device); cpu-ms-control and cpu-ms-devices, the CPU time each
+// process spent from the commit to the last answer (both share the
+// machine's CPUs, so this says what part of a round is control's); and,
+// with every long-poll parked, control's heap-MB (heap in use), stack-MB
+// (goroutine stacks), goroutines, conns (connections open) and rss-MB
+// (resident memory).
+//
+// Knobs: RUNOS_FANOUT_PLAIN=1 serves plain HTTP (TLS's share);
+// RUNOS_FANOUT_CPUPROFILE=<file> profiles control's CPU during each round
+// (into <file>.<round>), RUNOS_FANOUT_HEAPPROFILE=<file> its heap with the
+// polls parked.
 func BenchmarkMoveFanOut(b *testing.B) {
 	n := 10000
 	if v := os.Getenv("RUNOS_FANOUT_DEVICES"); v != "" {
@@ -110,8 +124,32 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		}
 	})
 	ts := httptest.NewUnstartedServer(counting)
+	// control.Run's timeouts: they arm a deadline per request.
+	ts.Config.ReadHeaderTimeout, ts.Config.IdleTimeout = 10*time.Second, 2*time.Minute
+	// 10,000 devices dialling at once on two CPUs: some handshakes outlast
+	// that timeout and the device dials again. Counted, not logged.
+	var failedHandshakes atomic.Int64
+	ts.Config.ErrorLog = log.New(writerFunc(func(p []byte) (int, error) {
+		if bytes.Contains(p, []byte("TLS handshake error")) {
+			failedHandshakes.Add(1)
+		} else {
+			os.Stderr.Write(p)
+		}
+		return len(p), nil
+	}), "", 0)
+	var conns atomic.Int64
+	ts.Config.ConnState = func(_ net.Conn, cs http.ConnState) {
+		switch cs {
+		case http.StateNew:
+			conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			conns.Add(-1)
+		}
+	}
 	certPEM, cert := benchCert(b)
-	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	h2 := os.Getenv("RUNOS_FANOUT_H2") == "1"
+	ts.EnableHTTP2 = h2
 	if os.Getenv("RUNOS_FANOUT_PLAIN") == "1" { // to see TLS's share
 		ts.Start()
 	} else {
@@ -137,7 +175,7 @@ func BenchmarkMoveFanOut(b *testing.B) {
 	tokFile := filepath.Join(dir, "devices.txt")
 	os.WriteFile(tokFile, []byte(strings.Join(tokens, "\n")), 0o600)
 	helper := exec.Command(os.Args[0], "-test.run=^TestFanOutHelper$", "-test.v")
-	helper.Env = append(os.Environ(), "RUNOS_FANOUT_HELPER=1", "RUNOS_FANOUT_URL="+ts.URL, "RUNOS_FANOUT_CA="+caFile, "RUNOS_FANOUT_TOKENS="+tokFile)
+	helper.Env = append(os.Environ(), "RUNOS_FANOUT_HELPER=1", "RUNOS_FANOUT_H2="+strconv.FormatBool(h2), "RUNOS_FANOUT_URL="+ts.URL, "RUNOS_FANOUT_CA="+caFile, "RUNOS_FANOUT_TOKENS="+tokFile)
 	stdin, _ := helper.StdinPipe()
 	stdout, _ := helper.StdoutPipe()
 	helper.Stderr = os.Stderr
@@ -162,9 +200,12 @@ func BenchmarkMoveFanOut(b *testing.B) {
 	}
 	expect("started")
 	waitParked()
+	if k := failedHandshakes.Load(); k > 0 {
+		b.Logf("setup: %d TLS handshakes failed (timed out) and were dialled again", k)
+	}
 
-	var all, p50, p99, srvAll []float64
-	var heap, rss float64
+	var all, commit, p50, p99, srvAll, ctlCPU, devCPU []float64
+	var heap, stack, rss, goroutines, nconns float64
 	from, to := "n1", "n2"
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -183,7 +224,8 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		var ms runtime.MemStats
 		runtime.GC() // live heap, not garbage awaiting collection
 		runtime.ReadMemStats(&ms)
-		heap, rss = float64(ms.HeapInuse)/(1<<20), rssMB()
+		heap, stack, rss = float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20), rssMB()
+		goroutines, nconns = float64(runtime.NumGoroutine()), float64(conns.Load())
 		if f := os.Getenv("RUNOS_FANOUT_HEAPPROFILE"); f != "" && i == 0 {
 			if out, err := os.Create(f); err == nil {
 				pprof.WriteHeapProfile(out)
@@ -193,16 +235,21 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		fmt.Fprintf(stdin, "round %d\n", i)
 		expect("armed")
 		var prof *os.File
-		if f := os.Getenv("RUNOS_FANOUT_CPUPROFILE"); f != "" && i == b.N-1 {
-			prof, _ = os.Create(f)
+		if f := os.Getenv("RUNOS_FANOUT_CPUPROFILE"); f != "" {
+			// One file per round (go tool pprof merges them); a round is
+			// too short for enough samples.
+			prof, _ = os.Create(fmt.Sprintf("%s.%d", f, i))
 			pprof.StartCPUProfile(prof)
 		}
 		written.Store(0)
 		b.StartTimer()
+		cpu0 := cpuTime()
 		t0 := time.Now()
 		report(to, m.Version, nil) // listening: the switch, one commit
+		commit = append(commit, float64(time.Since(t0))/float64(time.Millisecond))
 		got := expect("done")
 		b.StopTimer()
+		ctlCPU = append(ctlCPU, float64(cpuTime()-cpu0)/float64(time.Millisecond))
 		if prof != nil {
 			pprof.StopCPUProfile()
 			prof.Close()
@@ -213,11 +260,14 @@ func BenchmarkMoveFanOut(b *testing.B) {
 			times[j] = float64(time.Unix(0, ns).Sub(t0)) / float64(time.Millisecond)
 		}
 		p50, p99, all = append(p50, times[0]), append(p99, times[1]), append(all, times[2])
+		helperCPU, _ := strconv.ParseInt(got[3], 10, 64)
+		devCPU = append(devCPU, float64(helperCPU)/float64(time.Millisecond))
 		for written.Load() < int64(n) {
 			time.Sleep(time.Millisecond)
 		}
 		srvAll = append(srvAll, float64(time.Unix(0, lastWrite.Load()).Sub(t0))/float64(time.Millisecond))
-		b.Logf("round %d: all %.0f ms, written %.0f ms, p50 %.0f ms", i, times[2], srvAll[len(srvAll)-1], times[0])
+		b.Logf("round %d: all %.0f ms, commit %.0f ms, written %.0f ms, p50 %.0f ms; cpu control %.0f ms, devices %.0f ms",
+			i, times[2], commit[len(commit)-1], srvAll[len(srvAll)-1], times[0], ctlCPU[len(ctlCPU)-1], devCPU[len(devCPU)-1])
 		hs := make([]api.PeerHandshake, 0, n)
 		now := time.Now()
 		for _, k := range keys {
@@ -232,10 +282,16 @@ func BenchmarkMoveFanOut(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(median(all), "ms-all")
+	b.ReportMetric(median(commit), "ms-commit")
 	b.ReportMetric(median(srvAll), "ms-written")
 	b.ReportMetric(median(p50), "ms-p50")
 	b.ReportMetric(median(p99), "ms-p99")
+	b.ReportMetric(median(ctlCPU), "cpu-ms-control")
+	b.ReportMetric(median(devCPU), "cpu-ms-devices")
 	b.ReportMetric(heap, "heap-MB")
+	b.ReportMetric(stack, "stack-MB")
+	b.ReportMetric(goroutines, "goroutines")
+	b.ReportMetric(nconns, "conns")
 	b.ReportMetric(rss, "rss-MB")
 	b.ReportMetric(float64(n), "devices")
 }
@@ -259,24 +315,23 @@ func TestFanOutHelper(t *testing.T) {
 	roots.AppendCertsFromPEM(pemData)
 	base := os.Getenv("RUNOS_FANOUT_URL")
 	lines := strings.Split(string(data), "\n")
-	// Several transports, so the devices do not queue on one pool's lock;
-	// HTTP/1.1, so each device holds its own connection as a laptop would.
-	const nTransports = 64
-	var trs []*http.Client
-	for range nTransports {
-		trs = append(trs, &http.Client{Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: roots}, MaxIdleConnsPerHost: len(lines)/nTransports + 16,
-			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
-		}})
-	}
+	h2 := os.Getenv("RUNOS_FANOUT_H2") == "true"
 	var mu sync.Mutex
 	round := -1
 	var recv []int64
 	armed := make(chan struct{}, 1)
 	var started atomic.Int64
-	for i, l := range lines {
+	for _, l := range lines {
 		tok, id, _ := strings.Cut(l, " ")
-		c := &api.Client{BaseURL: base, Token: tok, HTTP: trs[i%nTransports]}
+		// A transport per device, as each daemon has its own, and one
+		// connection: on HTTP/1.1 a re-poll sent before the transport has
+		// taken back the connection of the answer would otherwise dial a
+		// second one, which control would keep open, idle, and count.
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, MaxConnsPerHost: 1, ForceAttemptHTTP2: h2}
+		if !h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		c := &api.Client{BaseURL: base, Token: tok, HTTP: &http.Client{Transport: tr}}
 		go func() {
 			var since uint64
 			first := true
@@ -313,6 +368,7 @@ func TestFanOutHelper(t *testing.T) {
 			continue
 		}
 		r, _ := strconv.Atoi(f[1])
+		cpu0 := cpuTime()
 		mu.Lock()
 		round, recv = r, recv[:0]
 		mu.Unlock()
@@ -328,7 +384,9 @@ func TestFanOutHelper(t *testing.T) {
 				round = -1
 				mu.Unlock()
 				sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-				fmt.Printf("done %d %d %d\n", s[len(s)/2], s[len(s)*99/100], s[len(s)-1])
+				// The CPU time is up to now, a millisecond or so past the
+				// last answer: this loop's polling is the difference.
+				fmt.Printf("done %d %d %d %d\n", s[len(s)/2], s[len(s)*99/100], s[len(s)-1], cpuTime()-cpu0)
 				break
 			}
 			mu.Unlock()
@@ -390,6 +448,19 @@ func raiseNoFile(tb testing.TB) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func rssMB() float64 {
