@@ -15,7 +15,10 @@
 // (PostgreSQL LISTEN/NOTIFY); nothing here assumes one process.
 package hub
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Topic names.
 func Device(id string) string        { return "device:" + id }
@@ -45,19 +48,35 @@ func New(global uint64, versions map[string]uint64) *Hub {
 // Publish records that the change with the given version touched topics and
 // wakes their watchers. Versions only go up: a stale publish (replayed by a
 // replica feed) changes nothing it should not.
+//
+// The watchers are taken out under the lock and woken after it: a move
+// wakes every device of a cluster (10,000), and each woken long-poll at
+// once reads versions and registers again, which would otherwise queue
+// behind the whole publish. A watcher that reads versions before its
+// channel is closed already sees the new ones.
 func (h *Hub) Publish(version uint64, topics []string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if version > h.global {
 		h.global = version
 	}
+	n := 0
+	for _, t := range topics {
+		n += len(h.watchers[t])
+	}
+	fired := make([]*Watch, 0, n)
 	for _, t := range topics {
 		if version > h.versions[t] {
 			h.versions[t] = version
 		}
 		for w := range h.watchers[t] {
-			h.fireLocked(w)
+			if h.removeLocked(w) {
+				fired = append(fired, w)
+			}
 		}
+	}
+	h.mu.Unlock()
+	for _, w := range fired {
+		close(w.c)
 	}
 }
 
@@ -84,7 +103,7 @@ type Watch struct {
 	h      *Hub
 	topics []string
 	c      chan struct{}
-	done   bool
+	done   atomic.Bool // removed from the hub; set under h.mu, read without it by Stop
 }
 
 // Watch registers for the next change of any of topics. Call Stop when done.
@@ -106,26 +125,25 @@ func (h *Hub) Watch(topics ...string) *Watch {
 // C is closed when one of the watch's topics changes.
 func (w *Watch) C() <-chan struct{} { return w.c }
 
-// Stop unregisters the watch. It is safe to call more than once.
+// Stop unregisters the watch. It is safe to call more than once. A fired
+// watch is already unregistered, so stopping it takes no lock: after a move
+// that is every woken long-poll.
 func (w *Watch) Stop() {
+	if w.done.Load() {
+		return
+	}
 	w.h.mu.Lock()
 	defer w.h.mu.Unlock()
 	w.h.removeLocked(w)
 }
 
-func (h *Hub) fireLocked(w *Watch) {
-	if w.done {
-		return
+// removeLocked unregisters w and reports whether it was registered (the
+// caller that removed it is the one to close its channel, if anyone).
+func (h *Hub) removeLocked(w *Watch) bool {
+	if w.done.Load() {
+		return false
 	}
-	close(w.c)
-	h.removeLocked(w)
-}
-
-func (h *Hub) removeLocked(w *Watch) {
-	if w.done {
-		return
-	}
-	w.done = true
+	w.done.Store(true)
 	for _, t := range w.topics {
 		if m := h.watchers[t]; m != nil {
 			delete(m, w)
@@ -134,6 +152,7 @@ func (h *Hub) removeLocked(w *Watch) {
 			}
 		}
 	}
+	return true
 }
 
 // Watchers is how many watches are registered (for tests and metrics).

@@ -92,6 +92,34 @@ func TestConcurrentWatchersAllWoken(t *testing.T) {
 	}
 }
 
+// Stop racing a publish that fires the same watch: each watch is taken out
+// once and its channel closed at most once, whoever gets there first.
+func TestStopRacingPublish(t *testing.T) {
+	h := New(0, nil)
+	for round := range 200 {
+		ws := make([]*Watch, 50)
+		for i := range ws {
+			ws[i] = h.Watch(Device(fmt.Sprint(i)), Cluster("ky3"))
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); h.Publish(uint64(round+1), []string{Cluster("ky3")}) }()
+		go func() {
+			defer wg.Done()
+			for _, w := range ws {
+				w.Stop()
+			}
+		}()
+		wg.Wait()
+		for _, w := range ws {
+			w.Stop() // again: a no-op
+		}
+		if n := h.Watchers(); n != 0 {
+			t.Fatalf("round %d: %d watchers left", round, n)
+		}
+	}
+}
+
 func BenchmarkPublishTo10000(b *testing.B) {
 	h := New(0, nil)
 	for b.Loop() {
