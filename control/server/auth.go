@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -34,6 +35,11 @@ type principal struct {
 	sesVer  uint64        // version of session:<id> when read
 	aid     string        // kindOperator
 	node    model.Node    // kindGateway
+
+	// kindUser: session:<id>, and api.SessionInfo encoded for device
+	// maps, made once per sign-in rather than on every long-poll wake.
+	sesTopic string
+	sesJSON  json.RawMessage
 }
 
 // canSee reports whether the caller may see the account's clusters.
@@ -132,7 +138,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (*principal,
 
 func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api.Error) {
 	now := s.now()
-	if p := s.auth.get(hash); p != nil && s.hub.Version(hub.Session(p.session.ID)) <= p.sesVer {
+	if p := s.auth.get(hash); p != nil && s.hub.Version(p.sesTopic) <= p.sesVer {
 		if !now.Before(p.session.ExpiresAt) {
 			return nil, errExpired(p.session.ExpiresAt)
 		}
@@ -156,11 +162,16 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 			if err != nil {
 				return err
 			}
-			v, err := r.TopicVersion(hub.Session(sess.ID))
+			topic := hub.Session(sess.ID)
+			v, err := r.TopicVersion(topic)
 			if err != nil {
 				return err
 			}
-			p = &principal{kind: kindUser, user: u, session: sess, sesVer: v}
+			info, err := json.Marshal(api.SessionInfo{ID: sess.ID, User: sess.User, ExpiresAt: sess.ExpiresAt})
+			if err != nil {
+				return err
+			}
+			p = &principal{kind: kindUser, user: u, session: sess, sesVer: v, sesTopic: topic, sesJSON: info}
 			return nil
 		case !errors.Is(err, store.ErrNotFound):
 			return err

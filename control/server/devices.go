@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -238,7 +239,6 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 		if e != nil {
 			return doc{}, e
 		}
-		var m deviceMapWire
 		de, err := s.deviceState(ctx, id)
 		if err != nil {
 			return doc{}, s.asError(err)
@@ -247,13 +247,11 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 			return doc{}, &api.Error{Status: 404, Code: api.CodeNotFound,
 				Message: fmt.Sprintf("no device %s of yours", id), Hint: "register the device first (POST /v1/devices)"}
 		}
-		m.Device = deviceDoc(de.dev)
-		cids, devVer := de.cids, de.version
-		m.Session = api.SessionInfo{ID: p.session.ID, User: p.session.User, ExpiresAt: p.session.ExpiresAt}
-		m.Clusters = []json.RawMessage{}
-		m.Version = max(devVer, p.sesVer)
-		topics := []string{hub.Device(id), hub.Session(p.session.ID)}
-		for _, cid := range cids {
+		m := &deviceMapWire{Version: max(de.version, p.sesVer), Device: de.json, Session: p.sesJSON,
+			Clusters: make([]json.RawMessage, 0, len(de.cids))}
+		topics := make([]string, 0, 2+len(de.cids))
+		topics = append(topics, de.topic, p.sesTopic)
+		for _, cid := range de.cids {
 			e, err := s.clusterConfig(ctx, cid)
 			if err != nil {
 				return doc{}, s.asError(err)
@@ -262,19 +260,42 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 				m.Clusters = append(m.Clusters, e.json)
 			}
 			m.Version = max(m.Version, e.version)
-			topics = append(topics, hub.Cluster(cid))
+			topics = append(topics, e.topic)
 		}
 		return doc{body: m, version: m.Version, topics: topics}, nil
 	})
 }
 
-// deviceMapWire is api.DeviceMap with each cluster's config already
-// encoded: after a move every device of the cluster gets the same bytes.
+// deviceMapWire is api.DeviceMap made of parts encoded once: the device
+// (until it changes), the session (per sign-in) and each cluster's config
+// (per change of the cluster: after a move every device of the cluster
+// gets the same bytes). Only the answers are put together, by appendJSON,
+// not a long-poll that parks.
 type deviceMapWire struct {
-	Version  uint64            `json:"version"`
-	Device   api.Device        `json:"device"`
-	Session  api.SessionInfo   `json:"session"`
-	Clusters []json.RawMessage `json:"clusters"`
+	Version  uint64
+	Device   json.RawMessage // api.Device
+	Session  json.RawMessage // api.SessionInfo
+	Clusters []json.RawMessage
+}
+
+// appendJSON appends what json.Marshal(api.DeviceMap) gives
+// (TestDeviceMapWireMatchesAPI): the parts are json.Marshal's own output,
+// compact and escaped alike.
+func (m *deviceMapWire) appendJSON(b []byte) []byte {
+	b = append(b, `{"version":`...)
+	b = strconv.AppendUint(b, m.Version, 10)
+	b = append(b, `,"device":`...)
+	b = append(b, m.Device...)
+	b = append(b, `,"session":`...)
+	b = append(b, m.Session...)
+	b = append(b, `,"clusters":[`...)
+	for i, c := range m.Clusters {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, c...)
+	}
+	return append(b, "]}"...)
 }
 
 // handleEndSession ends the caller's session and, in the same transaction,

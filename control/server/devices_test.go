@@ -197,13 +197,20 @@ func TestLongPollSemantics(t *testing.T) {
 // The pre-encoded answer is byte for byte what api.DeviceMap would give.
 func TestDeviceMapWireMatchesAPI(t *testing.T) {
 	cc := api.ClusterConfig{CID: "ky3", AID: "rjwrn", Name: "n", Domain: "d", VPN: api.VPNConfig{ServiceID: "s", Domains: []string{"d"}, Ready: true}}
-	m := api.DeviceMap{Version: 7, Device: api.Device{ID: "dev", Address: "100.96.0.2"},
+	// HTML characters, which json.Marshal escapes, and a name that needs quoting.
+	cc2 := api.ClusterConfig{CID: "xym", AID: "rjwrn", Name: `<a & "b">`, Domain: "d", VPN: api.VPNConfig{ServiceID: "s2", Domains: []string{}}}
+	m := api.DeviceMap{Version: 1<<53 + 1, Device: api.Device{ID: "dev", Name: "ada's <laptop>", Address: "100.96.0.2"},
 		Session: api.SessionInfo{ID: "ses", User: "u", ExpiresAt: t0}, Clusters: []api.ClusterConfig{cc}}
-	raw, _ := json.Marshal(cc)
-	w := deviceMapWire{Version: m.Version, Device: m.Device, Session: m.Session, Clusters: []json.RawMessage{raw}}
-	a, _ := json.Marshal(m)
-	b, _ := json.Marshal(w)
-	if string(a) != string(b) {
-		t.Fatalf("wire %s\n api %s", b, a)
+	enc := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+	for _, clusters := range [][]api.ClusterConfig{{}, {cc}, {cc, cc2}} {
+		m.Clusters = clusters
+		w := deviceMapWire{Version: m.Version, Device: enc(m.Device), Session: enc(m.Session), Clusters: []json.RawMessage{}}
+		for _, c := range clusters {
+			w.Clusters = append(w.Clusters, enc(c))
+		}
+		a, _ := json.Marshal(m)
+		if b := w.appendJSON(nil); string(a) != string(b) {
+			t.Fatalf("wire %s\n api %s", b, a)
+		}
 	}
 }

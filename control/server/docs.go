@@ -123,6 +123,7 @@ type clusterCache struct {
 
 type clusterEntry struct {
 	version uint64
+	topic   string // cluster:<cid>
 	cfg     api.ClusterConfig
 	json    json.RawMessage // cfg encoded once, for every device's map
 	ok      bool            // the cluster exists and has a VPN service
@@ -132,20 +133,22 @@ func (c *clusterCache) init() { c.m = map[string]clusterEntry{} }
 
 // clusterConfig returns the device-facing config of cid and the version of
 // cluster:<cid> it reflects.
+//
+// The hub's version is read after the cache, so a hit is current as of
+// that read (the hub only goes up).
 func (s *Server) clusterConfig(ctx context.Context, cid string) (clusterEntry, error) {
-	want := s.hub.Version(hub.Cluster(cid))
 	s.clusters.mu.Lock()
 	e, hit := s.clusters.m[cid]
 	s.clusters.mu.Unlock()
-	if hit && e.version >= want {
+	if hit && e.version >= s.hub.Version(e.topic) {
 		return e, nil
 	}
 	v, err, _ := s.clusters.sf.Do(cid, func() (any, error) {
-		var e clusterEntry
+		e := clusterEntry{topic: hub.Cluster(cid)}
 		// Not the first caller's context: the others share this read.
 		err := s.st.View(context.WithoutCancel(ctx), func(r store.Reader) error {
 			var err error
-			if e.version, err = r.TopicVersion(hub.Cluster(cid)); err != nil {
+			if e.version, err = r.TopicVersion(e.topic); err != nil {
 				return err
 			}
 			c, err := r.Cluster(cid)
@@ -197,25 +200,28 @@ type deviceCache struct {
 
 type deviceEntry struct {
 	version uint64
+	topic   string // device:<id>
 	dev     model.Device
+	json    json.RawMessage // deviceDoc(dev) encoded, for the device's map
 	cids    []string
 }
 
 func (c *deviceCache) init() { c.m = map[string]deviceEntry{} }
 
 // deviceState returns the device with its joined clusters and the version
-// of device:<id> they reflect.
+// of device:<id> they reflect. As in clusterConfig, the hub's version is
+// read after the cache.
 func (s *Server) deviceState(ctx context.Context, id string) (deviceEntry, error) {
-	want := s.hub.Version(hub.Device(id))
 	s.devCache.mu.Lock()
 	e, hit := s.devCache.m[id]
 	s.devCache.mu.Unlock()
-	if hit && e.version >= want {
+	if hit && e.version >= s.hub.Version(e.topic) {
 		return e, nil
 	}
+	e = deviceEntry{topic: hub.Device(id)}
 	err := s.st.View(ctx, func(r store.Reader) error {
 		var err error
-		if e.version, err = r.TopicVersion(hub.Device(id)); err != nil {
+		if e.version, err = r.TopicVersion(e.topic); err != nil {
 			return err
 		}
 		if e.dev, err = r.Device(id); err != nil {
@@ -225,6 +231,9 @@ func (s *Server) deviceState(ctx context.Context, id string) (deviceEntry, error
 		return err
 	})
 	if err != nil {
+		return deviceEntry{}, err
+	}
+	if e.json, err = json.Marshal(deviceDoc(e.dev)); err != nil {
 		return deviceEntry{}, err
 	}
 	s.devCache.mu.Lock()
