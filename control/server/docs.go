@@ -71,11 +71,9 @@ func (s *Server) serviceDoc(r store.Reader, svc model.Service, now time.Time) (a
 	if ep, kind, ok := rules.Endpoint(n, svc.Port); ok {
 		d.Endpoint, d.AddressKind = ep, kind
 	}
-	peers, err := r.Peers(svc.CID, now)
-	if err != nil {
+	if d.Devices, err = r.PeerCount(svc.CID, now); err != nil {
 		return d, err
 	}
-	d.Devices = len(peers)
 	d.Version, err = r.TopicVersion(hub.Service(svc.ID))
 	return d, err
 }

@@ -231,7 +231,8 @@ func (s *Server) switchMove(tx store.Writer, m *model.Move, rep api.GatewayRepor
 	if err != nil {
 		return nil, err
 	}
-	peers, err := tx.Peers(m.CID, now)
+	// Counted, not read: this transaction is what every device waits for.
+	total, err := tx.PeerCount(m.CID, now)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func (s *Server) switchMove(tx store.Writer, m *model.Move, rep api.GatewayRepor
 	if err := tx.UpdateService(svc); err != nil {
 		return nil, err
 	}
-	m.State, m.SwitchedAt, m.Total = api.MoveSwitching, now, len(peers)
+	m.State, m.SwitchedAt, m.Total = api.MoveSwitching, now, total
 	step(m, now, "%s is listening with its own key; devices told: new node %s, key and endpoint %s", m.TargetNodeID, m.TargetNodeID, m.Endpoint)
 	step(m, now, "%s drains: it keeps serving until every device has switched or %s pass", m.FromNodeID, s.cfg.MoveDeadline)
 	tx.Touch(hub.Cluster(m.CID), hub.Service(svc.ID), hub.Move(m.ID), hub.Gateway(m.CID, m.FromNodeID), hub.Gateway(m.CID, m.TargetNodeID))

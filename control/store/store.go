@@ -93,6 +93,8 @@ type Reader interface {
 
 	// Peers are the devices joined to cid whose bound session is live at now.
 	Peers(cid string, now time.Time) ([]model.Peer, error)
+	// PeerCount is len(Peers(cid, now)), without reading them.
+	PeerCount(cid string, now time.Time) (int, error)
 	DevicesOfSession(sessionID string) ([]model.Device, error)
 }
 

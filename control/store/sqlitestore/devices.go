@@ -116,12 +116,14 @@ func (t *tx) LeaveCluster(deviceID, cid string) (bool, error) {
 	return n > 0, err
 }
 
-func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
-	rows, err := t.q.QueryContext(t.ctx, `SELECT d.id, d.public_key, d.address
-		FROM memberships m
+// peersFrom is what Peers selects from; PeerCount counts the same rows.
+const peersFrom = `FROM memberships m
 		JOIN devices d ON d.id = m.device_id
 		JOIN sessions s ON s.id = d.session_id
-		WHERE m.cid = ? AND s.state = 'live' AND s.expires_at > ?
+		WHERE m.cid = ? AND s.state = 'live' AND s.expires_at > ?`
+
+func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
+	rows, err := t.q.QueryContext(t.ctx, `SELECT d.id, d.public_key, d.address `+peersFrom+`
 		ORDER BY d.id`, cid, ts(now))
 	if err != nil {
 		return nil, fmt.Errorf("peers of %s: %w", cid, err)
@@ -138,6 +140,14 @@ func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
 		out = append(out, p)
 	}
 	return out, rows.Err()
+}
+
+func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
+	var n int
+	if err := t.q.QueryRowContext(t.ctx, `SELECT COUNT(*) `+peersFrom, cid, ts(now)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count peers of %s: %w", cid, err)
+	}
+	return n, nil
 }
 
 // Sessions.

@@ -265,6 +265,11 @@ func TestPeersAreLiveSessionsOnly(t *testing.T) {
 		if err != nil || len(ps) != 1 || ps[0].DeviceID != "da" {
 			t.Errorf("peers = %+v, %v", ps, err)
 		}
+		for cid, want := range map[string]int{"ky3": 1, "xym": 0} {
+			if n, err := r.PeerCount(cid, t0); err != nil || n != want {
+				t.Errorf("peer count of %s = %d, %v; want %d", cid, n, err, want)
+			}
+		}
 		next, ok, err := r.NextExpiry()
 		if err != nil || !ok || !next.Equal(t0.Add(-time.Second)) {
 			t.Errorf("next expiry = %v %v %v", next, ok, err)
