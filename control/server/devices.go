@@ -233,11 +233,16 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principa
 func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
 	hash := p.session.TokenHash
+	checked := p // by withAuth, just now: the first read needs no second check
 	s.longPoll(w, r, func(ctx context.Context) (doc, *api.Error) {
 		// Re-check the session on every wake: expiry answers 401 session_expired.
-		p, e := s.principalOf(ctx, hash)
-		if e != nil {
-			return doc{}, e
+		p := checked
+		checked = nil
+		if p == nil {
+			var e *api.Error
+			if p, e = s.principalOf(ctx, hash); e != nil {
+				return doc{}, e
+			}
 		}
 		de, err := s.deviceState(ctx, id)
 		if err != nil {
