@@ -30,19 +30,69 @@ func Gateway(cid, nid string) string { return "gateway:" + cid + "/" + nid }
 
 // Hub fans changes out to watchers. The zero value is not usable; use New.
 type Hub struct {
-	mu       sync.RWMutex // read-locked by the many version checks
-	global   uint64
-	versions map[string]uint64
-	watchers map[string]map[*Watch]struct{}
+	mu       sync.RWMutex // guards topics, every Topic's watches and watching
+	global   atomic.Uint64
+	topics   map[string]*Topic
+	watching int // registered watches
+}
+
+// Topic is one topic's state in the hub. A long-poll keeps the topics of
+// its document (a device's map: its device, its session, its clusters) and
+// checks their versions without the hub's lock or a lookup by name: after
+// a move, 10,000 of them do so at once.
+type Topic struct {
+	name    string
+	version atomic.Uint64       // stored under Hub.mu, loaded without it
+	watches map[*Watch]struct{} // under Hub.mu; kept when empty, for the next poll
+}
+
+// Name is the topic's name, e.g. device:<id>.
+func (t *Topic) Name() string { return t.name }
+
+// Version is the version of the topic's latest change (0 if none).
+func (t *Topic) Version() uint64 { return t.version.Load() }
+
+// Newest is the newest version among topics.
+func Newest(topics ...*Topic) uint64 {
+	var v uint64
+	for _, t := range topics {
+		v = max(v, t.Version())
+	}
+	return v
 }
 
 // New returns a hub that starts from the versions the store holds.
 func New(global uint64, versions map[string]uint64) *Hub {
-	v := make(map[string]uint64, len(versions))
-	for k, x := range versions {
-		v[k] = x
+	h := &Hub{topics: make(map[string]*Topic, len(versions))}
+	h.global.Store(global)
+	for k, v := range versions {
+		h.topicLocked(k).version.Store(v)
 	}
-	return &Hub{global: global, versions: v, watchers: map[string]map[*Watch]struct{}{}}
+	return h
+}
+
+// Topic returns the topic named name, the same one for as long as the hub
+// lives. Topics are never dropped: their versions are what makes a
+// long-poll's "since" meaningful.
+func (h *Hub) Topic(name string) *Topic {
+	h.mu.RLock()
+	t := h.topics[name]
+	h.mu.RUnlock()
+	if t != nil {
+		return t
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.topicLocked(name)
+}
+
+func (h *Hub) topicLocked(name string) *Topic {
+	t := h.topics[name]
+	if t == nil {
+		t = &Topic{name: name}
+		h.topics[name] = t
+	}
+	return t
 }
 
 // Publish records that the change with the given version touched topics and
@@ -56,19 +106,22 @@ func New(global uint64, versions map[string]uint64) *Hub {
 // channel is closed already sees the new ones.
 func (h *Hub) Publish(version uint64, topics []string) {
 	h.mu.Lock()
-	if version > h.global {
-		h.global = version
+	if version > h.global.Load() {
+		h.global.Store(version)
 	}
+	ts := make([]*Topic, len(topics))
 	n := 0
-	for _, t := range topics {
-		n += len(h.watchers[t])
+	for i, name := range topics {
+		t := h.topicLocked(name)
+		if version > t.version.Load() {
+			t.version.Store(version)
+		}
+		ts[i] = t
+		n += len(t.watches)
 	}
 	fired := make([]*Watch, 0, n)
-	for _, t := range topics {
-		if version > h.versions[t] {
-			h.versions[t] = version
-		}
-		for w := range h.watchers[t] {
+	for _, t := range ts {
+		for w := range t.watches {
 			if h.removeLocked(w) {
 				fired = append(fired, w)
 			}
@@ -81,19 +134,18 @@ func (h *Hub) Publish(version uint64, topics []string) {
 }
 
 // Global is the version of the latest change published.
-func (h *Hub) Global() uint64 {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.global
-}
+func (h *Hub) Global() uint64 { return h.global.Load() }
 
-// Version is the newest version among topics (0 if none ever changed).
-func (h *Hub) Version(topics ...string) uint64 {
+// Version is the newest version among the topics named (0 if none ever
+// changed). A caller that keeps a *Topic reads it without the lookup.
+func (h *Hub) Version(names ...string) uint64 {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	var v uint64
-	for _, t := range topics {
-		v = max(v, h.versions[t])
+	for _, name := range names {
+		if t := h.topics[name]; t != nil {
+			v = max(v, t.Version())
+		}
 	}
 	return v
 }
@@ -101,24 +153,23 @@ func (h *Hub) Version(topics ...string) uint64 {
 // Watch is a registration for the next change of any of its topics.
 type Watch struct {
 	h      *Hub
-	topics []string
+	topics []*Topic
 	c      chan struct{}
 	done   atomic.Bool // removed from the hub; set under h.mu, read without it by Stop
 }
 
 // Watch registers for the next change of any of topics. Call Stop when done.
-func (h *Hub) Watch(topics ...string) *Watch {
+func (h *Hub) Watch(topics ...*Topic) *Watch {
 	w := &Watch{h: h, topics: topics, c: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, t := range topics {
-		m := h.watchers[t]
-		if m == nil {
-			m = map[*Watch]struct{}{}
-			h.watchers[t] = m
+		if t.watches == nil {
+			t.watches = map[*Watch]struct{}{}
 		}
-		m[w] = struct{}{}
+		t.watches[w] = struct{}{}
 	}
+	h.watching++
 	return w
 }
 
@@ -145,25 +196,15 @@ func (h *Hub) removeLocked(w *Watch) bool {
 	}
 	w.done.Store(true)
 	for _, t := range w.topics {
-		if m := h.watchers[t]; m != nil {
-			delete(m, w)
-			if len(m) == 0 {
-				delete(h.watchers, t)
-			}
-		}
+		delete(t.watches, w)
 	}
+	h.watching--
 	return true
 }
 
 // Watchers is how many watches are registered (for tests and metrics).
 func (h *Hub) Watchers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	seen := map[*Watch]struct{}{}
-	for _, m := range h.watchers {
-		for w := range m {
-			seen[w] = struct{}{}
-		}
-	}
-	return len(seen)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.watching
 }

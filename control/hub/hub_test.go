@@ -6,6 +6,15 @@ import (
 	"testing"
 )
 
+// watch registers for the topics named.
+func watch(h *Hub, names ...string) *Watch {
+	ts := make([]*Topic, len(names))
+	for i, n := range names {
+		ts[i] = h.Topic(n)
+	}
+	return h.Watch(ts...)
+}
+
 func closed(w *Watch) bool {
 	select {
 	case <-w.C():
@@ -20,8 +29,8 @@ func TestPublishWakesOnlyItsTopics(t *testing.T) {
 	if v := h.Version(Cluster("ky3"), Device("d1")); v != 7 {
 		t.Fatalf("initial version = %d, want 7", v)
 	}
-	ky3 := h.Watch(Device("d1"), Cluster("ky3"))
-	xym := h.Watch(Device("d2"), Cluster("xym"))
+	ky3 := watch(h, Device("d1"), Cluster("ky3"))
+	xym := watch(h, Device("d2"), Cluster("xym"))
 	h.Publish(11, []string{Cluster("ky3"), Gateway("ky3", "n1")})
 	if !closed(ky3) {
 		t.Fatal("watcher of cluster:ky3 not woken")
@@ -47,6 +56,21 @@ func TestPublishWakesOnlyItsTopics(t *testing.T) {
 	}
 }
 
+func TestTopicHandles(t *testing.T) {
+	h := New(3, map[string]uint64{Device("a"): 3})
+	a, b := h.Topic(Device("a")), h.Topic(Device("b"))
+	if a != h.Topic(Device("a")) || a.Name() != Device("a") {
+		t.Fatal("a topic's handle is not stable")
+	}
+	if a.Version() != 3 || b.Version() != 0 {
+		t.Fatalf("versions = %d, %d; want 3, 0", a.Version(), b.Version())
+	}
+	h.Publish(5, []string{Device("b")})
+	if b.Version() != 5 || Newest(a, b) != 5 || h.Version(Device("a"), Device("b")) != 5 || h.Version("nope") != 0 {
+		t.Fatalf("after a publish: %d, %d, %d, %d", b.Version(), Newest(a, b), h.Version(Device("a"), Device("b")), h.Version("nope"))
+	}
+}
+
 func TestStalePublishKeepsNewerVersion(t *testing.T) {
 	h := New(0, nil)
 	h.Publish(5, []string{Move("m1")})
@@ -61,7 +85,7 @@ func TestStalePublishKeepsNewerVersion(t *testing.T) {
 
 func TestOneWakeForManyTopics(t *testing.T) {
 	h := New(0, nil)
-	w := h.Watch(Device("a"), Session("s"), Cluster("c"))
+	w := watch(h, Device("a"), Session("s"), Cluster("c"))
 	h.Publish(1, []string{Device("a"), Session("s"), Cluster("c")}) // closes once, no panic
 	if !closed(w) {
 		t.Fatal("not woken")
@@ -77,7 +101,7 @@ func TestConcurrentWatchersAllWoken(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := h.Watch(Device(fmt.Sprint(i)), Cluster("ky3"))
+			w := watch(h, Device(fmt.Sprint(i)), Cluster("ky3"))
 			ready <- struct{}{}
 			<-w.C()
 		}()
@@ -99,7 +123,7 @@ func TestStopRacingPublish(t *testing.T) {
 	for round := range 200 {
 		ws := make([]*Watch, 50)
 		for i := range ws {
-			ws[i] = h.Watch(Device(fmt.Sprint(i)), Cluster("ky3"))
+			ws[i] = watch(h, Device(fmt.Sprint(i)), Cluster("ky3"))
 		}
 		var wg sync.WaitGroup
 		wg.Add(2)
@@ -126,7 +150,7 @@ func BenchmarkPublishTo10000(b *testing.B) {
 		b.StopTimer()
 		ws := make([]*Watch, 10000)
 		for i := range ws {
-			ws[i] = h.Watch(Device(fmt.Sprint(i)), Cluster("ky3"))
+			ws[i] = watch(h, Device(fmt.Sprint(i)), Cluster("ky3"))
 		}
 		b.StartTimer()
 		h.Publish(h.Global()+1, []string{Cluster("ky3")})

@@ -38,7 +38,7 @@ type principal struct {
 
 	// kindUser: session:<id>, and api.SessionInfo encoded for device
 	// maps, made once per sign-in rather than on every long-poll wake.
-	sesTopic string
+	sesTopic *hub.Topic
 	sesJSON  json.RawMessage
 }
 
@@ -138,7 +138,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (*principal,
 
 func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api.Error) {
 	now := s.now()
-	if p := s.auth.get(hash); p != nil && s.hub.Version(p.sesTopic) <= p.sesVer {
+	if p := s.auth.get(hash); p != nil && p.sesTopic.Version() <= p.sesVer {
 		if !now.Before(p.session.ExpiresAt) {
 			return nil, errExpired(p.session.ExpiresAt)
 		}
@@ -162,8 +162,8 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 			if err != nil {
 				return err
 			}
-			topic := hub.Session(sess.ID)
-			v, err := r.TopicVersion(topic)
+			topic := s.hub.Topic(hub.Session(sess.ID))
+			v, err := r.TopicVersion(topic.Name())
 			if err != nil {
 				return err
 			}

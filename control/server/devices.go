@@ -254,7 +254,7 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 		}
 		m := &deviceMapWire{Version: max(de.version, p.sesVer), Device: de.json, Session: p.sesJSON,
 			Clusters: make([]json.RawMessage, 0, len(de.cids))}
-		topics := make([]string, 0, 2+len(de.cids))
+		topics := make([]*hub.Topic, 0, 2+len(de.cids))
 		topics = append(topics, de.topic, p.sesTopic)
 		for _, cid := range de.cids {
 			e, err := s.clusterConfig(ctx, cid)

@@ -121,7 +121,7 @@ type clusterCache struct {
 
 type clusterEntry struct {
 	version uint64
-	topic   string // cluster:<cid>
+	topic   *hub.Topic // cluster:<cid>
 	cfg     api.ClusterConfig
 	json    json.RawMessage // cfg encoded once, for every device's map
 	ok      bool            // the cluster exists and has a VPN service
@@ -138,15 +138,15 @@ func (s *Server) clusterConfig(ctx context.Context, cid string) (clusterEntry, e
 	s.clusters.mu.Lock()
 	e, hit := s.clusters.m[cid]
 	s.clusters.mu.Unlock()
-	if hit && e.version >= s.hub.Version(e.topic) {
+	if hit && e.version >= e.topic.Version() {
 		return e, nil
 	}
 	v, err, _ := s.clusters.sf.Do(cid, func() (any, error) {
-		e := clusterEntry{topic: hub.Cluster(cid)}
+		e := clusterEntry{topic: s.hub.Topic(hub.Cluster(cid))}
 		// Not the first caller's context: the others share this read.
 		err := s.st.View(context.WithoutCancel(ctx), func(r store.Reader) error {
 			var err error
-			if e.version, err = r.TopicVersion(e.topic); err != nil {
+			if e.version, err = r.TopicVersion(e.topic.Name()); err != nil {
 				return err
 			}
 			c, err := r.Cluster(cid)
@@ -198,7 +198,7 @@ type deviceCache struct {
 
 type deviceEntry struct {
 	version uint64
-	topic   string // device:<id>
+	topic   *hub.Topic // device:<id>
 	dev     model.Device
 	json    json.RawMessage // deviceDoc(dev) encoded, for the device's map
 	cids    []string
@@ -213,13 +213,13 @@ func (s *Server) deviceState(ctx context.Context, id string) (deviceEntry, error
 	s.devCache.mu.Lock()
 	e, hit := s.devCache.m[id]
 	s.devCache.mu.Unlock()
-	if hit && e.version >= s.hub.Version(e.topic) {
+	if hit && e.version >= e.topic.Version() {
 		return e, nil
 	}
-	e = deviceEntry{topic: hub.Device(id)}
+	e = deviceEntry{topic: s.hub.Topic(hub.Device(id))}
 	err := s.st.View(ctx, func(r store.Reader) error {
 		var err error
-		if e.version, err = r.TopicVersion(e.topic); err != nil {
+		if e.version, err = r.TopicVersion(e.topic.Name()); err != nil {
 			return err
 		}
 		if e.dev, err = r.Device(id); err != nil {

@@ -30,7 +30,7 @@ func (s *Server) handleGatewayMap(w http.ResponseWriter, r *http.Request, p *pri
 		if err != nil {
 			return doc{}, s.asError(err)
 		}
-		return doc{body: m, version: m.Version, topics: []string{hub.Gateway(cid, nid)}}, nil
+		return doc{body: m, version: m.Version, topics: []*hub.Topic{s.hub.Topic(hub.Gateway(cid, nid))}}, nil
 	})
 }
 

@@ -112,7 +112,7 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal
 		if err != nil {
 			return doc{}, s.asError(err)
 		}
-		return doc{body: d, version: d.Version, topics: []string{hub.Move(id)}}, nil
+		return doc{body: d, version: d.Version, topics: []*hub.Topic{s.hub.Topic(hub.Move(id))}}, nil
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/hub"
 )
 
 // doc is a long-pollable document: its body, the version it reflects (the
@@ -13,7 +14,7 @@ import (
 type doc struct {
 	body    any
 	version uint64
-	topics  []string
+	topics  []*hub.Topic
 }
 
 // longPoll answers GET ...?since=V&wait=S (docs/internals.md "Push"): at
@@ -51,7 +52,7 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, load func(ctx 
 			return
 		}
 		watch := s.hub.Watch(d.topics...)
-		if s.hub.Version(d.topics...) > d.version {
+		if hub.Newest(d.topics...) > d.version {
 			// Published between our read and the registration: read again.
 			watch.Stop()
 			continue

@@ -71,7 +71,7 @@ func (s *Server) handleService(w http.ResponseWriter, r *http.Request, p *princi
 		if err != nil {
 			return doc{}, s.asError(err)
 		}
-		return doc{body: d, version: d.Version, topics: []string{hub.Service(id)}}, nil
+		return doc{body: d, version: d.Version, topics: []*hub.Topic{s.hub.Topic(hub.Service(id))}}, nil
 	})
 }
 
