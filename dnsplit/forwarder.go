@@ -216,7 +216,7 @@ func (f *forwarder) serveTCP() {
 			time.Sleep(10 * time.Millisecond) // e.g. out of file descriptors
 			continue
 		}
-		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err != nil || !f.serves(ap) {
+		if ta, ok := c.RemoteAddr().(*net.TCPAddr); !ok || !f.serves(ta.AddrPort()) {
 			c.Close()
 			continue
 		}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/runos/vpn/platform"
 )
 
 // newPlatform picks between systemd-resolved and the resolv.conf forwarder.
@@ -148,30 +150,17 @@ func kernelIndex(name string) (int, error) {
 // kernelAddr is the interface's first IPv4 address, else its first global
 // IPv6 one: the device's tunnel address on wg1.
 func kernelAddr(name string) (netip.Addr, error) {
-	ifi, err := net.InterfaceByName(name)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	as, err := ifi.Addrs()
+	ps, err := platform.InterfaceAddrs(name)
 	if err != nil {
 		return netip.Addr{}, err
 	}
 	var v6 netip.Addr
-	for _, a := range as {
-		n, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(n.IP)
-		if !ok {
-			continue
-		}
-		ip = ip.Unmap()
-		switch {
-		case ip.Is4():
-			return ip, nil
-		case !v6.IsValid() && ip.IsGlobalUnicast():
-			v6 = ip
+	for _, p := range ps {
+		switch a := p.Addr(); {
+		case a.Is4():
+			return a, nil
+		case !v6.IsValid() && a.IsGlobalUnicast():
+			v6 = a
 		}
 	}
 	if v6.IsValid() {

@@ -36,9 +36,9 @@ func delCmd(run runner, notFound func(out []byte) bool, argv ...string) error {
 	return err
 }
 
-// interfaceAddrs returns the addresses of the interface named name, as the
-// Go runtime reads them (getifaddrs on macOS).
-func interfaceAddrs(name string) ([]netip.Prefix, error) {
+// InterfaceAddrs returns the addresses of the interface named name, as the
+// Go runtime reads them (getifaddrs on macOS, netlink on Linux).
+func InterfaceAddrs(name string) ([]netip.Prefix, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return nil, err

@@ -127,7 +127,7 @@ func TestInterfaceAddrsLoopback(t *testing.T) {
 		if ifi.Flags&net.FlagLoopback == 0 {
 			continue
 		}
-		ps, err := interfaceAddrs(ifi.Name)
+		ps, err := InterfaceAddrs(ifi.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ func OpenTunnelNet(name string) (TunnelNet, error) {
 	if _, err := net.InterfaceByName(name); err != nil {
 		return nil, fmt.Errorf("interface %s: %w", name, err)
 	}
-	list := func() ([]netip.Prefix, error) { return interfaceAddrs(name) }
+	list := func() ([]netip.Prefix, error) { return InterfaceAddrs(name) }
 	return newOpsNet(name, utunOps{name: name, run: execRunner, list: list}), nil
 }
 
