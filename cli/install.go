@@ -119,9 +119,9 @@ func (a *app) printInstalled(r *installer.Result) {
 	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(t, "  daemon\t%s vpnd\n  state\t%s\n  socket\t%s\n", r.Binary, r.StateDir, r.Socket)
 	if r.Operator != "" {
-		fmt.Fprintf(t, "  operator\t%s may steer the VPN (so may root and the %s group)\n", r.Operator, access.Group)
+		fmt.Fprintf(t, "  operator\t%s may steer the VPN (so may %s and the %s group)\n", r.Operator, access.AdminWord(), access.Group)
 	} else {
-		fmt.Fprintf(t, "  operator\tnone: only root and the %s group may steer the VPN (add one: %s)\n", access.Group, platform.AdminCommand("vpn install --operator USER"))
+		fmt.Fprintf(t, "  operator\tnone: only %s and the %s group may steer the VPN (add one: %s)\n", access.AdminWord(), access.Group, platform.AdminCommand("vpn install --operator USER"))
 	}
 	if r.Log != "" {
 		fmt.Fprintf(t, "  log\t%s\n", r.Log)
