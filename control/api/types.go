@@ -21,6 +21,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Hint    string `json:"hint,omitempty"`
+	// At is when what the error reports began, where that is known: a
+	// device's revocation, a token's expiry.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Error codes shared by server and clients.
@@ -112,6 +115,7 @@ type ClusterDetail struct {
 	DNSRecords    []DNSRecord  `json:"dnsRecords"`
 	Nodes         []Node       `json:"nodes"`
 	VPNServices   []VPNService `json:"vpnServices"`
+	DevicePool    *PoolUsage   `json:"devicePool,omitempty"` // operators only (access.go)
 }
 
 // Node is a node of a cluster.
@@ -347,6 +351,7 @@ type GatewayReport struct {
 const (
 	ClientCLI     = "runos-cli"
 	ClientDesktop = "runos-desktop"
+	ClientConsole = "runos-console" // control's own web page, /console
 )
 
 // Query parameters of the long-polls.
