@@ -31,9 +31,9 @@ const (
 // principal is who a request's bearer token belongs to.
 type principal struct {
 	kind    string
-	user    model.User    // kindUser
-	session model.Session // kindUser
-	sesVer  uint64        // version of session:<id> when read
+	user    model.User     // kindUser
+	session model.Session  // kindUser
+	sesVer  uint64         // version of session:<id> when read
 	aid     string         // kindOperator
 	token   model.APIToken // kindOperator
 	node    model.Node     // kindGateway
