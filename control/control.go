@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/oauth"
@@ -45,6 +46,9 @@ type Config struct {
 	MoveDeadline     time.Duration
 	HeartbeatTimeout time.Duration
 	BcryptCost       int // for plain passwords in the world file; 0 means 12
+
+	MaxDevicesPerUser int           // 0: 20
+	DeviceIdleTTL     time.Duration // 0: 30 days
 
 	Logger *slog.Logger
 	Clock  clock.Clock // nil: the real clock
@@ -166,6 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Store: st, Hub: h, Clock: clk, Logger: log,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
 	})
 	if err != nil {
 		return err
@@ -180,7 +185,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api.Handler())
-	mux.Handle("/oauth/", oa.Handler())
+	// The sign-in's audit entry names the address it came from.
+	withSource := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		oa.Handler().ServeHTTP(w, r.WithContext(audit.WithSource(r.Context(), r.RemoteAddr)))
+	})
+	mux.Handle("/oauth/", withSource)
 	mux.Handle("/.well-known/", oa.Handler())
 
 	ln := cfg.Listener

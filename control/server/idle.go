@@ -24,7 +24,7 @@ const idleKey = "device-idle"
 const idleBatch = 200
 
 // afterSessionsClosed re-arms the idle clean-up after sessions closed.
-func (s *Server) afterSessionsClosed() { s.armIdleFromStore() }
+func (s *Server) afterSessionsClosed() { s.armIdleFromStore(s.now(), 0) }
 
 // armIdle makes sure the idle clean-up runs no later than at.
 func (s *Server) armIdle(at time.Time) {
@@ -38,23 +38,30 @@ func (s *Server) armIdle(at time.Time) {
 	s.after(idleKey, at, s.cleanIdle)
 }
 
-// armIdleFromStore arms the timer for the oldest candidate's deadline.
-func (s *Server) armIdleFromStore() {
+// armIdleFromStore arms the timer for the oldest candidate's deadline, but
+// not before now+floor: after a clean-up run, what is still due then was
+// not deleted (the store disagreeing with itself), and waits a minute
+// rather than looping.
+func (s *Server) armIdleFromStore(now time.Time, floor time.Duration) {
 	ctx, cancel := s.bg()
 	defer cancel()
 	var next time.Time
 	var ok bool
 	err := s.st.View(ctx, func(r store.Reader) error {
 		var err error
-		next, ok, err = r.NextIdle(s.now())
+		next, ok, err = r.NextIdle(now)
 		return err
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		s.log.Error("next idle device", "err", err)
-		return
-	}
-	if ok {
-		s.armIdle(next.Add(s.cfg.DeviceIdleTTL))
+		s.armIdle(now.Add(time.Minute)) // try again soon rather than never
+	case ok:
+		at := next.Add(s.cfg.DeviceIdleTTL)
+		if earliest := now.Add(floor); at.Before(earliest) {
+			at = earliest
+		}
+		s.armIdle(at)
 	}
 }
 
@@ -68,7 +75,7 @@ func (s *Server) cleanIdle() {
 	s.mu.Unlock()
 	ttl := s.cfg.DeviceIdleTTL
 	for {
-		now := s.now()
+		now := s.now() // the clock may move between batches
 		var gone []model.Device
 		err := s.update(ctx, func(tx store.Writer) error {
 			ds, err := tx.IdleDevices(now.Add(-ttl), now, idleBatch)
@@ -102,8 +109,8 @@ func (s *Server) cleanIdle() {
 			s.log.Info("idle device deleted", "device", d.ID, "user", d.User, "address", d.Address, "lastActive", d.LastActive())
 		}
 		if len(gone) < idleBatch {
-			break
+			s.armIdleFromStore(now, time.Minute)
+			return
 		}
 	}
-	s.armIdleFromStore()
 }

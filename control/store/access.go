@@ -39,7 +39,7 @@ type AccessReader interface {
 	// the key was never revoked.
 	KeyRevoked(publicKey string) (model.RevokedKey, error)
 	// IdleDevices lists devices with no live session at now whose
-	// LastActive is before cutoff, oldest first, at most limit.
+	// LastActive is at or before cutoff, oldest first, at most limit.
 	IdleDevices(cutoff, now time.Time, limit int) ([]model.Device, error)
 	// NextIdle is the oldest LastActive of a device with no live session
 	// at now (ok=false: none).

@@ -82,7 +82,7 @@ func (t *tx) KeyRevoked(publicKey string) (model.RevokedKey, error) {
 
 func (t *tx) IdleDevices(cutoff, now time.Time, limit int) ([]model.Device, error) {
 	cols := "d." + strings.ReplaceAll(deviceCols, ", ", ", d.")
-	return t.devices("idle devices", "SELECT "+cols+" FROM devices d WHERE "+lastActive+" < ? AND "+noLiveSession+
+	return t.devices("idle devices", "SELECT "+cols+" FROM devices d WHERE "+lastActive+" <= ? AND "+noLiveSession+
 		" ORDER BY "+lastActive+", d.id LIMIT ?", ts(cutoff), ts(now), limit)
 }
 

@@ -27,7 +27,7 @@ func (t *tx) APITokenByHash(hash string) (model.APIToken, error) {
 }
 
 func (t *tx) APITokens(aid string) ([]model.APIToken, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+tokenCols+" FROM api_tokens WHERE aid = ? ORDER BY created_at, id", aid)
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+tokenCols+" FROM api_tokens WHERE aid = ? ORDER BY created_at, rowid", aid)
 	if err != nil {
 		return nil, fmt.Errorf("tokens of %s: %w", aid, err)
 	}
