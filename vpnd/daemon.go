@@ -32,6 +32,7 @@ type control interface {
 // engine is the tunnel (vpnd/tunnel.Engine in production).
 type engine interface {
 	Apply(wgcfg.Config) error
+	SetPrivateKey(wgtypes.Key) error
 	Read() wgcfg.Report
 	Nudge()
 	Close() error
@@ -51,7 +52,7 @@ type daemon struct {
 	log        *slog.Logger
 	clock      func() time.Time
 	dir        store.Dir
-	public     wgtypes.Key // the device's public key: the only key that leaves the machine
+	public     wgtypes.Key // the device's public key: the only key that leaves the machine (mu: replaced after a revocation)
 	hostname   string
 	goos       string
 	eng        engine

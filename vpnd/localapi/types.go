@@ -31,6 +31,10 @@ const (
 	SessionSignedIn  = "signed-in"
 	SessionSignedOut = "signed-out"
 	SessionExpired   = "expired"
+	// SessionRevoked: the device was removed from RunOS (an operator
+	// revoked it, or its user removed it): its key is refused, so
+	// `runos vpn up` signs in again with a new one.
+	SessionRevoked = "revoked"
 )
 
 // Cluster connection states.
@@ -66,6 +70,7 @@ const (
 	WarnSessionExpiring = "session-expiring" // the session ends within the hour
 	WarnSessionExpired  = "session-expired"  // the session lapsed: clusters stay down until `runos vpn up`
 	WarnDNS             = "dns"              // split DNS failed; the same error is in DNS.Error
+	WarnDeviceRevoked   = "device-revoked"   // the device was removed from RunOS: `runos vpn up` signs in again with a new key
 )
 
 // Warning is something the user should know about the daemon's state.
@@ -96,12 +101,13 @@ type Access struct {
 
 // Session is the sign-in the daemon holds.
 type Session struct {
-	State     string    `json:"state"`     // signed-in, signed-out or expired
+	State     string    `json:"state"`     // signed-in, signed-out, expired or revoked
 	User      string    `json:"user"`      // "" when signed out
 	ExpiresAt time.Time `json:"expiresAt"` // null when signed out (see MarshalJSON)
 	APIURL    string    `json:"apiUrl,omitempty"`
 	DeviceID  string    `json:"deviceId,omitempty"`
-	Error     string    `json:"error,omitempty"` // e.g. control unreachable
+	Error     string    `json:"error,omitempty"`     // e.g. control unreachable
+	RevokedAt time.Time `json:"revokedAt,omitzero"` // state revoked: when the device was removed
 }
 
 // Tunnel is the wg1 interface.
