@@ -106,7 +106,7 @@ type Session struct {
 	ExpiresAt time.Time `json:"expiresAt"` // null when signed out (see MarshalJSON)
 	APIURL    string    `json:"apiUrl,omitempty"`
 	DeviceID  string    `json:"deviceId,omitempty"`
-	Error     string    `json:"error,omitempty"`     // e.g. control unreachable
+	Error     string    `json:"error,omitempty"`    // e.g. control unreachable
 	RevokedAt time.Time `json:"revokedAt,omitzero"` // state revoked: when the device was removed
 }
 

@@ -28,10 +28,10 @@ type Server struct {
 	changed  chan struct{} // closed and replaced on every change
 	closed   chan struct{}
 	down     bool
-	sessions map[string]*session // by token
-	devices  map[string]*device  // by id
-	clusters map[string]*cluster // by cid
-	calls    map[string]int      // "METHOD /route" → count
+	sessions map[string]*session  // by token
+	devices  map[string]*device   // by id
+	clusters map[string]*cluster  // by cid
+	calls    map[string]int       // "METHOD /route" → count
 	revoked  map[string]time.Time // public key → when it was revoked
 	nextAddr netip.Addr
 
