@@ -208,6 +208,9 @@ As an operator (after runos login, or with RUNOS_TOKEN):
   runos clusters list
   runos nodes list --cid ky3
   runos services wireguard add --cid ky3 --target-node-id n1 --name vpn --follow
+  runos devices list --cid ky3          who is on the VPN
+  runos devices revoke <id>             cut a device off within a second
+  runos audit                           who changed what
 
 Set a default cluster so you can drop --cid:  runos config set cid ky3`,
 		a.vpnCmd(),
@@ -219,6 +222,10 @@ Set a default cluster so you can drop --cid:  runos config set cid ky3`,
 		a.clustersCmd(),
 		a.nodesCmd(),
 		a.servicesCmd(),
+		a.devicesCmd(),
+		a.sessionsCmd(),
+		a.tokensCmd(),
+		a.auditCmd(),
 		a.versionCmd(),
 	)
 	root.Args = nil // cobra's own check for the root: unknown commands with suggestions

@@ -32,6 +32,7 @@ reconnects the clusters you had connected.`,
 		a.vpnDisconnectCmd(),
 		a.vpnStatusCmd(),
 		a.vpnDownCmd(),
+		a.vpnDevicesCmd(),
 		a.vpnInstallCmd(),
 		a.vpnUninstallCmd(),
 	)

@@ -27,6 +27,8 @@ type control interface {
 	JoinCluster(ctx context.Context, deviceID, cid string) (*api.ClusterConfig, error)
 	LeaveCluster(ctx context.Context, deviceID, cid string) error
 	DeviceMap(ctx context.Context, deviceID string, since uint64, wait time.Duration) (*api.DeviceMap, error)
+	MyDevices(ctx context.Context) ([]api.DeviceDetail, error)
+	RemoveMyDevice(ctx context.Context, id string) error
 }
 
 // engine is the tunnel (vpnd/tunnel.Engine in production).

@@ -250,7 +250,7 @@ func (s *Server) handleDeleteDevice(w http.ResponseWriter, r *http.Request, p *p
 			return err
 		}
 		return s.record(tx, r, p, audit.Entry{AIDs: aids, Kind: audit.DeviceDeleted, Target: d.ID,
-			Outcome: fmt.Sprintf("%s (%s of %s, %s): deleted, address %s freed", d.Name, d.User, d.OS, dd.State, d.Address)})
+			Outcome: fmt.Sprintf("%s (%s, %s of %s): deleted, address %s freed", d.Name, dd.State, d.OS, d.User, d.Address)})
 	})
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("delete device %s: %w", id, err))

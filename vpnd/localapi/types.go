@@ -15,6 +15,8 @@
 //	                             accepted the join (the handshake follows: watch for peerUp)
 //	POST   /v1/disconnect        ConnectRequest: leave a cluster
 //	GET    /v1/version           Version
+//	GET    /v1/devices           []control/api.DeviceDetail: the signed-in user's devices (asked of control)
+//	DELETE /v1/devices/{id}      remove one of them on control (revoked and deleted; devices.go)
 //
 // Reading (GET) is open to every local user; changing state is for root,
 // the operator recorded at install and members of the runos group. Every
