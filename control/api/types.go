@@ -168,6 +168,9 @@ type VPNService struct {
 	Address     string `json:"address"` // the server's address inside Subnet
 	Devices     int    `json:"devices"` // connected devices (joined, live session)
 	Version     uint64 `json:"version"` // for long-polling with ?since=
+	// LatestMoveID is the service's newest move (in flight or not), for
+	// following its progress (GET /v1/moves/{id}); "" if it never moved.
+	LatestMoveID string `json:"latestMoveId,omitempty"`
 }
 
 // AddVPNServiceRequest is POST /v1/clusters/{cid}/services/wireguard.

@@ -647,6 +647,9 @@ func TestMoveDoneIsAudited(t *testing.T) {
 	if en[0].Target != mv.ID || en[0].Actor != audit.Token("world-file") || !strings.Contains(en[0].Outcome, "1/1 devices switched") {
 		t.Errorf("move done: %+v", en[0])
 	}
+	if svc, err := e.op.VPNService(ctx, "ky3", "wg-ky3", 0, 0); err != nil || svc.LatestMoveID != mv.ID {
+		t.Errorf("the service's latest move: %+v, %v", svc, err)
+	}
 }
 
 func TestDevicePoolNearlyFull(t *testing.T) {

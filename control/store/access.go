@@ -55,6 +55,10 @@ type AccessReader interface {
 
 	// AuditEntries lists the entries f selects, newest first.
 	AuditEntries(f AuditFilter) ([]audit.Entry, error)
+
+	// LatestMove is the newest move of a service, in flight or not
+	// (ErrNotFound: never moved), for the console's progress.
+	LatestMove(serviceID string) (model.Move, error)
 }
 
 // AccessWriter changes them.
