@@ -1,6 +1,6 @@
 // Package control runs runos-control: it opens the store, imports the world
-// file, builds the change hub, the /v1 API and the OAuth authorization
-// server on one mux, and serves HTTPS (or plain HTTP behind an explicit
+// file, builds the change hub, the /v1 API, the OAuth authorization server
+// and the console (/console) on one mux, and serves HTTPS (or plain HTTP behind an explicit
 // --insecure-http) until its context ends, then shuts down gracefully.
 package control
 
@@ -20,6 +20,7 @@ import (
 
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/clock"
+	"github.com/runos/vpn/control/console"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/pool"
@@ -191,6 +192,12 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	mux.Handle("/oauth/", withSource)
 	mux.Handle("/.well-known/", oa.Handler())
+	con, err := console.New(console.Config{Issuer: cfg.Issuer, API: api.Handler(), OAuth: withSource, Hub: h, Logger: log, Now: clk.Now})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/console", con.Handler())
+	mux.Handle("/console/", con.Handler())
 
 	ln := cfg.Listener
 	if ln == nil {
