@@ -106,7 +106,9 @@ func New(cfg Config) (*Console, error) {
 	static, _ := fs.Sub(staticFS, "static")
 	m := http.NewServeMux()
 	m.HandleFunc("GET /console", c.page)
-	m.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/console", http.StatusMovedPermanently) })
+	m.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/console", http.StatusMovedPermanently)
+	})
 	m.HandleFunc("GET /console/login", c.login)
 	m.HandleFunc("GET "+oauth.ConsoleCallback, c.callback)
 	m.HandleFunc("POST /console/logout", c.logout)
