@@ -9,7 +9,6 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/audit"
-	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
 )
@@ -299,11 +298,4 @@ func (s *Server) handleRemoveMyDevice(w http.ResponseWriter, r *http.Request, p 
 	s.log.Info("device removed by its user", "device", id, "user", d.User)
 	s.afterSessionsClosed()
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// touchAccounts tells the consoles of the accounts of a user's device.
-func touchAccounts(tx store.Writer, aids []string) {
-	for _, aid := range aids {
-		tx.Touch(hub.Account(aid))
-	}
 }
