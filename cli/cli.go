@@ -1,7 +1,8 @@
 // Package cli is the `runos` command line: the user's VPN verbs (vpn up,
-// connect, status, down), the daemon entry point (vpnd), the user's config,
-// the operator's sign-in and the operator verbs against runos-control
-// (clusters, nodes, services wireguard).
+// connect, status, down, devices), the daemon entry point (vpnd), the
+// user's config, the operator's sign-in and the operator verbs against
+// runos-control (clusters, nodes, services wireguard, devices, sessions,
+// tokens, audit).
 //
 // Everything the commands touch outside the process (output streams,
 // environment, clock, config directory, browser, keystore, the daemon's
