@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/oauth"
@@ -122,7 +123,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg.Issuer = strings.TrimRight(cfg.Issuer, "/")
 	if !cfg.ServicePool.IsValid() {
-		cfg.ServicePool = netip.MustParsePrefix("100.100.0.0/16")
+		cfg.ServicePool = netip.MustParsePrefix(api.DefaultServicePool)
 	}
 	services, err := pool.NewServices(cfg.ServicePool)
 	if err != nil {

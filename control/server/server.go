@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/pool"
@@ -85,10 +86,10 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.MoveDeadline, 30*time.Second)
 	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
 	if !cfg.DevicePool.IsValid() {
-		cfg.DevicePool = netip.MustParsePrefix("100.96.0.0/16")
+		cfg.DevicePool = netip.MustParsePrefix(api.DefaultDevicePool)
 	}
 	if !cfg.ServicePool.IsValid() {
-		cfg.ServicePool = netip.MustParsePrefix("100.100.0.0/16")
+		cfg.ServicePool = netip.MustParsePrefix(api.DefaultServicePool)
 	}
 	devices, err := pool.NewDevices(cfg.DevicePool)
 	if err != nil {
