@@ -29,6 +29,7 @@ const (
 
 // principal is who a request's bearer token belongs to.
 type principal struct {
+	hash    string // of the bearer token: how a long-poll checks the caller again
 	kind    string
 	user    model.User    // kindUser
 	session model.Session // kindUser
@@ -197,6 +198,7 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 	if apiErr != nil {
 		return nil, apiErr
 	}
+	p.hash = hash
 	if p.kind == kindUser {
 		s.auth.put(hash, p)
 	}
