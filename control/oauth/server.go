@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/reqid"
 )
 
 // Config configures a Server. Zero tunables take the defaults below.
@@ -146,7 +147,8 @@ func checkIssuer(s string) (*url.URL, error) {
 }
 
 // Handler serves /oauth/* and /.well-known/oauth-authorization-server.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Each request gets an id (control/reqid) unless an outer handler gave it one.
+func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
 
 func (s *Server) endpoint(path string) string { return s.issuer.String() + path }
 

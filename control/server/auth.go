@@ -193,7 +193,7 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 		return nil
 	})
 	if err != nil {
-		return nil, &api.Error{Status: 500, Code: "internal", Message: "authenticate: " + err.Error()}
+		return nil, s.internal(ctx, "authenticate", err)
 	}
 	if apiErr != nil {
 		return nil, apiErr

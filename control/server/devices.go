@@ -236,7 +236,7 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		de, err := s.deviceState(ctx, id)
 		if err != nil {
-			return doc{}, s.asError(err)
+			return doc{}, s.asError(ctx, err)
 		}
 		if de.dev.User != p.user.Email {
 			return doc{}, &api.Error{Status: 404, Code: api.CodeNotFound,
@@ -249,7 +249,7 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 		for _, cid := range de.cids {
 			e, err := s.clusterConfig(ctx, cid)
 			if err != nil {
-				return doc{}, s.asError(err)
+				return doc{}, s.asError(ctx, err)
 			}
 			if e.ok {
 				m.Clusters = append(m.Clusters, e.json)

@@ -28,7 +28,7 @@ func (s *Server) handleGatewayMap(w http.ResponseWriter, r *http.Request, p *pri
 			return err
 		})
 		if err != nil {
-			return doc{}, s.asError(err)
+			return doc{}, s.asError(ctx, err)
 		}
 		return doc{body: m, version: m.Version, topics: []*hub.Topic{s.hub.Topic(hub.Gateway(cid, nid))}}, nil
 	})

@@ -110,7 +110,7 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal
 			return err
 		})
 		if err != nil {
-			return doc{}, s.asError(err)
+			return doc{}, s.asError(ctx, err)
 		}
 		return doc{body: d, version: d.Version, topics: []*hub.Topic{s.hub.Topic(hub.Move(id))}}, nil
 	})

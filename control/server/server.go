@@ -20,6 +20,7 @@ import (
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/store"
 )
 
@@ -115,8 +116,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the /v1 API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler is the /v1 API. Each request gets an id (control/reqid) unless
+// an outer handler gave it one.
+func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
 
 // Start arms the timers the store's state calls for: the next session
 // expiry (after acting on those that lapsed while control was down) and the
