@@ -52,6 +52,9 @@ type Config struct {
 
 	// Ready, when set, is called with the URL once control is serving.
 	Ready func(url string)
+	// Serving, when set, is called with the API once control is serving
+	// (tests read its state, e.g. how many long-polls are parked).
+	Serving func(*server.Server)
 	// Listener, when set, is served instead of listening on Listen.
 	Listener net.Listener
 }
@@ -207,6 +210,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	log.Info("runos-control serving", "url", cfg.Issuer, "listen", ln.Addr().String(), "db", cfg.DB, "tls", tlsCfg != nil)
+	if cfg.Serving != nil {
+		cfg.Serving(api)
+	}
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.Issuer)
 	}

@@ -1,16 +1,16 @@
 package oauth
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runos/vpn/control/token"
 )
 
 // Limits on what a login form may carry; past them the attempt is wrong.
@@ -240,9 +240,9 @@ func plural(n int, unit string) string {
 
 // issueCode stores a fresh single-use code under its hash and returns it.
 func (s *Server) issueCode(r *http.Request, a authRequest, user string, now time.Time) (string, error) {
-	code := randomToken()
+	code := token.New()
 	err := s.cfg.Store.PutAuthCode(r.Context(), AuthCode{
-		CodeHash:      hashSecret(code),
+		CodeHash:      token.Hash(code),
 		ClientID:      a.ClientID,
 		RedirectURI:   a.RedirectURI,
 		CodeChallenge: a.Challenge,
@@ -252,18 +252,6 @@ func (s *Server) issueCode(r *http.Request, a authRequest, user string, now time
 	return code, err
 }
 
-// randomToken is 32 random bytes, base64url without padding (internals.md).
-func randomToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// hashSecret is how codes are kept at rest: hex SHA-256.
-func hashSecret(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
-}
 
 // readFormValues reads a form body keeping repeated keys, so that the
 // authorization request's own duplicate check sees them.

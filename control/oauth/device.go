@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/token"
 )
 
 // userCodeAlphabet has no vowels (no words spelled by accident) and no
@@ -69,9 +70,9 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.now()
-	deviceCode := randomToken()
+	deviceCode := token.New()
 	d := DeviceCode{
-		DeviceCodeHash: hashSecret(deviceCode),
+		DeviceCodeHash: token.Hash(deviceCode),
 		ClientID:       client,
 		ExpiresAt:      now.Add(s.cfg.DeviceCodeTTL),
 		Interval:       s.cfg.DeviceInterval,
@@ -111,7 +112,7 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		return "", time.Time{}, badRequest("invalid_request", "device_code is missing")
 	}
 	ctx, now := r.Context(), s.now()
-	d, err := s.cfg.Store.DeviceCodeByHash(ctx, hashSecret(code))
+	d, err := s.cfg.Store.DeviceCodeByHash(ctx, token.Hash(code))
 	if errors.Is(err, ErrNotFound) {
 		return "", time.Time{}, badRequest("invalid_grant", "the device code is unknown or was already used")
 	}
@@ -144,7 +145,7 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		} else if err != nil {
 			return "", time.Time{}, s.serverError(r, "delete device code", err)
 		}
-		return s.startSession(r, d.User, client)
+		return s.startSession(r, d.User, client, "")
 	}
 	if err := s.cfg.Store.UpdateDeviceCode(ctx, d); errors.Is(err, ErrNotFound) {
 		return "", time.Time{}, badRequest("invalid_grant", "the device code was already used")

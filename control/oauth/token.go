@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/reqid"
+	"github.com/runos/vpn/control/token"
 )
 
 // Grant types of the token endpoint.
@@ -153,8 +154,17 @@ func (s *Server) grantCode(r *http.Request, p params, client string) (string, ti
 	}
 	// Taking the code consumes it whatever happens next: one who presents
 	// it with the wrong verifier or redirect URI must not get a second try.
-	ac, err := s.cfg.Store.TakeAuthCode(r.Context(), hashSecret(code))
+	grant := token.Hash(code)
+	ac, err := s.cfg.Store.TakeAuthCode(r.Context(), grant)
 	if errors.Is(err, ErrNotFound) {
+		// Unknown, or used already: then whoever holds it now may have
+		// stolen it, so the session of its first use ends too (RFC 6749
+		// §4.1.2). An unknown code finds no session.
+		if revoked, err := s.cfg.Backend.RevokeGrant(r.Context(), grant); err != nil {
+			return "", time.Time{}, s.serverError(r, "revoke the session of a replayed code", err)
+		} else if revoked {
+			s.log.Warn("oauth: an authorization code was used twice: ended the session issued from it", "client", client, "addr", r.RemoteAddr)
+		}
 		return "", time.Time{}, badRequest("invalid_grant", "the code is unknown or was already used; sign in again")
 	}
 	if err != nil {
@@ -170,7 +180,7 @@ func (s *Server) grantCode(r *http.Request, p params, client string) (string, ti
 	case !verifierMatches(verifier, ac.CodeChallenge):
 		return "", time.Time{}, badRequest("invalid_grant", "code_verifier does not match the code_challenge")
 	}
-	return s.startSession(r, ac.User, client)
+	return s.startSession(r, ac.User, client, grant)
 }
 
 // verifierMatches checks RFC 7636 §4.6 for S256, refusing verifiers that
@@ -190,8 +200,8 @@ func verifierMatches(verifier, challenge string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(challenge)) == 1
 }
 
-func (s *Server) startSession(r *http.Request, user, client string) (string, time.Time, *tokenError) {
-	tok, exp, err := s.cfg.Backend.CreateSession(r.Context(), user, client)
+func (s *Server) startSession(r *http.Request, user, client, grant string) (string, time.Time, *tokenError) {
+	tok, exp, err := s.cfg.Backend.CreateSession(r.Context(), user, client, grant)
 	if err != nil {
 		return "", time.Time{}, s.serverError(r, "create session", err, "user", user)
 	}

@@ -133,7 +133,7 @@ func (e *env) client(tok string) *api.Client {
 // signIn creates a session the way the OAuth server does.
 func (e *env) signIn(email string) *api.Client {
 	e.t.Helper()
-	tok, _, err := e.srv.CreateSession(context.Background(), email, api.ClientCLI)
+	tok, _, err := e.srv.CreateSession(context.Background(), email, api.ClientCLI, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -116,6 +116,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// Parked is how many long-polls are waiting for a change.
+func (s *Server) Parked() int { return s.hub.Watchers() }
+
 // Handler is the /v1 API. Each request gets an id (control/reqid) unless
 // an outer handler gave it one.
 func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
