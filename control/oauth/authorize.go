@@ -252,7 +252,6 @@ func (s *Server) issueCode(r *http.Request, a authRequest, user string, now time
 	return code, err
 }
 
-
 // readFormValues reads a form body keeping repeated keys, so that the
 // authorization request's own duplicate check sees them.
 func readFormValues(w http.ResponseWriter, r *http.Request) (url.Values, error) {

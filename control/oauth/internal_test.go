@@ -19,8 +19,10 @@ type brokenStore struct{ GrantStore }
 
 var errDisk = errors.New("disk I/O error at /var/lib/runos-control/control.db-wal")
 
-func (brokenStore) TakeAuthCode(context.Context, string) (AuthCode, error) { return AuthCode{}, errDisk }
-func (brokenStore) PutDeviceCode(context.Context, DeviceCode) error       { return errDisk }
+func (brokenStore) TakeAuthCode(context.Context, string) (AuthCode, error) {
+	return AuthCode{}, errDisk
+}
+func (brokenStore) PutDeviceCode(context.Context, DeviceCode) error { return errDisk }
 
 type lockedBuffer struct {
 	mu sync.Mutex

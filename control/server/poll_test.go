@@ -30,7 +30,9 @@ func TestFollowLongPollsStopWhenTheCallerEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	follow := func(c *api.Client) (chan polled[*api.VPNService], chan polled[*api.Move]) {
-		return poll(func() (*api.VPNService, error) { return c.VPNService(ctx, "ky3", "wg-ky3", svc.Version, 300*time.Second) }),
+		return poll(func() (*api.VPNService, error) {
+				return c.VPNService(ctx, "ky3", "wg-ky3", svc.Version, 300*time.Second)
+			}),
 			poll(func() (*api.Move, error) { return c.Move(ctx, mv.ID, mv.Version, 300*time.Second) })
 	}
 	within := func(what string, start time.Time) {
