@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/runos/vpn/control/server"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/sqlitestore"
+	"github.com/runos/vpn/internal/secretfile"
 )
 
 // Config is runos-control's configuration (its flags).
@@ -148,7 +148,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 	if cfg.Seed != "" {
-		data, err := os.ReadFile(cfg.Seed)
+		// It holds passwords and tokens: one other users can read is refused.
+		data, err := secretfile.Read(cfg.Seed)
 		if err != nil {
 			return fmt.Errorf("--seed: %w", err)
 		}

@@ -263,6 +263,20 @@ func TestIssuerFromListen(t *testing.T) {
 	}
 }
 
+// The world file holds passwords and tokens: one others can read is
+// refused before anything is imported.
+func TestRunRefusesWorldFileOthersCanRead(t *testing.T) {
+	dir := t.TempDir()
+	p := world(t, dir)
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), Config{DB: filepath.Join(dir, "c.db"), InsecureHTTP: true, Seed: p, Listen: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "--seed: "+p+" is readable by other users") || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestRunRefusesBadWorld(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "world.json")
