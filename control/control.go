@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
@@ -70,9 +69,8 @@ func (cfg *Config) Check() error {
 		return errors.New("--tls-cert and --tls-key are required (plain HTTP only with --insecure-http)")
 	}
 	if cfg.Issuer != "" {
-		u, err := url.Parse(cfg.Issuer)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return fmt.Errorf("--issuer %q: want control's public base URL, e.g. https://198.51.100.10", cfg.Issuer)
+		if _, err := api.ParseControlURL(cfg.Issuer, cfg.InsecureHTTP); err != nil {
+			return fmt.Errorf("--issuer: %w; want control's public base URL, e.g. https://198.51.100.10", err)
 		}
 	}
 	return nil
