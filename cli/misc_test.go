@@ -158,3 +158,21 @@ func TestVPNDLogFile(t *testing.T) {
 	}
 	h.run("vpnd", "--log-file", filepath.Join(t.TempDir(), "no", "such", "dir", "x.log")).want(t, 1, nil, []string{"--log-file"})
 }
+
+// A control URL that is not https is refused before a token goes anywhere,
+// unless this runos was started with --insecure-http.
+func TestPlainHTTPControlRefused(t *testing.T) {
+	h := newHarness(t)
+	h.env["RUNOS_API_URL"] = "http://127.0.0.1:1"
+	h.env["RUNOS_TOKEN"] = "operator-token"
+	h.run("clusters", "list").want(t, 1, nil, []string{"plain http:// sends the tokens in clear text", "--insecure-http", "api-url from env RUNOS_API_URL"})
+	h.run("vpn", "up", "--cid", "ky3").want(t, 1, nil, []string{"plain http:// sends the tokens in clear text"})
+	if len(h.signIns) != 0 {
+		t.Errorf("signed in to a plain-HTTP control %d times", len(h.signIns))
+	}
+	// With the flag the request is made (and fails: nothing listens there).
+	r := h.run("--insecure-http", "clusters", "list")
+	if r.code != 1 || strings.Contains(r.stderr, "clear text") || !strings.Contains(r.stderr, "127.0.0.1:1") {
+		t.Errorf("with --insecure-http: %s", r)
+	}
+}
