@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/runos/vpn/internal/chromiumtest"
-	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/testenv"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -26,7 +26,7 @@ import (
 // RUNOS_CONSOLE_SCREENSHOT=FILE it writes the page (docs/console.png).
 func TestConsoleInTheLab(t *testing.T) {
 	w := newWorld(t, 1, 0)
-	netnstest.Require(t, "chromium")
+	testenv.Tools(t, "chromium")
 	laptop := w.env.Client.Host
 	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
 	st := w.waitStatus(laptop, 30*time.Second, "connected to ky3", upOn("n1", "ky3"))

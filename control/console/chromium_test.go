@@ -13,7 +13,7 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/controltest"
 	"github.com/runos/vpn/internal/chromiumtest"
-	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // The console in a real browser (headless Chromium, the page's CSP and
@@ -23,7 +23,7 @@ import (
 // all on a phone-sized window. (e2e/TestConsoleInTheLab does the same
 // against a lab's control, laptops and gateways.)
 func TestConsoleInChromium(t *testing.T) {
-	netnstest.Require(t, "chromium")
+	testenv.Tools(t, "chromium")
 	ctl := controltest.Start(t)
 	ctx := context.Background()
 	d := laptop(t, ctl, "dev@rjwrn.example.com", "dev-laptop")
