@@ -115,6 +115,16 @@ type forwarder struct {
 	closed atomic.Bool
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{} // TCP clients, closed by close
+
+	counts *queryCounts // nil: not counted
+}
+
+// queryCounts are a configurator's forwarder counters; the configurator
+// keeps them across the forwarders it starts and stops.
+type queryCounts struct{ answered, forwarded atomic.Uint64 }
+
+func (c *queryCounts) queries() Queries {
+	return Queries{Answered: c.answered.Load(), Forwarded: c.forwarded.Load()}
 }
 
 func newForwarder(log *slog.Logger, now func() time.Time, ex exchanger, t *forwardTable) *forwarder {
@@ -279,6 +289,15 @@ func (f *forwarder) handlePacket(raw []byte, tcp bool) []byte {
 // traffic off us). Only a query it packed itself from the parsed, checked
 // one ever leaves for an upstream.
 func (f *forwarder) start(raw []byte, tcp bool, reply func([]byte)) {
+	if c := f.counts; c != nil {
+		send := reply
+		reply = func(out []byte) {
+			if out != nil {
+				c.answered.Add(1)
+			}
+			send(out)
+		}
+	}
 	if len(raw) < 12 || raw[2]&0x80 != 0 {
 		reply(nil)
 		return
@@ -338,6 +357,9 @@ func (f *forwarder) start(raw []byte, tcp bool, reply func([]byte)) {
 	}
 	p := &pending{f: f, req: req, pkt: pkt, qlen: questionLen(pkt), size: size, tcp: tcp, targets: targets,
 		timeout: t.timeout, deadline: time.Now().Add(queryBudget), reply: reply}
+	if f.counts != nil {
+		f.counts.forwarded.Add(1)
+	}
 	p.next()
 }
 

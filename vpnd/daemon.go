@@ -34,6 +34,7 @@ type engine interface {
 	Apply(wgcfg.Config) error
 	Read() wgcfg.Report
 	Nudge()
+	Handshake(wgtypes.Key) error // send an initiation now (runos vpn doctor's probe)
 	Close() error
 }
 
@@ -72,6 +73,7 @@ type daemon struct {
 	statusJS []byte // status without Seq, to tell a change
 	watchers map[*watcher]struct{}
 	sess     *syncSession // the sync of the current session; nil when none
+	counts   *counters    // the daemon's own metrics; nil: not counted (tests)
 }
 
 // appliedState remembers what was last applied, and when a failed attempt
@@ -168,6 +170,9 @@ func sameRoute(a, b dnsplit.Route) bool {
 // readLocked reads the device into the inputs. mu held.
 func (d *daemon) readLocked() {
 	r := d.eng.Read()
+	if d.counts != nil {
+		d.counts.observeDevice(r, d.tunnel.value)
+	}
 	if d.tunnel.err != "" {
 		r.Err = d.tunnel.err
 	}
@@ -183,6 +188,9 @@ func (d *daemon) publishLocked(st localapi.Status) {
 		return
 	}
 	d.statusJS = js
+	if d.counts != nil {
+		d.counts.observeStatus(d.status, st)
+	}
 	st.Seq = d.status.Seq + 1
 	d.status = st
 	for w := range d.watchers {
