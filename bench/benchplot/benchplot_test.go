@@ -51,7 +51,7 @@ func TestRenderDirDrawsEveryPlot(t *testing.T) {
 		}
 	}
 	write("lab-move-switch-1.json", map[string]any{"benchmark": "lab-move-switch", "startedAt": "1",
-		"params": map[string]any{"clients": 10, "moves": 3},
+		"params":  map[string]any{"clients": 10, "moves": 3},
 		"samples": map[string][]float64{"control-switch-ms": {30, 40, 50}, "laptop-status-ms": {20, 30, 60}}})
 	write("lab-connect-1.json", map[string]any{"benchmark": "lab-connect", "startedAt": "1",
 		"samples": map[string][]float64{"api-status-ms": {8, 9, 110}, "cli-status-ms": {15, 16, 120}}})
