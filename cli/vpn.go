@@ -34,6 +34,7 @@ reconnects the clusters you had connected.`,
 		a.vpnDownCmd(),
 		a.vpnInstallCmd(),
 		a.vpnUninstallCmd(),
+		a.vpnDoctorCmd(),
 	)
 	a.addSocketFlag(c)
 	return c
