@@ -55,8 +55,10 @@ func healthy() (*doctorSys, *fakeDoctorDaemon) {
 	}
 	fd := &fakeDoctorDaemon{st: st, probe: localapi.ProbeResult{OK: true, Endpoint: "10.77.0.21:32768", Ms: 1.5}}
 	sys := &doctorSys{
-		Daemon:  fd,
-		Service: func() (*installer.ServiceStatus, error) { return &installer.ServiceStatus{Service: "runos-vpnd", Platform: installer.PlatformSystemd, Installed: true, Enabled: true}, nil },
+		Daemon: fd,
+		Service: func() (*installer.ServiceStatus, error) {
+			return &installer.ServiceStatus{Service: "runos-vpnd", Platform: installer.PlatformSystemd, Installed: true, Enabled: true}, nil
+		},
 		ControlClock: func(context.Context, string) (time.Time, time.Duration, error) {
 			return doctorNow, 2 * time.Millisecond, nil
 		},
