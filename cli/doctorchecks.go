@@ -14,6 +14,7 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/installer"
+	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/vpnd/access"
 	"github.com/runos/vpn/vpnd/localapi"
@@ -362,14 +363,7 @@ func (d *doctorCtx) checkRoute(c localapi.ClusterStatus) {
 
 func routeDelHint(route string) string {
 	p, dev, _ := strings.Cut(route, " via ")
-	return adminPrefix() + "ip route del " + p + " dev " + dev
-}
-
-func adminPrefix() string {
-	if s := adminCmd("x"); strings.HasSuffix(s, "runos x") {
-		return strings.TrimSuffix(s, "runos x")
-	}
-	return ""
+	return platform.AdminPrefix + "ip route del " + p + " dev " + dev
 }
 
 // checkClusterDNS: the cluster's name resolves through this machine's

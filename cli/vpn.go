@@ -35,6 +35,7 @@ reconnects the clusters you had connected.`,
 		a.vpnInstallCmd(),
 		a.vpnUninstallCmd(),
 		a.vpnDoctorCmd(),
+		a.vpnBugreportCmd(),
 	)
 	a.addSocketFlag(c)
 	return c
