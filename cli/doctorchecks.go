@@ -14,8 +14,8 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/installer"
-	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/internal/version"
+	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/access"
 	"github.com/runos/vpn/vpnd/localapi"
 )
