@@ -234,7 +234,7 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 	id := r.PathValue("id")
 	hash := p.session.TokenHash
 	checked := p // by withAuth, just now: the first read needs no second check
-	s.longPoll(w, r, func(ctx context.Context) (doc, *api.Error) {
+	s.longPoll(w, r, "device_map", func(ctx context.Context) (doc, *api.Error) {
 		// Re-check the session on every wake: expiry answers 401 session_expired.
 		p := checked
 		checked = nil

@@ -28,7 +28,10 @@ type doc struct {
 // watch is registered (then the hub's version is past the document's, and
 // it is read again) or after (then it wakes the watch). The answer carries
 // the version read with the document, so re-polling with it repeats nothing.
-func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, load func(ctx context.Context) (doc, *api.Error)) {
+//
+// kind names the document for the metrics (long-polls held by kind); a
+// wake is told back to the hub once answered (the fan-out's end).
+func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, kind string, load func(ctx context.Context) (doc, *api.Error)) {
 	since, wait, e := pollParams(r)
 	if e != nil {
 		writeError(w, e)
@@ -41,6 +44,12 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, load func(ctx 
 		defer t.Stop()
 	}
 	timedOut := false
+	var woke *hub.Watch // the watch whose publish woke this poll, if any
+	defer func() {
+		if woke != nil {
+			woke.Answered() // after the answer below was written
+		}
+	}()
 	for {
 		d, e := load(ctx)
 		if e != nil {
@@ -57,16 +66,23 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, load func(ctx 
 			watch.Stop()
 			continue
 		}
+		held := s.cfg.Metrics.PollHeld(kind)
 		select {
 		case <-watch.C():
+			if woke != nil {
+				woke.Answered() // that wake ended without an answer: waiting again
+			}
+			woke = watch
 		case <-timeout:
 			timedOut = true
 		case <-s.closeCh:
 			timedOut = true // shutting down: answer now, the client re-polls elsewhere
 		case <-ctx.Done():
+			held()
 			watch.Stop()
 			return
 		}
+		held()
 		watch.Stop()
 	}
 }
