@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/gateway"
+	"github.com/runos/vpn/gateway/metrics"
 	"github.com/runos/vpn/gateway/nodekey"
 	"github.com/runos/vpn/internal/version"
 )
@@ -45,6 +48,7 @@ type flags struct {
 	control, nodeID, tokenFile, stateDir, caFile, iface string
 	heartbeat                                           time.Duration
 	logLevel, logFormat                                 string
+	metricsAddr                                         string
 }
 
 type usageError struct{ error }
@@ -108,6 +112,7 @@ the DNS listener are removed before the process exits.`,
 	fl.DurationVar(&f.heartbeat, "heartbeat", gateway.DefaultHeartbeat, "report at least this often (under 30s: control marks a node no_heartbeat 30 s after its last report)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text, or json for log collectors")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd.SetVersionTemplate("runos-gateway {{.Version}}\n")
 	cmd.SetArgs(args)
@@ -195,7 +200,18 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	}
 	log.Info("runos-gateway starting", "version", version.String(), "node", f.nodeID, "control", f.control,
 		"interface", f.iface, "heartbeat", f.heartbeat.String(), "publicKey", key.PublicKey().String())
+	var mets gateway.Metrics
+	if f.metricsAddr != "" {
+		m := metrics.New(time.Now)
+		stop, err := serveMetrics(f.metricsAddr, m, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		mets = m
+	}
 	err = gateway.Run(ctx, gateway.Config{
+		Metrics:   mets,
 		Control:   client,
 		NodeID:    f.nodeID,
 		Key:       key,
@@ -210,6 +226,20 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	}
 	log.Info("runos-gateway stopped")
 	return nil
+}
+
+// serveMetrics serves /metrics on addr until stop.
+func serveMetrics(addr string, m *metrics.Gateway, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics serving", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() { _ = srv.Close() }, nil
 }
 
 // readToken reads the enrollment token, warning when others may read it.
