@@ -16,8 +16,9 @@ import (
 // bugreport`: the daemon's counters, its recent log, and a handshake probe.
 
 const (
-	probeDefault = 5 * time.Second
+	probeDefault = 6 * time.Second // past wireguard-go's retry after RekeyTimeout
 	probeMax     = 15 * time.Second
+	rekeyTimeout = 5 * time.Second // device.RekeyTimeout
 )
 
 // metrics is the daemon's counters now.
@@ -68,6 +69,25 @@ func (d *daemon) probe(ctx context.Context, req localapi.ProbeRequest) (localapi
 	if !found {
 		return res, errf(http.StatusConflict, localapi.CodeInvalid, "runos vpn connect "+req.CID,
 			"%s is not connected: there is no server to probe", req.CID)
+	}
+	// wireguard-go starts no handshake within RekeyTimeout (5 s) of the
+	// last one it sent: after a handshake that recent, wait until one may
+	// be sent (a timer to a known instant), so that the answer is to now.
+	d.mu.Lock()
+	d.readLocked() // the device now, not at the last read
+	var wait time.Duration
+	if r, ok := d.in.Device.Peer(key); ok && !r.LastHandshake.IsZero() {
+		wait = r.LastHandshake.Add(rekeyTimeout + 10*time.Millisecond).Sub(d.clock())
+	}
+	d.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, errf(http.StatusServiceUnavailable, "canceled", "", "probe %s: %v", req.CID, ctx.Err())
+		case <-t.C:
+		}
 	}
 	start := d.clock()
 	wt, stop := d.watch()

@@ -42,7 +42,7 @@ type Logs struct {
 // ProbeRequest asks for a fresh handshake with a cluster's server.
 type ProbeRequest struct {
 	CID string `json:"cid"`
-	// TimeoutMs bounds the wait for the handshake; 0 means 5 s (the
+	// TimeoutMs bounds the wait for the handshake; 0 means 6 s (the
 	// daemon caps it at 15 s).
 	TimeoutMs int `json:"timeoutMs,omitempty"`
 }
@@ -52,7 +52,8 @@ type ProbeResult struct {
 	CID      string `json:"cid"`
 	Endpoint string `json:"endpoint"`
 	// OK: the server answered a handshake initiation sent now, over UDP
-	// (or the path in use) to Endpoint.
+	// (or the path in use) to Endpoint. Within 5 s of the last handshake
+	// WireGuard starts no other: the probe waits for that first.
 	OK            bool      `json:"ok"`
 	LastHandshake time.Time `json:"lastHandshake"`
 	Ms            float64   `json:"ms"`              // from the request to the handshake seen
