@@ -22,7 +22,7 @@ import (
 // TestMetricsAfterAMove: a lab up with --metrics; after one sign-in, a
 // connect and one move, Prometheus (Debian's, scraping control and every
 // gateway) has control's counters moved by exactly that: one sign-in, one
-// move done with its switch time equal to the move's switchMs, and n2's
+// move done with its switch time equal to control's switchMs, and n2's
 // gateway active. The laptop's own counters (status --json metrics) count
 // the move's reconnect and exactly the DNS queries sent to its forwarder.
 func TestMetricsAfterAMove(t *testing.T) {
@@ -45,7 +45,7 @@ func TestMetricsAfterAMove(t *testing.T) {
 	w.promEquals(`runos_control_moves_total{outcome="done"}`, 1)
 	w.promEquals(`sum(runos_control_moves_total)`, 1)
 	w.promEquals(`runos_control_move_switch_seconds_count`, 1)
-	w.promEquals(`runos_control_move_switch_seconds_sum`, float64(m.SwitchMs)/1000)
+	w.promEquals(`runos_control_move_switch_seconds_sum`, float64(m.ControlSwitchMs)/1000)
 	w.promEquals(`runos_control_sessions_live`, 1)
 	w.promEquals(`runos_control_devices{state="connected"}`, 1)
 	w.promEquals(`runos_gateway_role{node="n2",role="active"}`, 1)
