@@ -33,7 +33,7 @@ var bugreportFiles = []string{
 }
 
 func (a *app) vpnBugreportCmd() *cobra.Command {
-	var out string
+	var out, service string
 	c := &cobra.Command{
 		Use:   "bugreport",
 		Short: "Write a redacted .tar.gz for support: logs, status, doctor, network",
@@ -55,7 +55,7 @@ another user the report says so instead. It prints the file's path and size.`,
 				host, _ := os.Hostname()
 				out = fmt.Sprintf("runos-bugreport-%s-%s.tar.gz", safeName(host), a.env.Now().UTC().Format("20060102T150405Z"))
 			}
-			files := a.bugreport(cmd.Context(), a.doctorSys(), platformFacts())
+			files := a.bugreport(cmd.Context(), a.doctorSys(service), platformFacts())
 			size, err := writeTarGz(out, files, a.env.Now())
 			if err != nil {
 				return fmt.Errorf("bugreport: %w", err)
@@ -66,6 +66,8 @@ another user the report says so instead. It prints the file's path and size.`,
 		}),
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "where to write the report (default runos-bugreport-<host>-<time>.tar.gz here)")
+	c.Flags().StringVar(&service, "service-name", installer.DefaultName, "the service's name")
+	_ = c.Flags().MarkHidden("service-name")
 	return c
 }
 

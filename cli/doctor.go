@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/platform"
 )
 
@@ -55,6 +56,7 @@ type doctorFlags struct {
 	cid     string
 	json    bool
 	outside string
+	service string // the service's name (hidden: side-by-side installs in tests)
 }
 
 func (a *app) vpnDoctorCmd() *cobra.Command {
@@ -96,7 +98,7 @@ check's id, status (ok, warn, fail), finding and fix.`,
 					return err
 				}
 			}
-			rep := a.doctor(cmd.Context(), f, a.doctorSys())
+			rep := a.doctor(cmd.Context(), f, a.doctorSys(f.service))
 			if f.json {
 				if err := printJSON(a.env.Stdout, rep); err != nil {
 					return err
@@ -111,6 +113,8 @@ check's id, status (ok, warn, fail), finding and fix.`,
 	c.Flags().StringVar(&f.cid, "cid", "", "check only this cluster (default: every cluster you connected)")
 	c.Flags().BoolVar(&f.json, "json", false, "print the checks as JSON")
 	c.Flags().StringVar(&f.outside, "outside-name", "", "a name outside every cluster that must still resolve (default: control's host name, else example.com)")
+	c.Flags().StringVar(&f.service, "service-name", installer.DefaultName, "the service's name")
+	_ = c.Flags().MarkHidden("service-name")
 	return c
 }
 

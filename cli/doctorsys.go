@@ -54,12 +54,12 @@ type doctorDaemon interface {
 	Probe(ctx context.Context, r localapi.ProbeRequest) (*localapi.ProbeResult, error)
 }
 
-// doctorSys is the real thing.
-func (a *app) doctorSys() *doctorSys {
+// doctorSys is the real thing; service is the service's name ("" = the default).
+func (a *app) doctorSys(service string) *doctorSys {
 	return &doctorSys{
 		Daemon: a.daemon(),
 		Service: func() (*installer.ServiceStatus, error) {
-			return installer.Status(installer.Options{Socket: a.socketPath(), Getenv: a.env.Getenv})
+			return installer.Status(installer.Options{Name: service, Socket: a.socketPath(), Getenv: a.env.Getenv})
 		},
 		ControlClock: a.controlClock,
 		RouteTo:      platform.RouteTo,
