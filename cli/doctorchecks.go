@@ -26,8 +26,6 @@ const (
 	skewFail = 10 * time.Minute // the daemon lapses sessions by this clock
 )
 
-var cgnatRange = netip.MustParsePrefix("100.64.0.0/10")
-
 // doctorCtx is one run of the checks.
 type doctorCtx struct {
 	a     *app
@@ -217,19 +215,10 @@ func udpPort(ep netip.AddrPort) string {
 	return fmt.Sprint(ep.Port())
 }
 
-// addressKind is the product's private/public rule (docs/internals.md).
-func addressKind(a netip.Addr) string {
-	a = a.Unmap()
-	if a.IsPrivate() || cgnatRange.Contains(a) || a.IsLoopback() || a.IsLinkLocalUnicast() {
-		return api.AddressPrivate
-	}
-	return api.AddressPublic
-}
-
 // hairpinRisk: the endpoint is public while this machine sits on a private
 // network, the case the product docs warn about.
 func (d *doctorCtx) hairpinRisk(ep netip.AddrPort) bool {
-	if !ep.IsValid() || addressKind(ep.Addr()) != api.AddressPublic {
+	if !ep.IsValid() || api.AddressKind(ep.Addr()) != api.AddressPublic {
 		return false
 	}
 	addrs, err := d.sys.LocalAddrs()
@@ -259,7 +248,7 @@ func (d *doctorCtx) checkEndpoint(_ context.Context, c localapi.ClusterStatus, e
 		d.run.fail(id, reconnect(c.CID), "the VPN server's endpoint %q is not an address:port", c.Server.Endpoint)
 		return
 	}
-	kind := addressKind(ep.Addr())
+	kind := api.AddressKind(ep.Addr())
 	if d.hairpinRisk(ep) {
 		d.run.warn(id, hairpinFix(c), "VPN node %s at %s (%s) while this machine is on a private network: most routers will not hairpin a public address back inside, so a device on the same LAN cannot reach the server through a public ingress address",
 			c.Server.NodeID, ep, kind)
@@ -351,7 +340,7 @@ func (d *doctorCtx) checkRoute(c localapi.ClusterStatus) {
 			server, tun, subnet, quoteList(others))
 	case len(wider) > 0:
 		note := ""
-		if slices.ContainsFunc(wider, func(s string) bool { return strings.HasPrefix(s, cgnatRange.String()) }) {
+		if slices.ContainsFunc(wider, func(s string) bool { return strings.HasPrefix(s, api.CGNAT.String()) }) {
 			note = " (100.64.0.0/10 is what Tailscale and other VPNs use)"
 		}
 		d.run.warn(id, "nothing to do while the more specific route through "+tun+" wins; if that VPN adds more specific routes into "+subnet.String()+", it takes the cluster's traffic",
