@@ -85,7 +85,7 @@ func (d *doctorCtx) checkDaemon(ctx context.Context) {
 		}
 		d.run.warn("access", hint, "you may only read the VPN status: %s", ac.Reason)
 	} else if ac != nil {
-		d.run.ok("access", "you may steer the VPN: %s", ac.Reason)
+		d.run.ok("access", "you may steer the VPN (%s)", ac.Reason)
 	}
 }
 

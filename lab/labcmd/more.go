@@ -42,8 +42,8 @@ func statusCmd() *cobra.Command {
 			}
 			fmt.Fprintf(out, "lab %s in %s (ready: %v), control %s\n", st.Prefix, st.Dir, st.Ready, st.APIURL)
 			if st.PrometheusURL != "" {
-				fmt.Fprintf(out, "prometheus %s (scraping control and every gateway; reach it inside the lab: runos-lab exec control -- curl %s/api/v1/targets)\n",
-					st.PrometheusURL, st.PrometheusURL)
+				fmt.Fprintf(out, "prometheus %s (scraping control and every gateway; reach it inside the lab: runos-lab exec --dir %s control -- curl %s/api/v1/targets)\n",
+					st.PrometheusURL, st.Dir, st.PrometheusURL)
 			}
 			fmt.Fprintln(out)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
