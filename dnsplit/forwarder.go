@@ -123,6 +123,13 @@ type forwarder struct {
 // keeps them across the forwarders it starts and stops.
 type queryCounts struct{ answered, forwarded atomic.Uint64 }
 
+// answered counts an answer written to a client.
+func (f *forwarder) answered() {
+	if f.counts != nil {
+		f.counts.answered.Add(1)
+	}
+}
+
 func (c *queryCounts) queries() Queries {
 	return Queries{Answered: c.answered.Load(), Forwarded: c.forwarded.Load()}
 }
@@ -205,7 +212,9 @@ func (f *forwarder) serveUDP() {
 		}
 		f.start(slices.Clone(buf[:n]), false, func(out []byte) {
 			if out != nil {
-				_, _ = f.pc.WriteToUDPAddrPort(out, from)
+				if _, err := f.pc.WriteToUDPAddrPort(out, from); err == nil {
+					f.answered()
+				}
 			}
 			<-sem
 		})
@@ -265,6 +274,7 @@ func (f *forwarder) serveTCP() {
 				if err := writeTCPMsg(c, out); err != nil {
 					return
 				}
+				f.answered()
 			}
 		}()
 	}
@@ -289,15 +299,6 @@ func (f *forwarder) handlePacket(raw []byte, tcp bool) []byte {
 // traffic off us). Only a query it packed itself from the parsed, checked
 // one ever leaves for an upstream.
 func (f *forwarder) start(raw []byte, tcp bool, reply func([]byte)) {
-	if c := f.counts; c != nil {
-		send := reply
-		reply = func(out []byte) {
-			if out != nil {
-				c.answered.Add(1)
-			}
-			send(out)
-		}
-	}
 	if len(raw) < 12 || raw[2]&0x80 != 0 {
 		reply(nil)
 		return
