@@ -18,8 +18,10 @@ type counters struct {
 	since    time.Time
 	peers    map[wgtypes.Key]peerSeen // the device's counters at the last read
 	clusters map[string]*localapi.ClusterMetrics
-	everUp   map[string]bool // the cluster's peer was up at least once
-	control  uint64          // reconnects to control
+	everUp   map[string]bool   // the cluster's peer was up at least once
+	server   map[string]string // the cluster's server key last seen
+	pending  map[string]bool   // a reconnect to count when the peer is next up
+	control  uint64            // reconnects to control
 }
 
 type peerSeen struct {
@@ -29,7 +31,7 @@ type peerSeen struct {
 
 func newCounters(now time.Time) *counters {
 	return &counters{since: now, peers: map[wgtypes.Key]peerSeen{}, clusters: map[string]*localapi.ClusterMetrics{},
-		everUp: map[string]bool{}}
+		everUp: map[string]bool{}, server: map[string]string{}, pending: map[string]bool{}}
 }
 
 func (c *counters) cluster(cid string) *localapi.ClusterMetrics {
@@ -74,17 +76,27 @@ func grown(prev, cur int64) uint64 {
 	return uint64(cur - prev)
 }
 
-// observeStatus counts a cluster's peer coming up again after it was up
-// and went down: a reconnect.
-func (c *counters) observeStatus(old, cur localapi.Status) {
+// observeStatus counts reconnects: a cluster's peer up again after it was
+// down, or up with a new server (a move, even one so quick that no status
+// in between showed the peer down). Each counts once, when the peer is up.
+func (c *counters) observeStatus(_, cur localapi.Status) {
 	for _, cs := range cur.Clusters {
+		if cs.State != localapi.ClusterConnected && cs.State != localapi.ClusterConnecting {
+			continue
+		}
+		key := cs.Server.PublicKey
+		if last := c.server[cs.CID]; key != "" && last != "" && key != last || !cs.PeerUp && c.everUp[cs.CID] {
+			c.pending[cs.CID] = true
+		}
+		if key != "" {
+			c.server[cs.CID] = key
+		}
 		if !cs.PeerUp {
 			continue
 		}
-		i := slices.IndexFunc(old.Clusters, func(o localapi.ClusterStatus) bool { return o.CID == cs.CID })
-		wasUp := i >= 0 && old.Clusters[i].PeerUp
-		if !wasUp && c.everUp[cs.CID] {
+		if c.pending[cs.CID] {
 			c.cluster(cs.CID).Reconnects++
+			delete(c.pending, cs.CID)
 		}
 		c.everUp[cs.CID] = true
 	}

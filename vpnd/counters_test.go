@@ -38,16 +38,22 @@ func TestCountersFollowTheDevice(t *testing.T) {
 
 func TestCountersCountReconnects(t *testing.T) {
 	c := newCounters(time.Now())
-	st := func(up bool) localapi.Status {
-		return localapi.Status{Clusters: []localapi.ClusterStatus{{CID: "ky3", PeerUp: up}}}
+	st := func(key string, up bool) localapi.Status {
+		return localapi.Status{Clusters: []localapi.ClusterStatus{{CID: "ky3", State: localapi.ClusterConnected, PeerUp: up,
+			Server: localapi.Server{PublicKey: key}}}}
 	}
 	prev := localapi.Status{}
-	for _, up := range []bool{false, true, true, false, true, false, false, true} {
-		cur := st(up)
-		c.observeStatus(prev, cur)
-		prev = cur
+	for _, s := range []localapi.Status{
+		st("n1", false), st("n1", true), st("n1", true), // connected: not a reconnect
+		st("n1", false), st("n1", true), // down and up: 1
+		st("n2", true),                  // moved with no status down in between: 2
+		st("n1", false), st("n1", true), // moved, down, then up: 3, once
+		{Clusters: []localapi.ClusterStatus{{CID: "ky3", State: localapi.ClusterDisconnected}}},
+	} {
+		c.observeStatus(prev, s)
+		prev = s
 	}
-	if got := c.snapshot(localapi.DNSMetrics{}).Clusters; len(got) != 1 || got[0].Reconnects != 2 {
-		t.Fatalf("reconnects %+v, want 2 (the first up is a connect)", got)
+	if got := c.snapshot(localapi.DNSMetrics{}).Clusters; len(got) != 1 || got[0].Reconnects != 3 {
+		t.Fatalf("reconnects %+v, want 3 (the first up is a connect)", got)
 	}
 }

@@ -21,7 +21,8 @@ type ClusterMetrics struct {
 	RxBytes    uint64 `json:"rxBytes"`    // received through the tunnel from the cluster
 	TxBytes    uint64 `json:"txBytes"`    // sent through the tunnel to the cluster
 	// Reconnects counts the times the peer came up again after being
-	// down (a handshake gone stale, a move, the network back).
+	// down (a handshake gone stale, the network back) or up with a new
+	// server (a move): once each.
 	Reconnects uint64 `json:"reconnects"`
 }
 
