@@ -34,6 +34,8 @@ reconnects the clusters you had connected.`,
 		a.vpnDownCmd(),
 		a.vpnInstallCmd(),
 		a.vpnUninstallCmd(),
+		a.vpnDoctorCmd(),
+		a.vpnBugreportCmd(),
 	)
 	a.addSocketFlag(c)
 	return c

@@ -98,6 +98,7 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 	f.DurationVar(&cfg.MoveReadyTimeout, "move-ready-timeout", 15*time.Second, "a move fails (changing nothing for devices) if the target gateway is not listening within this")
 	f.DurationVar(&cfg.MoveDeadline, "move-deadline", 30*time.Second, "after the switch, a move is done when every device handshaked with the new node or this passed")
 	f.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a node is no_heartbeat this long after its gateway's last report")
+	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -233,7 +233,7 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principa
 // answers 401 session_expired), and any change of a joined cluster (a move).
 func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
-	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
+	s.longPoll(w, r, "device_map", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		de, err := s.deviceState(ctx, id)
 		if err != nil {
 			return doc{}, s.asError(ctx, err)
