@@ -35,6 +35,8 @@ reconnects the clusters you had connected.`,
 		a.vpnDevicesCmd(),
 		a.vpnInstallCmd(),
 		a.vpnUninstallCmd(),
+		a.vpnDoctorCmd(),
+		a.vpnBugreportCmd(),
 	)
 	a.addSocketFlag(c)
 	return c

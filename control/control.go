@@ -21,6 +21,7 @@ import (
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/console"
 	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/metrics"
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/seed"
@@ -61,6 +62,11 @@ type Config struct {
 	Serving func(*server.Server)
 	// Listener, when set, is served instead of listening on Listen.
 	Listener net.Listener
+	// MetricsAddr serves Prometheus metrics (control/metrics) on its own
+	// address, unauthenticated, at /metrics; "" serves none.
+	MetricsAddr string
+	// MetricsListener, when set, is served instead of listening on MetricsAddr.
+	MetricsListener net.Listener
 }
 
 // Check reports the first thing wrong with cfg, saying what to do.
@@ -170,8 +176,23 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var mets *metrics.Control
+	var sst store.Store = st
+	var srvMetrics server.Metrics
+	var oaMetrics oauth.Metrics
+	if cfg.MetricsAddr != "" || cfg.MetricsListener != nil {
+		mets = metrics.New(st, clk.Now)
+		sst = mets.Store(st)
+		h.ObserveFanOut(mets.FanOut)
+		srvMetrics, oaMetrics = mets, mets
+		stop, err := serveMetrics(cfg, mets, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	api, err := server.New(server.Config{
-		Store: st, Hub: h, Clock: clk, Logger: log,
+		Store: sst, Hub: h, Clock: clk, Logger: log, Metrics: srvMetrics,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
@@ -183,7 +204,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := api.Start(ctx); err != nil {
 		return err
 	}
-	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now})
+	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now, Metrics: oaMetrics})
 	if err != nil {
 		return err
 	}
@@ -209,7 +230,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           mets.Wrap(mux),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -263,4 +284,20 @@ func newHub(ctx context.Context, st store.Store) (*hub.Hub, error) {
 		return nil, fmt.Errorf("load versions: %w", err)
 	}
 	return hub.New(global, versions), nil
+}
+
+// serveMetrics serves /metrics on cfg's metrics address until stop.
+func serveMetrics(cfg Config, m *metrics.Control, log *slog.Logger) (stop func(), err error) {
+	ln := cfg.MetricsListener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return nil, fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics serving", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() { _ = srv.Close() }, nil
 }

@@ -37,6 +37,7 @@ type engine interface {
 	SetPrivateKey(wgtypes.Key) error
 	Read() wgcfg.Report
 	Nudge()
+	Handshake(wgtypes.Key) error // send an initiation now (runos vpn doctor's probe)
 	Close() error
 }
 
@@ -77,6 +78,7 @@ type daemon struct {
 	watchers map[*watcher]struct{}
 	sess     *syncSession // the sync of the current session; nil when none
 	refusals []string     // what the trust refused of the last map, as logged
+	counts   *counters    // the daemon's own metrics; nil: not counted (tests)
 }
 
 // appliedState remembers what was last applied, and when a failed attempt
@@ -173,6 +175,9 @@ func sameRoute(a, b dnsplit.Route) bool {
 // readLocked reads the device into the inputs. mu held.
 func (d *daemon) readLocked() {
 	r := d.eng.Read()
+	if d.counts != nil {
+		d.counts.observeDevice(r, d.tunnel.value)
+	}
 	if d.tunnel.err != "" {
 		r.Err = d.tunnel.err
 	}
@@ -188,6 +193,9 @@ func (d *daemon) publishLocked(st localapi.Status) {
 		return
 	}
 	d.statusJS = js
+	if d.counts != nil {
+		d.counts.observeStatus(d.status, st)
+	}
 	st.Seq = d.status.Seq + 1
 	d.status = st
 	for w := range d.watchers {

@@ -3,6 +3,7 @@ package vpnd
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -86,6 +87,20 @@ func (e *fakeEngine) Nudge() {
 	e.mu.Lock()
 	e.nudges++
 	e.mu.Unlock()
+}
+
+func (e *fakeEngine) Handshake(k wgtypes.Key) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.peers[k]
+	if !ok {
+		return errors.New("no such peer")
+	}
+	if e.handshake {
+		r.LastHandshake = time.Now()
+		e.peers[k] = r
+	}
+	return nil
 }
 
 func (e *fakeEngine) Close() error {
@@ -179,7 +194,7 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		clock: time.Now, dir: sd, public: key.PublicKey(), hostname: "laptop", goos: "linux",
 		eng: eng, mapWait: 2 * time.Second, backoffMin: 10 * time.Millisecond, backoffMax: 200 * time.Millisecond,
-		ctx: ctx, wakeRead: make(chan struct{}, 1),
+		ctx: ctx, wakeRead: make(chan struct{}, 1), counts: newCounters(time.Now()),
 		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, w.caFile) },
 	}
 	prefs, _ := sd.LoadPrefs()

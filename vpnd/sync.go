@@ -211,6 +211,9 @@ func (d *daemon) applyMap(s *syncSession, m *api.DeviceMap) {
 			d.logRefusalsLocked(m)
 		}
 		in.Map = m
+		if in.ControlErr != "" && d.counts != nil {
+			d.counts.control++ // control answers again after a failure
+		}
 		in.ControlErr = ""
 		if e := m.Session.ExpiresAt; !e.IsZero() && !e.Equal(in.Prefs.ExpiresAt) {
 			in.Prefs.ExpiresAt = e // control is the authority on the session's end

@@ -217,6 +217,7 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		}
 	}
 	if !good {
+		s.cfg.Metrics.Refused("wrong_password")
 		s.throttle.fail(username, r.RemoteAddr, now)
 		s.log.Info("oauth: wrong password", "user", username, "addr", r.RemoteAddr)
 		again(http.StatusOK, "Wrong email or password.")
@@ -234,6 +235,7 @@ func (s *Server) slowDown(w http.ResponseWriter, r *http.Request, now time.Time,
 		return false
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
+	s.cfg.Metrics.Refused("throttled")
 	s.log.Info("oauth: sign-in slowed down", "user", username, "addr", r.RemoteAddr, "wait", wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	again(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-in attempts. Wait %s and try again.", plural(secs, "second")))

@@ -83,6 +83,7 @@ func (s *Server) deviceLogin(w http.ResponseWriter, r *http.Request, p params, n
 	d, status, msg := s.pendingDevice(r, userCode, now)
 	if msg != "" {
 		if status < 500 {
+			s.cfg.Metrics.Refused("bad_user_code")
 			s.throttle.fail("", r.RemoteAddr, now)
 		}
 		again(status, msg)

@@ -39,7 +39,22 @@ type Config struct {
 	// Secret keys the login pages' CSRF tokens. Replicas behind one
 	// address must share it; nil: 32 random bytes for this process.
 	Secret []byte
+
+	// Metrics counts sign-ins and refusals (control/metrics); nil: none.
+	Metrics Metrics
 }
+
+// Metrics receives the sign-ins the token endpoint issues, by grant type,
+// and the attempts refused, by reason (a fixed set of words, never who).
+type Metrics interface {
+	SignedIn(grant string)
+	Refused(reason string)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) SignedIn(string) {}
+func (noMetrics) Refused(string)  {}
 
 // Server is the authorization server. It is safe for concurrent use.
 type Server struct {
@@ -78,6 +93,9 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.PageTTL, 15*time.Minute)
 	setDefault(&cfg.FailureDelay, time.Second)
 	setDefault(&cfg.MaxFailureDelay, 5*time.Minute)
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
 	if cfg.UserFailures <= 0 {
 		cfg.UserFailures = 5
 	}

@@ -283,7 +283,7 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principa
 func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
 	s.markSeen(r.Context(), id, s.now())
-	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
+	s.longPoll(w, r, "device_map", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		de, err := s.deviceState(ctx, id)
 		if err != nil {
 			return doc{}, s.asError(ctx, err)

@@ -20,7 +20,7 @@ import (
 // handleGatewayMap is a gateway's long-poll: what its node must serve.
 func (s *Server) handleGatewayMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	cid, nid := p.node.CID, p.node.NID
-	s.longPoll(w, r, p, func(ctx context.Context, _ *principal) (doc, *api.Error) {
+	s.longPoll(w, r, "gateway_map", p, func(ctx context.Context, _ *principal) (doc, *api.Error) {
 		var m api.GatewayMap
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			var err error

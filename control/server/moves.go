@@ -103,7 +103,7 @@ func checkStartMove(mc moveContext) error {
 // handleMove is GET of a move, long-pollable for --follow.
 func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
-	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
+	s.longPoll(w, r, "move", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		var d api.Move
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			m, err := rd.Move(id)

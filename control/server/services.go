@@ -56,7 +56,7 @@ func (s *Server) handleServices(w http.ResponseWriter, r *http.Request, p *princ
 // handleService is GET of one service, long-pollable for --follow.
 func (s *Server) handleService(w http.ResponseWriter, r *http.Request, p *principal) {
 	cid, id := r.PathValue("cid"), r.PathValue("id")
-	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
+	s.longPoll(w, r, "service", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		var d api.VPNService
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			if _, err := cluster(rd, p, cid, false); err != nil {

@@ -104,7 +104,7 @@ func deriveDNS(s dnsplit.Status) localapi.DNS {
 	if s.Mode == "" {
 		return localapi.DNS{Mode: "off", Reason: "no split-DNS configurator", Error: s.Error}
 	}
-	return localapi.DNS{Mode: s.Mode, Reason: s.Reason, Error: s.Error}
+	return localapi.DNS{Mode: s.Mode, Reason: s.Reason, Error: s.Error, Rewrites: s.Rewrites}
 }
 
 // deriveCluster fills in a wanted cluster's connection while the session is live.
