@@ -17,8 +17,8 @@ import (
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd"
-	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/logring"
+	"github.com/runos/vpn/vpnd/state"
 )
 
 // Daemon runs the privileged daemon; the real one is package vpnd.
