@@ -172,7 +172,7 @@ func kernelAddr(name string) (netip.Addr, error) {
 // platformUndoers are Cleanup's tools on Linux.
 func platformUndoers(log *slog.Logger) map[string]undoer {
 	return map[string]undoer{
-		kindResolvConf: undoResolvConf,
+		kindResolvConf:   undoResolvConf,
 		kindResolvedLink: func(c change) error { return revertRecordedLink(c, log) },
 		kindResolverFile: removeResolverFile,
 	}
