@@ -75,6 +75,8 @@ func (e *fakeEngine) Nudge() {
 	e.mu.Unlock()
 }
 
+func (e *fakeEngine) Probe() {}
+
 func (e *fakeEngine) Close() error {
 	e.mu.Lock()
 	e.closed = true

@@ -149,7 +149,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	eng.OnHandshake(d.kickRead)
 	readDone := make(chan struct{})
 	go func() { d.readLoop(dctx); close(readDone) }()
 	waitMemory := startMemoryWatch(dctx, log, eng.Name()) // gives memory back after bursts of traffic (trim.go)

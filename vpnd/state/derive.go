@@ -142,8 +142,12 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 	}
 	cst.State = localapi.ClusterConnected
 	cst.LastHandshake = r.LastHandshake
-	cst.PeerUp = fresh(r.LastHandshake, in.Now)
+	cst.PeerUp = answering(r, in.Now)
 	if cst.PeerUp {
+		return
+	}
+	if quiet, silent := silence(r, in.Now); silent && fresh(r.LastHandshake, in.Now) {
+		cst.Error = fmt.Sprintf("no answer from %s at %s for %d s", v.NodeID, v.Endpoint, int(quiet/time.Second))
 		return
 	}
 	switch {

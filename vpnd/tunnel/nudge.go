@@ -3,6 +3,7 @@ package tunnel
 import (
 	"time"
 
+	"github.com/runos/vpn/vpnd/wgcfg"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -19,8 +20,8 @@ const (
 	maxNudges  = 6 // 100 ms, 200 ms … 3.2 s
 )
 
-// Nudge re-creates peers that are due (see above); the daemon calls it
-// while it reads the device fast, after Read.
+// Nudge re-creates peers that are due (see above); the daemon calls it on
+// each of its reads of the device.
 func (e *Engine) Nudge() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -42,7 +43,11 @@ func (e *Engine) Nudge() {
 	var pcs []wgtypes.PeerConfig
 	for _, p := range dev.Peers {
 		t, ok := e.peers[p.PublicKey]
-		if !ok || !p.LastHandshakeTime.IsZero() || t.nudges >= maxNudges || now.Before(t.nextNudge) {
+		if !ok || t.nudges >= maxNudges || now.Before(t.nextNudge) {
+			continue
+		}
+		if !p.LastHandshakeTime.IsZero() && !p.LastHandshakeTime.Before(t.askedAt) {
+			t.nudges = maxNudges // answered: nothing more to nudge
 			continue
 		}
 		for _, ap := range e.applied.Peers {
@@ -61,4 +66,58 @@ func (e *Engine) Nudge() {
 		return
 	}
 	e.log.Debug("no handshake yet: re-created peers", "interface", e.name, "peers", len(pcs)/2)
+}
+
+// Rehandshake makes the given peers (every peer when none is given) start
+// a fresh handshake now instead of when WireGuard's timers would: each is
+// re-created on the device in one UAPI transaction, which sends an
+// initiation at once, and nudged again on the usual backoff until a
+// handshake answers. It is the one way to ask for that: a VPN server that
+// restarted (Apply, on a new epoch) and a network that changed under the
+// tunnel both call it. It returns how many peers it re-created.
+func (e *Engine) Rehandshake(keys ...wgtypes.Key) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return 0
+	}
+	now := e.now()
+	var pcs []wgtypes.PeerConfig
+	n := 0
+	for _, p := range e.applied.Peers {
+		if len(keys) > 0 && !containsKey(keys, p.PublicKey) {
+			continue
+		}
+		pcs = append(pcs, e.recreate(p, now)...)
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	if err := e.wg.ConfigureDevice(e.name, wgtypes.Config{Peers: pcs}); err != nil {
+		e.log.Warn("re-handshake", "interface", e.name, "err", err)
+		return 0
+	}
+	e.log.Info("handshaking again now", "interface", e.name, "peers", n)
+	return n
+}
+
+// recreate is the UAPI change that re-creates p (removed and added in one
+// transaction, so it is never missing) and restarts its nudges. mu held.
+func (e *Engine) recreate(p wgcfg.Peer, now time.Time) []wgtypes.PeerConfig {
+	if t, ok := e.peers[p.PublicKey]; ok {
+		t.asked(now)
+	} else {
+		e.peers[p.PublicKey] = newTracked(now)
+	}
+	return []wgtypes.PeerConfig{{PublicKey: p.PublicKey, Remove: true}, addPeer(p)}
+}
+
+func containsKey(ks []wgtypes.Key, k wgtypes.Key) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
 }
