@@ -86,6 +86,7 @@ type agent struct {
 	watch    watch
 	retry    *backoff
 	publicIP atomic.Pointer[string]
+	started  time.Time // this run's start, in every report: a new one tells devices to handshake again
 }
 
 // Run follows control until ctx ends, then stops serving (the interface,
@@ -115,7 +116,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.DNS == nil {
 		cfg.DNS = clusterdns.NewServer(clusterdns.Port, cfg.Logger)
 	}
-	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: newBackoff()}
+	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: newBackoff(), started: time.Now().UTC()}
 	return a.run(ctx)
 }
 
@@ -320,6 +321,7 @@ func (a *agent) report() api.GatewayReport {
 	in := reportInputs{
 		publicKey: a.pub,
 		version:   a.cfg.Version,
+		startedAt: a.started,
 		state:     a.state,
 		errs:      []error{a.mapErr, a.applyErr, a.stateErr},
 	}

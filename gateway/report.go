@@ -62,6 +62,7 @@ func newHandshakes(prev, cur map[wgtypes.Key]time.Time) []wgtypes.Key {
 type reportInputs struct {
 	publicKey  wgtypes.Key
 	version    string
+	startedAt  time.Time
 	publicIP   string
 	mapVersion uint64 // the latest map processed (applied, or refused with errs)
 	serve      *api.GatewayService
@@ -78,6 +79,7 @@ func buildReport(in reportInputs) api.GatewayReport {
 		Version:    in.version,
 		PublicIP:   in.publicIP,
 		MapVersion: in.mapVersion,
+		StartedAt:  in.startedAt,
 	}
 	if in.serve != nil {
 		r.ServiceID = in.serve.ServiceID

@@ -65,6 +65,7 @@ type Node struct {
 	LastHeartbeat       time.Time
 	GatewayKey          string // the gateway's public key, as last reported
 	GatewayVersion      string
+	GatewayStartedAt    time.Time // when its gateway last started, as it reported while listening
 }
 
 // IsControlPlane reports whether the node carries the control-plane role.

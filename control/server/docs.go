@@ -106,6 +106,7 @@ func vpnConfig(c model.Cluster, svcs []model.Service, host model.Node) (api.VPNC
 		v.Endpoint = ep
 	}
 	v.Ready = svc.State == api.ServiceServing && v.PublicKey != "" && v.Endpoint != ""
+	v.ServerStartedAt = host.GatewayStartedAt
 	return v, true
 }
 

@@ -179,7 +179,7 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 			pcs = append(pcs, addPeer(p))
 			e.peers[p.PublicKey] = newTracked(now)
 			added = append(added, p.CID)
-		case had && !old.Epoch.IsZero() && !old.Epoch.Equal(p.Epoch):
+		case had && !old.Epoch.Equal(p.Epoch):
 			// The server restarted with the same key and has forgotten
 			// this device's session: a fresh handshake now, not when
 			// WireGuard's timers notice (10-15 s).

@@ -160,4 +160,7 @@ CREATE TABLE oauth_device_codes (
 	last_poll        INTEGER NOT NULL
 ) WITHOUT ROWID;
 `,
+	// 2: when a node's gateway last started (issue 10): devices handshake
+	// again at once when the serving one restarts.
+	2: `ALTER TABLE nodes ADD COLUMN gateway_started INTEGER NOT NULL DEFAULT 0;`,
 }
