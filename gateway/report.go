@@ -10,6 +10,7 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/gateway/wgserver"
+	"github.com/runos/vpn/internal/backoff"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -105,7 +106,7 @@ func buildReport(in reportInputs) api.GatewayReport {
 // sendReports posts every report put in box. A failed post is retried with
 // backoff, unless a newer report arrives first: then that one is sent.
 func (a *agent) sendReports(ctx context.Context, box *mailbox[api.GatewayReport]) {
-	bo := newBackoff()
+	bo := backoff.New(backoff.DefaultMin, backoff.DefaultMax)
 	lastErr := ""
 	for {
 		var r api.GatewayReport
@@ -121,13 +122,13 @@ func (a *agent) sendReports(ctx context.Context, box *mailbox[api.GatewayReport]
 					a.log.Info("control: reports reachable again")
 					lastErr = ""
 				}
-				bo.reset()
+				bo.Reset()
 				break
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			d := bo.delay()
+			d := bo.Next()
 			if msg := err.Error(); msg != lastErr {
 				a.log.Warn("control: report failed; retrying", "err", explainControlErr(err), "retryIn", d.Round(time.Millisecond).String())
 				lastErr = msg
