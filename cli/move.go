@@ -128,7 +128,7 @@ func (a *app) wgMove(ctx context.Context, id string, f moveFlags) error {
 		fmt.Fprintln(out, l)
 	}
 	lead := a.env.Now().Sub(start)
-	m, err := opCall(ctx, a, what, func(ctx context.Context, c *api.Client) (*api.Move, error) {
+	m, err := opChange(ctx, a, what, "runos services wireguard show "+id+" --cid "+cid, func(ctx context.Context, c *api.Client) (*api.Move, error) {
 		return c.StartMove(ctx, cid, id, f.target)
 	})
 	if err != nil {

@@ -82,7 +82,7 @@ func (a *app) wgAdd(ctx context.Context, f addFlags) error {
 		return err
 	}
 	what := "add the WireGuard server of " + cid
-	s, err := opCall(ctx, a, what, func(ctx context.Context, c *api.Client) (*api.VPNService, error) {
+	s, err := opChange(ctx, a, what, "runos services wireguard list --cid "+cid, func(ctx context.Context, c *api.Client) (*api.VPNService, error) {
 		return c.AddVPNService(ctx, cid, api.AddVPNServiceRequest{Name: f.name, TargetNodeID: f.node, Port: f.port})
 	})
 	if err != nil {

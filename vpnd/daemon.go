@@ -59,8 +59,10 @@ type daemon struct {
 	backoffMin time.Duration
 	backoffMax time.Duration
 
-	ctx      context.Context // the daemon's lifetime
-	wakeRead chan struct{}
+	ctx         context.Context // the daemon's lifetime
+	wakeRead    chan struct{}
+	wakePending chan struct{} // something was added to the pending changes (pending.go)
+	sendingMu   sync.Mutex    // held while a pending change is sent to control
 
 	mu       sync.Mutex
 	in       state.Inputs

@@ -157,7 +157,7 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		clock: time.Now, dir: sd, public: key.PublicKey(), hostname: "laptop", goos: "linux",
 		eng: eng, mapWait: 2 * time.Second, backoffMin: 10 * time.Millisecond, backoffMax: 200 * time.Millisecond,
-		ctx: ctx, wakeRead: make(chan struct{}, 1),
+		ctx: ctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1),
 		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, w.caFile) },
 	}
 	prefs, _ := sd.LoadPrefs()
@@ -170,7 +170,9 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 	}
 	d.mu.Unlock()
 	done := make(chan struct{})
-	go func() { d.readLoop(ctx); close(done) }()
+	pendingDone := make(chan struct{})
+	go func() { d.pendingLoop(ctx); close(pendingDone) }()
+	go func() { d.readLoop(ctx); <-pendingDone; close(done) }()
 	td := &testDaemon{daemon: d, eng: eng, dir: sd, cancel: cancel, done: done}
 	t.Cleanup(td.stop)
 	return td

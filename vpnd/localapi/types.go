@@ -66,6 +66,10 @@ const (
 	WarnSessionExpiring = "session-expiring" // the session ends within the hour
 	WarnSessionExpired  = "session-expired"  // the session lapsed: clusters stay down until `runos vpn up`
 	WarnDNS             = "dns"              // split DNS failed; the same error is in DNS.Error
+	// Done here, not yet at control (it was unreachable): the daemon
+	// retries until control answers, or the session lapses anyway.
+	WarnSignOutPending = "sign-out-pending" // "sign-out pending at control: …"
+	WarnLeavePending   = "leave-pending"    // "leaving xym pending at control: …"
 )
 
 // Warning is something the user should know about the daemon's state.
