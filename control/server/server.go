@@ -19,6 +19,7 @@ import (
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
 )
 
@@ -52,6 +53,10 @@ type Server struct {
 	auth     authCache
 	clusters clusterCache
 	devCache deviceCache
+
+	// upSince is when this server came up: heartbeats could not arrive
+	// before it (rules.Heartbeats).
+	upSince time.Time
 
 	mu      sync.Mutex
 	timers  map[string]clock.Timer
@@ -106,6 +111,7 @@ func New(cfg Config) (*Server, error) {
 		devices: devices, services: services,
 		timers:  map[string]clock.Timer{},
 		closeCh: make(chan struct{}),
+		upSince: cfg.Clock.Now(),
 	}
 	s.auth.init()
 	s.clusters.init()
@@ -199,3 +205,8 @@ func (s *Server) bg() (context.Context, context.CancelFunc) {
 }
 
 func (s *Server) now() time.Time { return s.clock.Now() }
+
+// heartbeats is how node status is decided (rules.Heartbeats).
+func (s *Server) heartbeats() rules.Heartbeats {
+	return rules.Heartbeats{Timeout: s.cfg.HeartbeatTimeout, Since: s.upSince}
+}
