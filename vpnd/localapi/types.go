@@ -144,7 +144,7 @@ type ClusterStatus struct {
 	Name          string     `json:"name,omitempty"`
 	State         string     `json:"state"`         // connecting, connected, disconnected or error
 	Wanted        bool       `json:"wanted"`        // the user asked for it
-	PeerUp        bool       `json:"peerUp"`        // handshake within HandshakeFresh, read from the device
+	PeerUp        bool       `json:"peerUp"`        // the server answers: a handshake within HandshakeFresh and no 15 s silence while sending, read from the device
 	LastHandshake time.Time  `json:"lastHandshake"` // null before the first (see MarshalJSON)
 	Server        Server     `json:"server"`
 	Subnet        string     `json:"subnet,omitempty"`
