@@ -67,19 +67,7 @@ func newLab(t testing.TB) *lab {
 	t.Helper()
 	netnstest.Require(t, "ip", "wireguard-go", "wg", "curl", "ping")
 	l := &lab{t: t, servers: map[string]*wgtest.Server{}, active: map[string]string{"ky3": "n1", "xym": "n1"}}
-	l.laptop = netnstest.New(t, "lap")
-	// A resolv.conf of the laptop's own, which `ip netns exec` mounts over
-	// /etc/resolv.conf: the real `runos vpnd` (RUNOS_VPND_BIN, the fault
-	// test) picks its DNS mode by itself and would otherwise change the
-	// machine's own file. Tests of DNS write their own content into it.
-	etc := filepath.Join("/etc/netns", l.laptop.Name)
-	if err := os.MkdirAll(etc, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(etc) })
-	if err := os.WriteFile(filepath.Join(etc, "resolv.conf"), []byte("nameserver 10.0.0.2\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	l.laptop = netnstest.New(t, "lap") // with a resolv.conf of its own: the real daemon never writes the machine's
 	ctl := netnstest.New(t, "ctl")
 	l.ctl = ctl
 	netnstest.Link(t, l.laptop, "eth0", "10.0.0.1/24", ctl, "eth0", "10.0.0.2/24")
