@@ -266,9 +266,10 @@ func (f *resolvFile) checkFault(t *testing.T, point string, signedIn *bool) {
 func (l *lab) waitStatusOrExit(what string, cond func(*localapi.Status) bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	done := l.d.done
 	go func() {
 		select {
-		case <-l.d.done:
+		case <-done:
 			cancel()
 		case <-ctx.Done():
 		}
