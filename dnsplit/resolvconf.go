@@ -93,3 +93,7 @@ func renderResolvConf(orig []byte, listen netip.Addr, savedIn string) []byte {
 }
 
 func isOurResolvConf(b []byte) bool { return bytes.HasPrefix(b, []byte(resolvMarker)) }
+
+// IsSplitResolvConf says whether a resolv.conf is the one split DNS wrote
+// (runos vpn doctor: another program may have rewritten it since).
+func IsSplitResolvConf(b []byte) bool { return isOurResolvConf(b) }

@@ -29,7 +29,17 @@ type world struct {
 // ends (after printing the end of every log if the test failed).
 func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 	t.Helper()
+	return newWorldWith(t, clients, ttl, false)
+}
+
+// newWorldWith is newWorld, with the lab's metrics (runos-lab up --metrics)
+// when metrics is set.
+func newWorldWith(t testing.TB, clients int, ttl time.Duration, metrics bool) *world {
+	t.Helper()
 	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "curl")
+	if metrics {
+		netnstest.Require(t, "prometheus")
+	}
 	if tt, ok := t.(*testing.T); ok {
 		tt.Parallel() // benchmarks run alone, for quieter numbers
 	}
@@ -37,7 +47,7 @@ func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl, BinDir: binDir, Progress: &progress})
+	l, err := lab.Up(ctx, lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl, BinDir: binDir, Progress: &progress, Metrics: metrics})
 	if err != nil {
 		t.Fatalf("lab up: %v\n%s", err, progress.String())
 	}

@@ -295,11 +295,35 @@ func TestInstallService(t *testing.T) {
 	}
 	w.waitStatus("client", 30*time.Second, "ky3 and xym up", upOn("", "ky3", "xym"))
 
+	grant := "sudo runos vpn install --operator " + w.plain.name
+	// runos vpn doctor sees the installed service starting at boot, and
+	// who may steer: the operator gets fresh handshakes; another user is
+	// told they may only read and how to be allowed, and gets the last
+	// handshakes instead of a probe.
+	for _, u := range []testUser{w.operator, w.plain} {
+		out, _ := w.as(u, "vpn", "doctor", "--json", "--service-name", w.svc)
+		var d doctorOut
+		if i := strings.Index(out, "{"); i < 0 || json.NewDecoder(strings.NewReader(out[i:])).Decode(&d) != nil {
+			t.Fatalf("doctor as %s:\n%s", u.name, out)
+		}
+		svc, _ := d.check("service")
+		acc, _ := d.check("access")
+		udp, _ := d.check("xym.udp")
+		if svc.Status != "ok" || !strings.Contains(svc.Finding, w.svc+" (unix-systemv) is installed and starts at boot") || udp.Status != "ok" {
+			t.Errorf("doctor as %s: service %+v, xym.udp %+v\n%s", u.name, svc, udp, d)
+		}
+		if u == w.plain && (acc.Status != "warn" || !strings.Contains(acc.Fix, grant) || !strings.Contains(udp.Finding, "you may only read")) {
+			t.Errorf("doctor as %s: access %+v, udp %+v", u.name, acc, udp)
+		}
+		if u == w.operator && (acc.Status != "ok" || !strings.Contains(udp.Finding, "fresh WireGuard handshake")) {
+			t.Errorf("doctor as %s: access %+v, udp %+v", u.name, acc, udp)
+		}
+	}
+
 	// Another user reads but may not steer, and is told what grants it.
 	if st := w.statusAs(w.plain); !upOn("", "ky3", "xym")(st) {
 		t.Errorf("status as %s: %+v", w.plain.name, st.Clusters)
 	}
-	grant := "sudo runos vpn install --operator " + w.plain.name
 	for _, args := range [][]string{{"vpn", "connect", "ky3"}, {"vpn", "up", "--cid", "ky3"}} {
 		// Disconnect first (as the operator) so that the command has a
 		// change to ask for.

@@ -35,6 +35,7 @@ type engine interface {
 	Read() wgcfg.Report
 	Nudge()
 	Probe()
+	Handshake(wgtypes.Key) error // send an initiation now (runos vpn doctor's probe)
 	Close() error
 }
 
@@ -55,6 +56,7 @@ type daemon struct {
 	eng        engine
 	dns        dnsplit.Configurator // nil: DNS mode off
 	newControl func(apiURL, token string) (control, error)
+	allowHTTP  bool          // sessions of an http:// control are accepted (--insecure-http)
 	mapWait    time.Duration // how long each map long-poll may be held
 	backoffMin time.Duration
 	backoffMax time.Duration
@@ -72,6 +74,8 @@ type daemon struct {
 	statusJS []byte // status without Seq, to tell a change
 	watchers map[*watcher]struct{}
 	sess     *syncSession // the sync of the current session; nil when none
+	refusals []string     // what the trust refused of the last map, as logged
+	counts   *counters    // the daemon's own metrics; nil: not counted (tests)
 }
 
 // appliedState remembers what was last applied, and when a failed attempt
@@ -168,6 +172,9 @@ func sameRoute(a, b dnsplit.Route) bool {
 // readLocked reads the device into the inputs. mu held.
 func (d *daemon) readLocked() {
 	r := d.eng.Read()
+	if d.counts != nil {
+		d.counts.observeDevice(r, d.tunnel.value)
+	}
 	if d.tunnel.err != "" {
 		r.Err = d.tunnel.err
 	}
@@ -183,6 +190,9 @@ func (d *daemon) publishLocked(st localapi.Status) {
 		return
 	}
 	d.statusJS = js
+	if d.counts != nil {
+		d.counts.observeStatus(d.status, st)
+	}
 	st.Seq = d.status.Seq + 1
 	d.status = st
 	for w := range d.watchers {

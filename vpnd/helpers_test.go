@@ -2,6 +2,8 @@ package vpnd
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -77,6 +79,20 @@ func (e *fakeEngine) Nudge() {
 
 func (e *fakeEngine) Probe() {}
 
+func (e *fakeEngine) Handshake(k wgtypes.Key) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.peers[k]
+	if !ok {
+		return errors.New("no such peer")
+	}
+	if e.handshake {
+		r.LastHandshake = time.Now()
+		e.peers[k] = r
+	}
+	return nil
+}
+
 func (e *fakeEngine) Close() error {
 	e.mu.Lock()
 	e.closed = true
@@ -105,6 +121,17 @@ type world struct {
 	url    string
 	caFile string
 	keys   map[string]wgtypes.Key // server keys by "cid/node"
+	tls    *tls.Config            // the server's, for a second address of the same control
+}
+
+// secondURL serves the same fake control on another address: to the
+// daemon, another control server.
+func (w *world) secondURL(t *testing.T) string {
+	ts := httptest.NewUnstartedServer(w.fc)
+	ts.TLS = w.tls
+	ts.StartTLS()
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	return ts.URL
 }
 
 func newWorld(t *testing.T) *world {
@@ -115,7 +142,7 @@ func newWorld(t *testing.T) *world {
 	ts.TLS = tlsCfg
 	ts.StartTLS()
 	t.Cleanup(func() { fc.Close(); ts.CloseClientConnections(); ts.Close() })
-	w := &world{fc: fc, url: ts.URL, caFile: caFile, keys: map[string]wgtypes.Key{}}
+	w := &world{fc: fc, url: ts.URL, caFile: caFile, keys: map[string]wgtypes.Key{}, tls: tlsCfg}
 	w.fc.AddCluster(api.Cluster{CID: "ky3", AID: "rjwrn", Name: "tc3-ky3", Domain: "ky3.rjwrn.example.com", UserVPN: "wireguard"},
 		w.vpn("ky3", "n1", "10.1.0.2:32768", "100.100.1"))
 	w.fc.AddCluster(api.Cluster{CID: "xym", AID: "rjwrn", Name: "tc2-xym", Domain: "xym.rjwrn.example.com", UserVPN: "wireguard"},
@@ -157,7 +184,7 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		clock: time.Now, dir: sd, public: key.PublicKey(), hostname: "laptop", goos: "linux",
 		eng: eng, mapWait: 2 * time.Second, backoffMin: 10 * time.Millisecond, backoffMax: 200 * time.Millisecond,
-		ctx: ctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1),
+		ctx: ctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1), counts: newCounters(time.Now()),
 		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, w.caFile) },
 	}
 	prefs, _ := sd.LoadPrefs()

@@ -106,19 +106,9 @@ func (n Node) Status(now time.Time, timeout time.Duration) string {
 	return api.NodeReady
 }
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
 // AddressKind says whether devices dialing addr reach a private or a public
-// address (docs/internals.md "Addresses"): private for RFC 1918, ULA,
-// CGNAT, link-local and loopback; public otherwise, documentation ranges
-// included.
-func AddressKind(addr netip.Addr) string {
-	a := addr.Unmap()
-	if a.IsPrivate() || cgnat.Contains(a) || a.IsLoopback() || a.IsLinkLocalUnicast() {
-		return api.AddressPrivate
-	}
-	return api.AddressPublic
-}
+// address: api.AddressKind, the one rule (docs/internals.md "Addresses").
+func AddressKind(addr netip.Addr) string { return api.AddressKind(addr) }
 
 // Dialable reports whether devices could dial addr at all: a unicast
 // address that is not loopback, link-local or unspecified.

@@ -16,9 +16,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
 )
@@ -37,7 +40,25 @@ type Config struct {
 	MoveReadyTimeout time.Duration // 15s: the target must report listening within it
 	MoveDeadline     time.Duration // 30s: after the switch, done even if not every device handshaked
 	HeartbeatTimeout time.Duration // 30s: a node is no_heartbeat this long after its last report
+
+	// Metrics counts long-polls and finished moves (control/metrics); nil: none.
+	Metrics Metrics
 }
+
+// Metrics receives what control's metrics count from the API's logic.
+type Metrics interface {
+	// PollHeld counts a long-poll of kind as held until done runs.
+	PollHeld(kind string) (done func())
+	// MoveFinished counts a move that ended: outcome done, deadline (done
+	// with devices left behind) or failed; switchMs is its switch time
+	// when it saw a handshake.
+	MoveFinished(outcome string, switchMs int64, sawHandshake bool)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) PollHeld(string) func()           { return func() {} }
+func (noMetrics) MoveFinished(string, int64, bool) {}
 
 // Server serves the /v1 API. It is safe for concurrent use.
 type Server struct {
@@ -84,16 +105,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
 	setDefault(&cfg.SessionTTL, 24*time.Hour)
 	setDefault(&cfg.SessionRetention, 30*24*time.Hour)
 	setDefault(&cfg.MoveReadyTimeout, 15*time.Second)
 	setDefault(&cfg.MoveDeadline, 30*time.Second)
 	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
 	if !cfg.DevicePool.IsValid() {
-		cfg.DevicePool = netip.MustParsePrefix("100.96.0.0/16")
+		cfg.DevicePool = netip.MustParsePrefix(api.DefaultDevicePool)
 	}
 	if !cfg.ServicePool.IsValid() {
-		cfg.ServicePool = netip.MustParsePrefix("100.100.0.0/16")
+		cfg.ServicePool = netip.MustParsePrefix(api.DefaultServicePool)
 	}
 	devices, err := pool.NewDevices(cfg.DevicePool)
 	if err != nil {
@@ -120,8 +144,12 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the /v1 API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Parked is how many long-polls are waiting for a change.
+func (s *Server) Parked() int { return s.hub.Watchers() }
+
+// Handler is the /v1 API. Each request gets an id (control/reqid) unless
+// an outer handler gave it one.
+func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
 
 // Start arms the timers the store's state calls for: the next session
 // expiry (after acting on those that lapsed while control was down) and the
@@ -160,16 +188,62 @@ func (s *Server) Close() {
 	s.bgWG.Wait()
 }
 
-// update runs fn as one change and publishes what it touched.
+// update runs fn as one change and publishes what it touched. Moves the
+// change finished are counted once it is committed.
 func (s *Server) update(ctx context.Context, fn func(store.Writer) error) error {
-	ch, err := s.st.Update(ctx, fn)
+	var moves map[string]model.Move
+	ch, err := s.st.Update(ctx, func(tx store.Writer) error {
+		moves = nil // a retried transaction starts again
+		return fn(&moveWriter{Writer: tx, moves: &moves})
+	})
 	if err != nil {
 		return err
 	}
 	if ch.Version > 0 {
 		s.hub.Publish(ch.Version, ch.Topics)
 	}
+	for _, m := range moves {
+		switch {
+		case m.State == api.MoveFailed:
+			s.cfg.Metrics.MoveFinished("failed", 0, false)
+		case m.State == api.MoveDone && m.Switched >= m.Total:
+			s.cfg.Metrics.MoveFinished("done", m.SwitchMs, !m.LastHandshake.IsZero())
+		case m.State == api.MoveDone:
+			s.cfg.Metrics.MoveFinished("deadline", m.SwitchMs, !m.LastHandshake.IsZero())
+		}
+	}
 	return nil
+}
+
+// moveWriter remembers the last state of each move a change writes; a
+// move reaches done or failed once (every path checks the state first),
+// so a finished one seen here has just finished.
+type moveWriter struct {
+	store.Writer
+	moves *map[string]model.Move
+}
+
+func (w *moveWriter) note(m model.Move) {
+	if *w.moves == nil {
+		*w.moves = map[string]model.Move{}
+	}
+	(*w.moves)[m.ID] = m
+}
+
+func (w *moveWriter) PutMove(m model.Move) error {
+	err := w.Writer.PutMove(m)
+	if err == nil {
+		w.note(m)
+	}
+	return err
+}
+
+func (w *moveWriter) UpdateMove(m model.Move) error {
+	err := w.Writer.UpdateMove(m)
+	if err == nil {
+		w.note(m)
+	}
+	return err
 }
 
 // after runs fn at t (at once if t has passed), replacing any timer with

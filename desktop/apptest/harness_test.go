@@ -259,12 +259,12 @@ type node struct {
 
 // menuReader reads an item's menu over D-Bus like a tray does.
 type menuReader struct {
-	t       *testing.T
+	t       testing.TB
 	obj     dbus.BusObject
 	updates chan *dbus.Signal
 }
 
-func readMenu(t *testing.T, c *dbus.Conn, r registration) *menuReader {
+func readMenu(t testing.TB, c *dbus.Conn, r registration) *menuReader {
 	t.Helper()
 	item := c.Object(r.Sender, dbus.ObjectPath(r.Service))
 	v, err := item.GetProperty("org.kde.StatusNotifierItem.Menu")

@@ -15,6 +15,9 @@
 //	                             accepted the join (the handshake follows: watch for peerUp)
 //	POST   /v1/disconnect        ConnectRequest: leave a cluster
 //	GET    /v1/version           Version
+//	GET    /v1/logs              Logs: the daemon's recent log lines (root, the operator, the runos group)
+//	POST   /v1/probe             ProbeRequest: a fresh WireGuard handshake with a cluster's server
+//	                             now; answers ProbeResult (diagnostics: runos vpn doctor)
 //
 // Reading (GET) is open to every local user; changing state is for root,
 // the operator recorded at install and members of the runos group. Every
@@ -46,8 +49,11 @@ const HandshakeFresh = 180 * time.Second
 
 // Status is the daemon's whole observable state, derived by one function.
 type Status struct {
-	Seq      uint64          `json:"seq"` // increases on every change
-	Version  string          `json:"version"`
+	Seq     uint64 `json:"seq"` // increases on every change
+	Version string `json:"version"`
+	// Control is the control server the daemon follows (kept after
+	// sign-out); "" before the first sign-in.
+	Control  string          `json:"control,omitempty"`
 	Session  Session         `json:"session"`
 	Tunnel   Tunnel          `json:"tunnel"`
 	DNS      DNS             `json:"dns"`
@@ -58,6 +64,10 @@ type Status struct {
 	// refuses its changes; nil from a daemon that predates the field (then
 	// only a refusal tells).
 	Access *Access `json:"access,omitempty"`
+	// Metrics are the daemon's counters since it started, in GET
+	// /v1/status answers only: they change with every packet, so the
+	// derived status (and the watch stream) leaves them out.
+	Metrics *Metrics `json:"metrics,omitempty"`
 }
 
 // Warning codes. Clients decide by the code, never by a message's words;
@@ -93,9 +103,12 @@ func (w *Warning) UnmarshalJSON(b []byte) error {
 type Access struct {
 	// Control: the caller may change state (hand over a session, connect,
 	// disconnect, down); false: it may only read.
-	Control bool   `json:"control"`
-	Reason  string `json:"reason,omitempty"` // why, in the daemon's words
-	Hint    string `json:"hint,omitempty"`   // without control: what grants it
+	Control bool `json:"control"`
+	// ChangeControl: the caller may also point the daemon at another
+	// control server (root and the operator recorded at install).
+	ChangeControl bool   `json:"changeControl,omitempty"`
+	Reason        string `json:"reason,omitempty"` // why, in the daemon's words
+	Hint          string `json:"hint,omitempty"`   // without control: what grants it
 }
 
 // Session is the sign-in the daemon holds.
@@ -122,6 +135,11 @@ type DNS struct {
 	Mode   string `json:"mode"`             // e.g. systemd-resolved, resolv.conf, resolver-files, nrpt, off
 	Reason string `json:"reason,omitempty"` // why that mode was chosen
 	Error  string `json:"error,omitempty"`
+	// Rewrites is how often another program (NetworkManager, a DHCP
+	// client, resolvconf) rewrote the resolver configuration behind the
+	// daemon within the last ten minutes; the daemon re-applied it each
+	// time until it gave up (then Error says so).
+	Rewrites int `json:"rewrites,omitempty"`
 }
 
 // Server is a cluster's VPN server as the device sees it.
@@ -150,7 +168,16 @@ type ClusterStatus struct {
 	Subnet        string     `json:"subnet,omitempty"`
 	DNS           ClusterDNS `json:"dns"`
 	Error         string     `json:"error"` // "" when there is none
+	// Path is how packets reach the server: PathDirect (UDP) or PathRelay
+	// (WireGuard over HTTPS); "" from a daemon without relays (direct).
+	Path string `json:"path,omitempty"`
 }
+
+// Cluster paths.
+const (
+	PathDirect = "direct"
+	PathRelay  = "relay"
+)
 
 // The status's documented fields are always in its JSON, so a script can
 // index them in every state; a time not yet known is null rather than

@@ -718,12 +718,3 @@ func TestWarningCodes(t *testing.T) {
 		})
 	}
 }
-
-func clusterOf(st localapi.Status, cid string) localapi.ClusterStatus {
-	for _, c := range st.Clusters {
-		if c.CID == cid {
-			return c
-		}
-	}
-	return localapi.ClusterStatus{}
-}

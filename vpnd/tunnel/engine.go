@@ -249,13 +249,12 @@ func (e *Engine) Read() wgcfg.Report {
 	r.PublicKey = dev.PublicKey
 	now := e.now()
 	for _, p := range dev.Peers {
-		pr := wgcfg.PeerReport{PublicKey: p.PublicKey, LastHandshake: p.LastHandshakeTime,
-			ReceiveBytes: uint64(p.ReceiveBytes), TransmitBytes: uint64(p.TransmitBytes)}
+		pr := wgcfg.PeerReport{PublicKey: p.PublicKey, LastHandshake: p.LastHandshakeTime, RxBytes: p.ReceiveBytes, TxBytes: p.TransmitBytes}
 		if p.Endpoint != nil {
 			pr.Endpoint = p.Endpoint.AddrPort()
 		}
 		if t, ok := e.peers[p.PublicKey]; ok {
-			t.observe(now, pr.ReceiveBytes, pr.TransmitBytes)
+			t.observe(now, uint64(max(pr.RxBytes, 0)), uint64(max(pr.TxBytes, 0)))
 			pr.AddedAt, pr.HandshakeAsked, pr.LastReceive, pr.SentSince = t.addedAt, t.askedAt, t.lastRx, t.sentSince
 		}
 		r.Peers = append(r.Peers, pr)

@@ -1,7 +1,11 @@
 package tunnel
 
 import (
+	"errors"
+	"fmt"
 	"time"
+
+	"golang.zx2c4.com/wireguard/device"
 
 	"github.com/runos/vpn/vpnd/wgcfg"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -68,6 +72,11 @@ func (e *Engine) Nudge() {
 	e.log.Debug("no handshake yet: re-created peers", "interface", e.name, "peers", len(pcs)/2)
 }
 
+// Asking for a handshake, in one place: Nudge (a new peer's first
+// handshake, on a backoff), Rehandshake (a fresh session now: the server
+// restarted, or the network changed under the tunnel) and Handshake (one
+// initiation on the peer as it is, for runos vpn doctor's probe).
+
 // Rehandshake makes the given peers (every peer when none is given) start
 // a fresh handshake now instead of when WireGuard's timers would: each is
 // re-created on the device in one UAPI transaction, which sends an
@@ -120,4 +129,22 @@ func containsKey(ks []wgtypes.Key, k wgtypes.Key) bool {
 		}
 	}
 	return false
+}
+
+// Handshake sends a handshake initiation to the peer with key now, for
+// `runos vpn doctor`'s UDP check: a WireGuard handshake proves the path,
+// a ping would not. wireguard-go sends at most one initiation per peer
+// every 5 s (RekeyTimeout); within that the one in flight is the probe.
+// The answer is read from the device as every handshake is (Read).
+func (e *Engine) Handshake(key wgtypes.Key) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("tunnel closed")
+	}
+	peer := e.dev.LookupPeer(device.NoisePublicKey(key))
+	if peer == nil {
+		return fmt.Errorf("no peer %s on %s", key, e.name)
+	}
+	return peer.SendHandshakeInitiation(false)
 }

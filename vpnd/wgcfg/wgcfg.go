@@ -50,21 +50,18 @@ type PeerReport struct {
 	Endpoint      netip.AddrPort
 	LastHandshake time.Time // zero: never
 	AddedAt       time.Time // when the engine configured this peer (for "no handshake yet")
+	RxBytes       int64     // received from the peer since it was configured (the device's counter)
+	TxBytes       int64     // sent to the peer since it was configured
 	// HandshakeAsked is when the engine last (re)created the peer, which
 	// sends a handshake initiation at once; a LastHandshake before it means
 	// the answer is still awaited.
 	HandshakeAsked time.Time
-
-	// What the engine saw of the traffic, from the device's byte counters
-	// read on its schedule: ReceiveBytes and TransmitBytes as the device
-	// counts them, LastReceive when the received count last grew, and
-	// SentSince when the sent count first grew after that (zero when
-	// nothing was sent since the last receive). Handshake messages and
-	// keepalives count both ways.
-	ReceiveBytes  uint64
-	TransmitBytes uint64
-	LastReceive   time.Time
-	SentSince     time.Time
+	// What the engine saw of the traffic on its reads of the counters
+	// above: LastReceive when RxBytes last grew, and SentSince when TxBytes
+	// first grew after that (zero when nothing was sent since the last
+	// receive). Handshake messages and keepalives count both ways.
+	LastReceive time.Time
+	SentSince   time.Time
 }
 
 // Report is what the device says about itself.
