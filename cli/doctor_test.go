@@ -148,6 +148,9 @@ func TestDoctorFaults(t *testing.T) {
 			f.st.Session.State = localapi.SessionExpired
 			f.st.Session.ExpiresAt = doctorNow.Add(-time.Minute)
 		}, "session", checkFail, "expired 1m ago", "runos vpn up", nil},
+		{"device revoked", func(s *doctorSys, f *fakeDoctorDaemon) {
+			f.st.Session = localapi.Session{State: localapi.SessionRevoked, User: "ops@rjwrn.example.com", RevokedAt: doctorNow.Add(-2 * time.Minute)}
+		}, "session", checkFail, "removed from RunOS 2m ago", "fresh key", nil},
 		{"session ending", func(s *doctorSys, f *fakeDoctorDaemon) {
 			f.st.Session.ExpiresAt = doctorNow.Add(30 * time.Minute)
 		}, "session", checkWarn, "ends in 30m", "runos vpn up", nil},

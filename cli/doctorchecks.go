@@ -110,6 +110,11 @@ func (d *doctorCtx) checkSession(ctx context.Context) {
 	case s.State == localapi.SessionSignedOut:
 		d.run.fail("session", "runos vpn up", "signed out")
 		return
+	case s.State == localapi.SessionRevoked:
+		d.run.fail("session", "runos vpn up (it signs you in again with a fresh key)",
+			"this device was removed from RunOS %s (revoked by an operator, or removed from another of your devices): its key is refused",
+			ago(s.RevokedAt, now))
+		return
 	case s.State == localapi.SessionExpired || !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
 		d.run.fail("session", "runos vpn up (it signs you in again and reconnects your clusters)",
 			"the session of %s expired %s; a sign-in lasts 24 hours", s.User, ago(s.ExpiresAt, now))

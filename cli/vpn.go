@@ -32,6 +32,7 @@ reconnects the clusters you had connected.`,
 		a.vpnDisconnectCmd(),
 		a.vpnStatusCmd(),
 		a.vpnDownCmd(),
+		a.vpnDevicesCmd(),
 		a.vpnInstallCmd(),
 		a.vpnUninstallCmd(),
 		a.vpnDoctorCmd(),
@@ -325,6 +326,8 @@ func (a *app) vpnConnect(ctx context.Context, cid string, f connectFlags) error 
 // needSession refuses to act without a valid sign-in, saying what to run.
 func needSession(s localapi.Session, now time.Time) error {
 	switch {
+	case s.State == localapi.SessionRevoked:
+		return fmt.Errorf("this device was removed from RunOS at %s: run `runos vpn up` to sign in again with a fresh key", fmtTime(s.RevokedAt, now))
 	case s.State == localapi.SessionExpired || s.State == localapi.SessionSignedIn && !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
 		return fmt.Errorf("your sign-in expired at %s: run `runos vpn up` to sign in again", fmtTime(s.ExpiresAt, now))
 	case s.State != localapi.SessionSignedIn:

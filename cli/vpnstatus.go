@@ -62,6 +62,14 @@ runos group) is told so, with the command that grants access.
 func sessionLines(s localapi.Session, control string, expiring bool, now time.Time) []string {
 	var lines []string
 	switch {
+	case s.State == localapi.SessionRevoked:
+		l := "revoked"
+		if !s.RevokedAt.IsZero() {
+			l += " at " + fmtTime(s.RevokedAt, now)
+		}
+		lines = append(lines, l+": this device was removed from RunOS and its key is refused",
+			"run `runos vpn up` to sign in again with a fresh key (your clusters reconnect)")
+		return lines
 	case s.State == localapi.SessionExpired || s.State == localapi.SessionSignedIn && !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
 		l := "expired"
 		if !s.ExpiresAt.IsZero() {
@@ -203,6 +211,7 @@ func otherWarnings(st *localapi.Status) []string {
 		switch {
 		case (w.Code == localapi.WarnSessionExpiring || w.Code == localapi.WarnSessionExpired) && st.Session.State != localapi.SessionSignedOut:
 		case w.Code == localapi.WarnDNS && st.DNS.Error != "":
+		case w.Code == localapi.WarnDeviceRevoked && st.Session.State == localapi.SessionRevoked:
 		default:
 			out = append(out, w.Message)
 		}

@@ -1,6 +1,6 @@
 // Package control runs runos-control: it opens the store, imports the world
-// file, builds the change hub, the /v1 API and the OAuth authorization
-// server on one mux, and serves HTTPS (or plain HTTP behind an explicit
+// file, builds the change hub, the /v1 API, the OAuth authorization server
+// and the console (/console) on one mux, and serves HTTPS (or plain HTTP behind an explicit
 // --insecure-http) until its context ends, then shuts down gracefully.
 package control
 
@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/clock"
+	"github.com/runos/vpn/control/console"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/metrics"
 	"github.com/runos/vpn/control/oauth"
@@ -46,6 +48,9 @@ type Config struct {
 	MoveDeadline     time.Duration
 	HeartbeatTimeout time.Duration
 	BcryptCost       int // for plain passwords in the world file; 0 means 12
+
+	MaxDevicesPerUser int           // 0: 20
+	DeviceIdleTTL     time.Duration // 0: 30 days
 
 	Logger *slog.Logger
 	Clock  clock.Clock // nil: the real clock
@@ -190,6 +195,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Store: sst, Hub: h, Clock: clk, Logger: log, Metrics: srvMetrics,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
 	})
 	if err != nil {
 		return err
@@ -204,8 +210,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api.Handler())
-	mux.Handle("/oauth/", oa.Handler())
+	// The sign-in's audit entry names the address it came from.
+	withSource := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		oa.Handler().ServeHTTP(w, r.WithContext(audit.WithSource(r.Context(), r.RemoteAddr)))
+	})
+	mux.Handle("/oauth/", withSource)
 	mux.Handle("/.well-known/", oa.Handler())
+	con, err := console.New(console.Config{Issuer: cfg.Issuer, API: api.Handler(), OAuth: withSource, Hub: h, Logger: log, Now: clk.Now})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/console", con.Handler())
+	mux.Handle("/console/", con.Handler())
 
 	ln := cfg.Listener
 	if ln == nil {

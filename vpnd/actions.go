@@ -13,6 +13,7 @@ import (
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 // apiError is an answer of the local API that is not a success.
@@ -85,15 +86,29 @@ func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest, re
 		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "run `runos vpn up` to sign in again",
 			"the session already expired at %s", exp.UTC().Format(time.RFC3339))
 	}
-	dev, err := ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.public.String(), Name: d.hostname, OS: d.goos})
-	if err != nil {
-		return localapi.Status{}, fromControl(req.APIURL, "register the device", err)
-	}
-	if dev.ID == "" {
-		return localapi.Status{}, errf(http.StatusBadGateway, localapi.CodeControl, "", "control registered the device without an id")
+	var dev *api.Device
+	for attempt := 1; ; attempt++ {
+		var pub wgtypes.Key
+		dev, pub, err = d.register(ctx, ctl)
+		if err != nil {
+			return localapi.Status{}, fromControl(req.APIURL, "register the device", err)
+		}
+		if dev.ID == "" {
+			return localapi.Status{}, errf(http.StatusBadGateway, localapi.CodeControl, "", "control registered the device without an id")
+		}
+		d.mu.Lock()
+		if d.public == pub {
+			break // mu held
+		}
+		// The old session's sync learned of a revocation meanwhile and
+		// replaced the key: register the one the tunnel now has.
+		d.mu.Unlock()
+		if attempt == 3 {
+			return localapi.Status{}, errf(http.StatusInternalServerError, "internal", "try again",
+				"the device key kept changing while it was being registered")
+		}
 	}
 
-	d.mu.Lock()
 	prev := d.in.Prefs
 	if refuse != nil && prev.Control != req.APIURL {
 		d.mu.Unlock()
@@ -120,6 +135,28 @@ func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest, re
 	return st, nil
 }
 
+// register registers the device's public key with control; a key control
+// refuses as revoked (revoked while the daemon was not listening, or not
+// replaced then) is replaced by a new one, registered once more.
+// It returns the key it registered.
+func (d *daemon) register(ctx context.Context, ctl control) (*api.Device, wgtypes.Key, error) {
+	pub := d.publicKey()
+	dev, err := ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: pub.String(), Name: d.hostname, OS: d.goos})
+	if !api.IsCode(err, api.CodeDeviceRevoked) {
+		return dev, pub, err
+	}
+	d.log.Info("control refuses this device's key: making a new one", "reason", err.Error())
+	d.mu.Lock()
+	ok := d.newKeyLocked()
+	pub = d.public
+	d.mu.Unlock()
+	if !ok {
+		return nil, pub, err
+	}
+	dev, err = ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: pub.String(), Name: d.hostname, OS: d.goos})
+	return dev, pub, err
+}
+
 // checkControlChange refuses (and logs) a session of a control other than
 // the one followed, for a caller refuse stands for.
 func (d *daemon) checkControlChange(to string, refuse func(from, to string) *apiError) *apiError {
@@ -143,6 +180,9 @@ func (d *daemon) signedIn() (*syncSession, string, *apiError) {
 	defer d.mu.Unlock()
 	d.in.Now = d.clock()
 	switch {
+	case !d.in.Prefs.RevokedAt.IsZero():
+		return nil, "", errf(http.StatusConflict, localapi.CodeSignedOut, "",
+			"this device was removed from RunOS: run `runos vpn up` to sign in again with a new key")
 	case d.in.Prefs.AccessToken == "":
 		return nil, "", errf(http.StatusConflict, localapi.CodeSignedOut, "", "not signed in: run `runos vpn up`")
 	case !d.in.SignedIn():
@@ -205,6 +245,10 @@ func (d *daemon) refreshAccounts(s *syncSession) {
 // controlRefusal maps an error from control during a request; a refused
 // session ends the session here too.
 func (d *daemon) controlRefusal(s *syncSession, what string, err error) *apiError {
+	if api.IsCode(err, api.CodeDeviceRevoked) {
+		d.refused(s, err)
+		return errf(http.StatusConflict, localapi.CodeSignedOut, "", "this device was removed from RunOS: run `runos vpn up` to sign in again with a new key")
+	}
 	if d.refused(s, err) {
 		return errf(http.StatusConflict, localapi.CodeSignedOut, "", "the session expired: run `runos vpn up` to sign in again")
 	}

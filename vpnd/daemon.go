@@ -27,11 +27,14 @@ type control interface {
 	JoinCluster(ctx context.Context, deviceID, cid string) (*api.ClusterConfig, error)
 	LeaveCluster(ctx context.Context, deviceID, cid string) error
 	DeviceMap(ctx context.Context, deviceID string, since uint64, wait time.Duration) (*api.DeviceMap, error)
+	MyDevices(ctx context.Context) ([]api.DeviceDetail, error)
+	RemoveMyDevice(ctx context.Context, id string) error
 }
 
 // engine is the tunnel (vpnd/tunnel.Engine in production).
 type engine interface {
 	Apply(wgcfg.Config) error
+	SetPrivateKey(wgtypes.Key) error
 	Read() wgcfg.Report
 	Nudge()
 	Probe()
@@ -50,7 +53,7 @@ type daemon struct {
 	log        *slog.Logger
 	clock      func() time.Time
 	dir        store.Dir
-	public     wgtypes.Key // the device's public key: the only key that leaves the machine
+	public     wgtypes.Key // the device's public key: the only key that leaves the machine (mu: replaced after a revocation)
 	hostname   string
 	goos       string
 	eng        engine

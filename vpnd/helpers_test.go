@@ -32,6 +32,14 @@ type fakeEngine struct {
 	applies   int
 	nudges    int
 	closed    bool
+	key       wgtypes.Key // zero: the key the daemon started with (t0Key)
+}
+
+func (e *fakeEngine) SetPrivateKey(k wgtypes.Key) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.key = k
+	return nil
 }
 
 func newFakeEngine() *fakeEngine {
@@ -64,7 +72,11 @@ func (e *fakeEngine) Apply(c wgcfg.Config) error {
 func (e *fakeEngine) Read() wgcfg.Report {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := wgcfg.Report{Interface: "wgfake", Up: !e.closed, PublicKey: mustKey(t0Key).PublicKey(), Addresses: e.cfg.Addresses}
+	pub := mustKey(t0Key).PublicKey()
+	if e.key != (wgtypes.Key{}) {
+		pub = e.key.PublicKey()
+	}
+	r := wgcfg.Report{Interface: "wgfake", Up: !e.closed, PublicKey: pub, Addresses: e.cfg.Addresses}
 	for _, p := range e.peers {
 		r.Peers = append(r.Peers, p)
 	}

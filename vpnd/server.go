@@ -110,6 +110,17 @@ func (s *server) handler() http.Handler {
 		}
 		s.answer(w, r)(s.d.disconnect(r.Context(), req.CID))
 	})
+	mux.HandleFunc("GET /v1/devices", func(w http.ResponseWriter, r *http.Request) {
+		ds, aerr := s.d.myDevices(r.Context())
+		if aerr != nil {
+			writeErr(w, aerr)
+			return
+		}
+		writeJSON(w, ds)
+	})
+	mux.HandleFunc("DELETE /v1/devices/{id}", func(w http.ResponseWriter, r *http.Request) {
+		s.answer(w, r)(s.d.removeDevice(r.Context(), r.PathValue("id")))
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, errf(http.StatusNotFound, localapi.CodeNotFound, "see the routes in vpnd/localapi", "no route %s %s", r.Method, r.URL.Path))
 	})

@@ -85,6 +85,10 @@ func (d *daemon) syncLoop(ctx context.Context, s *syncSession) {
 // refused handles control refusing the session's token: the session is
 // over (expired), every cluster comes down, the wanted ones are kept.
 func (d *daemon) refused(s *syncSession, err error) bool {
+	if api.IsCode(err, api.CodeDeviceRevoked) {
+		d.current(s, func(in *state.Inputs) { d.revokedLocked(err) })
+		return true
+	}
 	if !api.IsCode(err, api.CodeSessionExpired) && !api.IsCode(err, api.CodeUnauthorized) {
 		return false
 	}
@@ -157,7 +161,7 @@ func (d *daemon) ensureDevice(ctx context.Context, s *syncSession) (string, erro
 	if id != "" {
 		return id, nil
 	}
-	dev, err := s.ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.public.String(), Name: d.hostname, OS: d.goos})
+	dev, err := s.ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.publicKey().String(), Name: d.hostname, OS: d.goos})
 	if err != nil {
 		return "", err
 	}
@@ -177,7 +181,7 @@ func (d *daemon) join(ctx context.Context, s *syncSession, id, cid string) error
 	case err == nil:
 		d.current(s, func(in *state.Inputs) { delete(in.JoinErrs, cid) })
 		return nil
-	case api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized):
+	case api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized) || api.IsCode(err, api.CodeDeviceRevoked):
 		return err
 	case errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable && ae.Status < 500:
 		msg := fmt.Sprintf("control refused to join %s: %v", cid, err)

@@ -21,6 +21,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Hint    string `json:"hint,omitempty"`
+	// At is when what the error reports began, where that is known: a
+	// device's revocation, a token's expiry.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Error codes shared by server and clients.
@@ -121,6 +124,7 @@ type ClusterDetail struct {
 	DNSRecords    []DNSRecord  `json:"dnsRecords"`
 	Nodes         []Node       `json:"nodes"`
 	VPNServices   []VPNService `json:"vpnServices"`
+	DevicePool    *PoolUsage   `json:"devicePool,omitempty"` // operators only (access.go)
 }
 
 // Node is a node of a cluster.
@@ -173,6 +177,9 @@ type VPNService struct {
 	Address     string `json:"address"` // the server's address inside Subnet
 	Devices     int    `json:"devices"` // connected devices (joined, live session)
 	Version     uint64 `json:"version"` // for long-polling with ?since=
+	// LatestMoveID is the service's newest move (in flight or not), for
+	// following its progress (GET /v1/moves/{id}); "" if it never moved.
+	LatestMoveID string `json:"latestMoveId,omitempty"`
 }
 
 // AddVPNServiceRequest is POST /v1/clusters/{cid}/services/wireguard.
@@ -364,6 +371,7 @@ type GatewayReport struct {
 const (
 	ClientCLI     = "runos-cli"
 	ClientDesktop = "runos-desktop"
+	ClientConsole = "runos-console" // control's own web page, /console
 )
 
 // Query parameters of the long-polls.

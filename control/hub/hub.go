@@ -1,7 +1,7 @@
 // Package hub is control's change hub (docs/internals.md "Push"). Every
 // committed change carries the global version it was given and the topics it
 // concerns (device:<id>, gateway:<cid>/<nid>, cluster:<cid>, service:<id>,
-// move:<id>, session:<id>). The hub keeps, per topic, the version of its
+// move:<id>, session:<id>, account:<aid>). The hub keeps, per topic, the version of its
 // latest change and wakes only the waiters of the topics a change concerns,
 // so a move wakes the devices of one cluster and nobody else.
 //
@@ -28,6 +28,11 @@ func Cluster(cid string) string      { return "cluster:" + cid }
 func Service(id string) string       { return "service:" + id }
 func Move(id string) string          { return "move:" + id }
 func Gateway(cid, nid string) string { return "gateway:" + cid + "/" + nid }
+
+// Account is what the console of an account follows: touched by every
+// audit entry of the account and by the handshakes and sessions of its
+// devices (control/audit, control/console).
+func Account(aid string) string { return "account:" + aid }
 
 // Hub fans changes out to watchers. The zero value is not usable; use New.
 type Hub struct {

@@ -196,7 +196,7 @@ type statsCollector struct {
 
 var (
 	sessionsDesc = prometheus.NewDesc(ns+"_sessions_live", "Sessions live now (signed in and not expired).", nil, nil)
-	devicesDesc  = prometheus.NewDesc(ns+"_devices", "Registered devices by state (connected: live session and a cluster joined; signed_in; signed_out).", []string{"state"}, nil)
+	devicesDesc  = prometheus.NewDesc(ns+"_devices", "Registered devices by state (connected: live session and a cluster joined; signed_in; signed_out; revoked).", []string{"state"}, nil)
 	statsErrDesc = prometheus.NewDesc(ns+"_stats_errors", "1 when the last scrape could not read the store's counts.", nil, nil)
 )
 

@@ -65,7 +65,7 @@ runos_control_signins_total{grant="authorization_code"} 1
 # HELP runos_control_sessions_live Sessions live now (signed in and not expired).
 # TYPE runos_control_sessions_live gauge
 runos_control_sessions_live 3
-# HELP runos_control_devices Registered devices by state (connected: live session and a cluster joined; signed_in; signed_out).
+# HELP runos_control_devices Registered devices by state (connected: live session and a cluster joined; signed_in; signed_out; revoked).
 # TYPE runos_control_devices gauge
 runos_control_devices{state="connected"} 2
 runos_control_devices{state="signed_out"} 1

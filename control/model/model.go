@@ -15,9 +15,12 @@ import (
 
 // Account is an account (aid).
 type Account struct {
-	AID               string
-	Name              string
-	OperatorTokenHash string // hex SHA-256 of the account's operator API token
+	AID  string
+	Name string
+	// OperatorTokenHash is where schema 1 kept the world file's operator
+	// token. Since migration 2 every operator token is an APIToken (the
+	// world file's too) and nothing writes or reads this.
+	OperatorTokenHash string
 }
 
 // User signs in with email and password.
@@ -175,6 +178,11 @@ type Device struct {
 	Address   netip.Addr
 	SessionID string // the session bound to the device (the last to register it)
 	CreatedAt time.Time
+
+	LastSeen      time.Time // control last heard from it (written at most every few minutes)
+	LastHandshake time.Time // the newest handshake any gateway reported for it
+	RevokedAt     time.Time // zero unless revoked (access.go)
+	RevokedBy     string
 }
 
 // Session states.

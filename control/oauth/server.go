@@ -71,7 +71,12 @@ type Server struct {
 var clients = map[string]string{
 	api.ClientCLI:     "the RunOS CLI",
 	api.ClientDesktop: "RunOS Desktop",
+	api.ClientConsole: "the RunOS console",
 }
+
+// ConsoleCallback is where the console's sign-in comes back to, on
+// control itself: the one redirect URI its client may use (control/console).
+const ConsoleCallback = "/console/callback"
 
 // New checks cfg, fills in defaults and returns a Server.
 func New(cfg Config) (*Server, error) {

@@ -140,6 +140,7 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 	now := s.now()
 	src := sourceAddr(r)
 	var after func()
+	fresh := s.hs.fresh(p.node.CID, rep.Handshakes, now)
 	err := s.update(r.Context(), func(tx store.Writer) error {
 		n, err := tx.Node(p.node.CID, p.node.NID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -168,6 +169,15 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		svcs, err := tx.Services(n.CID)
 		if err != nil {
 			return err
+		}
+		if len(fresh) > 0 {
+			c, err := tx.Cluster(n.CID)
+			if err != nil {
+				return err
+			}
+			if err := recordHandshakes(tx, n.CID, c.AID, fresh); err != nil {
+				return err
+			}
 		}
 		if before.Ingress() != n.Ingress() || restarted && hostsVPN(svcs, n.NID) {
 			tx.Touch(hub.Cluster(n.CID))
@@ -198,6 +208,7 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		s.fail(w, r, err)
 		return
 	}
+	s.hs.written(p.node.CID, fresh)
 	if after != nil {
 		after()
 	}

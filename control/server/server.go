@@ -41,6 +41,8 @@ type Config struct {
 	MoveDeadline     time.Duration // 30s: after the switch, done even if not every device handshaked
 	HeartbeatTimeout time.Duration // 30s: a node is no_heartbeat this long after its last report
 
+	MaxDevicesPerUser int           // 20: a user's devices (revoked ones too, until deleted)
+	DeviceIdleTTL     time.Duration // 30 days: a device with no session and no handshake this long is deleted
 	// Metrics counts long-polls and finished moves (control/metrics); nil: none.
 	Metrics Metrics
 }
@@ -74,6 +76,10 @@ type Server struct {
 	auth     authCache
 	clusters clusterCache
 	devCache deviceCache
+	used     *throttle  // operator tokens' last use, written at most once a minute
+	seen     *throttle  // devices' last contact, written at most every seenEvery
+	hs       handshakes // the handshakes last written, per cluster and key
+	pool     poolWatch  // whether the device pool's near-full warning was logged
 
 	// upSince is when this server came up: heartbeats could not arrive
 	// before it (rules.Heartbeats).
@@ -82,6 +88,7 @@ type Server struct {
 	mu      sync.Mutex
 	timers  map[string]clock.Timer
 	expiry  time.Time // when the session-expiry timer is armed for (zero: not armed)
+	idleAt  time.Time // when the idle clean-up timer is armed for (zero: not armed)
 	closed  bool
 	bgWG    sync.WaitGroup
 	closeCh chan struct{}
@@ -113,6 +120,10 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.MoveReadyTimeout, 15*time.Second)
 	setDefault(&cfg.MoveDeadline, 30*time.Second)
 	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
+	setDefault(&cfg.DeviceIdleTTL, 30*24*time.Hour)
+	if cfg.MaxDevicesPerUser <= 0 {
+		cfg.MaxDevicesPerUser = 20
+	}
 	if !cfg.DevicePool.IsValid() {
 		cfg.DevicePool = netip.MustParsePrefix(api.DefaultDevicePool)
 	}
@@ -136,6 +147,9 @@ func New(cfg Config) (*Server, error) {
 		timers:  map[string]clock.Timer{},
 		closeCh: make(chan struct{}),
 		upSince: cfg.Clock.Now(),
+		used:    newThrottle(usedEvery, 10_000),
+		seen:    newThrottle(seenEvery, 200_000),
+		hs:      handshakes{m: map[string]time.Time{}},
 	}
 	s.auth.init()
 	s.clusters.init()
@@ -152,10 +166,12 @@ func (s *Server) Parked() int { return s.hub.Watchers() }
 func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
 
 // Start arms the timers the store's state calls for: the next session
-// expiry (after acting on those that lapsed while control was down) and the
-// deadlines of moves in flight.
+// expiry (after acting on those that lapsed while control was down), the
+// next idle device's clean-up (likewise) and the deadlines of moves in
+// flight.
 func (s *Server) Start(ctx context.Context) error {
 	s.expireSessions()
+	s.cleanIdle()
 	var moves []string
 	err := s.st.View(ctx, func(r store.Reader) error {
 		ms, err := r.InFlightMoves()

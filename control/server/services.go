@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/rules"
@@ -135,6 +136,10 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 			}
 		}
 		tx.Touch(hub.Service(svc.ID), hub.Cluster(c.CID), hub.Gateway(c.CID, target.NID))
+		if err := s.record(tx, r, p, audit.Entry{AIDs: []string{c.AID}, Kind: audit.ServiceAdded, CID: c.CID, Target: svc.ID,
+			Outcome: fmt.Sprintf("%s on %s, port %d, subnet %s: installing", svc.Name, svc.NodeID, svc.Port, svc.Subnet)}); err != nil {
+			return err
+		}
 		out, err = s.serviceDoc(tx, svc, now)
 		out.Version, _ = tx.GlobalVersion()
 		out.Version++ // the version this change commits as

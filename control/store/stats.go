@@ -10,6 +10,7 @@ const (
 	DeviceConnected = "connected"  // its session is live and it is joined to a cluster
 	DeviceSignedIn  = "signed_in"  // its session is live, no cluster joined
 	DeviceSignedOut = "signed_out" // no live session
+	DeviceRevoked   = "revoked"    // revoked: its key is refused (until it is deleted)
 )
 
 // Stats are whole-store counts for control's metrics, read at scrape time

@@ -15,6 +15,8 @@
 //	                             accepted the join (the handshake follows: watch for peerUp)
 //	POST   /v1/disconnect        ConnectRequest: leave a cluster
 //	GET    /v1/version           Version
+//	GET    /v1/devices           []control/api.DeviceDetail: the signed-in user's devices (asked of control)
+//	DELETE /v1/devices/{id}      remove one of them on control (revoked and deleted; devices.go)
 //	GET    /v1/logs              Logs: the daemon's recent log lines (root, the operator, the runos group)
 //	POST   /v1/probe             ProbeRequest: a fresh WireGuard handshake with a cluster's server
 //	                             now; answers ProbeResult (diagnostics: runos vpn doctor)
@@ -34,6 +36,10 @@ const (
 	SessionSignedIn  = "signed-in"
 	SessionSignedOut = "signed-out"
 	SessionExpired   = "expired"
+	// SessionRevoked: the device was removed from RunOS (an operator
+	// revoked it, or its user removed it): its key is refused, so
+	// `runos vpn up` signs in again with a new one.
+	SessionRevoked = "revoked"
 )
 
 // Cluster connection states.
@@ -76,6 +82,7 @@ const (
 	WarnSessionExpiring = "session-expiring" // the session ends within the hour
 	WarnSessionExpired  = "session-expired"  // the session lapsed: clusters stay down until `runos vpn up`
 	WarnDNS             = "dns"              // split DNS failed; the same error is in DNS.Error
+	WarnDeviceRevoked   = "device-revoked"   // the device was removed from RunOS: `runos vpn up` signs in again with a new key
 	// Done here, not yet at control (it was unreachable): the daemon
 	// retries until control answers, or the session lapses anyway.
 	WarnSignOutPending = "sign-out-pending" // "sign-out pending at control: …"
@@ -113,12 +120,13 @@ type Access struct {
 
 // Session is the sign-in the daemon holds.
 type Session struct {
-	State     string    `json:"state"`     // signed-in, signed-out or expired
+	State     string    `json:"state"`     // signed-in, signed-out, expired or revoked
 	User      string    `json:"user"`      // "" when signed out
 	ExpiresAt time.Time `json:"expiresAt"` // null when signed out (see MarshalJSON)
 	APIURL    string    `json:"apiUrl,omitempty"`
 	DeviceID  string    `json:"deviceId,omitempty"`
-	Error     string    `json:"error,omitempty"` // e.g. control unreachable
+	Error     string    `json:"error,omitempty"`    // e.g. control unreachable
+	RevokedAt time.Time `json:"revokedAt,omitzero"` // state revoked: when the device was removed
 }
 
 // Tunnel is the wg1 interface.

@@ -71,6 +71,10 @@ func deriveSession(in *Inputs) localapi.Session {
 	switch sessionState(in) {
 	case signedOut:
 		return s
+	case revoked:
+		s.State, s.RevokedAt, s.Error = localapi.SessionRevoked, in.Prefs.RevokedAt, in.Prefs.RevokedWhy
+		s.User, s.APIURL = in.Prefs.User, in.Prefs.APIURL
+		return s
 	case expired:
 		s.State = localapi.SessionExpired
 		s.Error = in.SessionErr
@@ -170,6 +174,10 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 func warnings(in *Inputs) []localapi.Warning {
 	var w []localapi.Warning
 	switch sessionState(in) {
+	case revoked:
+		w = append(w, localapi.Warning{Code: localapi.WarnDeviceRevoked,
+			Message: fmt.Sprintf("this device was removed from RunOS at %s: run `runos vpn up` to sign in again with a new key (your clusters reconnect)",
+				in.Prefs.RevokedAt.UTC().Format("2006-01-02 15:04 UTC"))})
 	case expired:
 		w = append(w, localapi.Warning{Code: localapi.WarnSessionExpired,
 			Message: "the session expired: run `runos vpn up` to sign in again (your clusters reconnect)"})

@@ -54,10 +54,13 @@ const (
 	signedOut session = iota
 	signedIn
 	expired
+	revoked // control removed the device (Prefs.RevokedAt)
 )
 
 func sessionState(in *Inputs) session {
 	switch {
+	case !in.Prefs.RevokedAt.IsZero():
+		return revoked
 	case in.Prefs.AccessToken == "":
 		return signedOut
 	case in.SessionEnded:

@@ -77,6 +77,19 @@ func (d Dir) Key() (wgtypes.Key, error) {
 	}
 }
 
+// NewKey replaces the device's private key with a fresh one: control
+// refuses a revoked device's key, so the next registration needs another.
+func (d Dir) NewKey() (wgtypes.Key, error) {
+	k, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		return wgtypes.Key{}, fmt.Errorf("generate device key: %w", err)
+	}
+	if err := WriteFile(filepath.Join(d.Path, KeyFile), []byte(k.String()+"\n")); err != nil {
+		return wgtypes.Key{}, err
+	}
+	return k, nil
+}
+
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
 		b = b[:len(b)-1]
@@ -98,6 +111,10 @@ type Prefs struct {
 	User        string    `json:"user,omitempty"`
 	DeviceID    string    `json:"deviceId,omitempty"`
 	Wanted      []string  `json:"wanted,omitempty"` // cids, sorted
+	// RevokedAt: control removed this device (its key is refused); the
+	// session is gone and the key was replaced, until the next sign-in.
+	RevokedAt  time.Time `json:"revokedAt,omitzero"`
+	RevokedWhy string    `json:"revokedWhy,omitempty"` // control's words
 	// Pending are changes made here that control has not heard yet
 	// (it was unreachable): retried until it answers.
 	Pending []Pending `json:"pending,omitempty"`

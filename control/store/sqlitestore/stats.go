@@ -12,7 +12,7 @@ var _ store.StatsReader = (*Store)(nil)
 
 // Stats counts live sessions and devices by state in one read snapshot.
 func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
-	st := store.Stats{Devices: map[string]int{store.DeviceConnected: 0, store.DeviceSignedIn: 0, store.DeviceSignedOut: 0}}
+	st := store.Stats{Devices: map[string]int{store.DeviceConnected: 0, store.DeviceSignedIn: 0, store.DeviceSignedOut: 0, store.DeviceRevoked: 0}}
 	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
@@ -24,11 +24,12 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 	}
 	rows, err := tx.QueryContext(ctx, `
 SELECT CASE
+	WHEN d.revoked_at <> 0 THEN ?
 	WHEN s.id IS NULL OR s.state <> 'live' OR s.expires_at <= ? THEN ?
 	WHEN EXISTS (SELECT 1 FROM memberships m WHERE m.device_id = d.id) THEN ?
 	ELSE ? END AS st, COUNT(*)
 FROM devices d LEFT JOIN sessions s ON s.id = d.session_id
-GROUP BY st`, at, store.DeviceSignedOut, store.DeviceConnected, store.DeviceSignedIn)
+GROUP BY st`, store.DeviceRevoked, at, store.DeviceSignedOut, store.DeviceConnected, store.DeviceSignedIn)
 	if err != nil {
 		return st, fmt.Errorf("stats: devices: %w", err)
 	}

@@ -26,9 +26,13 @@ func TestStatsCountSessionsAndDevicesByState(t *testing.T) {
 				return err
 			}
 		}
-		for i, d := range []struct{ id, ses string }{{"d-joined", "s-live"}, {"d-idle", "s-live2"}, {"d-lapsed", "s-lapsed"}, {"d-ended", "s-ended"}, {"d-none", ""}} {
-			if err := w.PutDevice(model.Device{ID: d.id, User: "a@x", PublicKey: d.id, AddrIndex: i + 1,
-				Address: netip.AddrFrom4([4]byte{100, 96, 0, byte(i + 1)}), SessionID: d.ses, CreatedAt: t0}); err != nil {
+		for i, d := range []struct{ id, ses string }{{"d-joined", "s-live"}, {"d-idle", "s-live2"}, {"d-lapsed", "s-lapsed"}, {"d-ended", "s-ended"}, {"d-none", ""}, {"d-revoked", ""}} {
+			dev := model.Device{ID: d.id, User: "a@x", PublicKey: d.id, AddrIndex: i + 1,
+				Address: netip.AddrFrom4([4]byte{100, 96, 0, byte(i + 1)}), SessionID: d.ses, CreatedAt: t0}
+			if d.id == "d-revoked" {
+				dev.RevokedAt, dev.RevokedBy = t0, "ops"
+			}
+			if err := w.PutDevice(dev); err != nil {
 				return err
 			}
 		}
@@ -46,7 +50,8 @@ func TestStatsCountSessionsAndDevicesByState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.LiveSessions != 2 || st.Devices[store.DeviceConnected] != 1 || st.Devices[store.DeviceSignedIn] != 1 || st.Devices[store.DeviceSignedOut] != 3 {
-		t.Errorf("stats %+v; want 2 live sessions, devices 1 connected, 1 signed in, 3 signed out", st)
+	if st.LiveSessions != 2 || st.Devices[store.DeviceConnected] != 1 || st.Devices[store.DeviceSignedIn] != 1 || st.Devices[store.DeviceSignedOut] != 3 ||
+		st.Devices[store.DeviceRevoked] != 1 {
+		t.Errorf("stats %+v; want 2 live sessions, devices 1 connected, 1 signed in, 3 signed out, 1 revoked", st)
 	}
 }
