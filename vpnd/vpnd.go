@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &daemon{
 		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
 		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
-		ctx: dctx, wakeRead: make(chan struct{}, 1), counts: newCounters(time.Now()),
+		ctx: dctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1), counts: newCounters(time.Now()),
 		allowHTTP: cfg.AllowHTTP,
 		newControl: func(apiURL, token string) (control, error) {
 			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
@@ -162,9 +162,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	eng.OnHandshake(d.kickRead)
 	readDone := make(chan struct{})
-	go func() { d.readLoop(dctx); close(readDone) }()
+	pendingDone := make(chan struct{})
+	go func() { d.pendingLoop(dctx); close(pendingDone) }()
+	go func() { d.readLoop(dctx); <-pendingDone; close(readDone) }()
 	waitMemory := startMemoryWatch(dctx, log, eng.Name()) // gives memory back after bursts of traffic (trim.go)
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
 		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)

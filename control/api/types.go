@@ -276,6 +276,10 @@ type VPNConfig struct {
 	DNS       string   `json:"dns"`      // cluster DNS server (the VPN server's address)
 	Domains   []string `json:"domains"`  // names that resolve through the tunnel
 	Ready     bool     `json:"ready"`
+	// ServerStartedAt is when the serving node's gateway last started:
+	// when it changes while the key stays, the server has forgotten every
+	// device's session and devices handshake again at once.
+	ServerStartedAt time.Time `json:"serverStartedAt,omitzero"`
 }
 
 // ClusterConfig is one cluster a device has joined.
@@ -357,6 +361,10 @@ type GatewayReport struct {
 	MapVersion uint64          `json:"mapVersion"` // the GatewayMap this report reflects
 	Error      string          `json:"error,omitempty"`
 	Handshakes []PeerHandshake `json:"handshakes,omitempty"`
+	// StartedAt is when this gateway process started (the same in every
+	// report of one run): a new value for the hosting node tells its
+	// devices the server restarted.
+	StartedAt time.Time `json:"startedAt,omitzero"`
 }
 
 // OAuth client ids known to control.

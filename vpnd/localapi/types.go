@@ -83,6 +83,10 @@ const (
 	WarnSessionExpired  = "session-expired"  // the session lapsed: clusters stay down until `runos vpn up`
 	WarnDNS             = "dns"              // split DNS failed; the same error is in DNS.Error
 	WarnDeviceRevoked   = "device-revoked"   // the device was removed from RunOS: `runos vpn up` signs in again with a new key
+	// Done here, not yet at control (it was unreachable): the daemon
+	// retries until control answers, or the session lapses anyway.
+	WarnSignOutPending = "sign-out-pending" // "sign-out pending at control: …"
+	WarnLeavePending   = "leave-pending"    // "leaving xym pending at control: …"
 )
 
 // Warning is something the user should know about the daemon's state.
@@ -166,7 +170,7 @@ type ClusterStatus struct {
 	Name          string     `json:"name,omitempty"`
 	State         string     `json:"state"`         // connecting, connected, disconnected or error
 	Wanted        bool       `json:"wanted"`        // the user asked for it
-	PeerUp        bool       `json:"peerUp"`        // handshake within HandshakeFresh, read from the device
+	PeerUp        bool       `json:"peerUp"`        // the server answers: a handshake within HandshakeFresh and no 15 s silence while sending, read from the device
 	LastHandshake time.Time  `json:"lastHandshake"` // null before the first (see MarshalJSON)
 	Server        Server     `json:"server"`
 	Subnet        string     `json:"subnet,omitempty"`

@@ -215,4 +215,7 @@ CREATE TABLE audit_accounts (
 	PRIMARY KEY (aid, entry_id)
 ) WITHOUT ROWID;
 `,
+	// 3: when a node's gateway last started (issue 10): devices handshake
+	// again at once when the serving one restarts.
+	3: `ALTER TABLE nodes ADD COLUMN gateway_started INTEGER NOT NULL DEFAULT 0;`,
 }
