@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -30,15 +29,15 @@ import (
 //	GET    /v1/clusters/{cid}/nodes/{nid}/delete-preflight
 //	GET    /v1/clusters/{cid}/services/wireguard
 //	POST   /v1/clusters/{cid}/services/wireguard
-//	GET    /v1/clusters/{cid}/services/wireguard/{id}[?since=&wait=]
+//	GET    /v1/clusters/{cid}/services/wireguard/{id}[?since=&wait=|&stream=1]
 //	POST   /v1/clusters/{cid}/services/wireguard/{id}/move-plan
 //	POST   /v1/clusters/{cid}/services/wireguard/{id}/moves
-//	GET    /v1/moves/{id}[?since=&wait=]
+//	GET    /v1/moves/{id}[?since=&wait=|&stream=1]
 //	POST   /v1/devices
 //	PUT    /v1/devices/{id}/clusters/{cid}             join: returns ClusterConfig
 //	DELETE /v1/devices/{id}/clusters/{cid}             leave
-//	GET    /v1/devices/{id}/map[?since=&wait=]
-//	GET    /v1/gateway/map[?since=&wait=]              enrollment token
+//	GET    /v1/devices/{id}/map[?since=&wait=|&stream=1]
+//	GET    /v1/gateway/map[?since=&wait=|&stream=1]    enrollment token
 //	POST   /v1/gateway/report                          enrollment token
 //
 // OAuth 2.0 (not under /v1): /oauth/authorize, /oauth/token,
@@ -55,6 +54,10 @@ type Client struct {
 	BaseURL string       // e.g. https://198.51.100.10
 	Token   string       // bearer token
 	HTTP    *http.Client // verifies control's certificate
+	// StreamHTTP carries the push streams (the Watch methods); nil: HTTP.
+	// NewClient makes it HTTP/1.1 only, which costs control the least
+	// per held stream (docs/performance.md "Push by stream").
+	StreamHTTP *http.Client
 }
 
 // ClientOption changes what NewClient accepts.
@@ -92,10 +95,17 @@ func NewClient(baseURL, token, caFile string, opts ...ClientOption) (*Client, er
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	tr.MaxIdleConnsPerHost = 16
+	// A stream holds its own connection for as long as it lasts, on
+	// HTTP/1.1: control then serves it with no goroutine of its own.
+	st := tr.Clone()
+	st.Protocols = new(http.Protocols)
+	st.Protocols.SetHTTP1(true)
+	st.MaxIdleConnsPerHost = 1
 	return &Client{
-		BaseURL: base,
-		Token:   token,
-		HTTP:    &http.Client{Transport: tr},
+		BaseURL:    base,
+		Token:      token,
+		HTTP:       &http.Client{Transport: tr},
+		StreamHTTP: &http.Client{Transport: st},
 	}, nil
 }
 
@@ -144,13 +154,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		var eb ErrorBody
-		if json.Unmarshal(b, &eb) == nil && eb.Error != nil {
-			eb.Error.Status = resp.StatusCode
-			return eb.Error
-		}
-		return &Error{Status: resp.StatusCode, Code: http.StatusText(resp.StatusCode),
-			Message: fmt.Sprintf("%s %s: %s", method, path, strings.TrimSpace(string(b)))}
+		return answerError(resp.StatusCode, method, path, b)
 	}
 	if out == nil || len(b) == 0 {
 		return nil

@@ -9,7 +9,9 @@
 // document (and the document's version) from the store, and sleeps on the
 // Watch only if that version is not newer than what the caller has seen.
 // Registering before reading is what makes it race-free: a commit after the
-// read is published after the registration, so it wakes the watch.
+// read is published after the registration, so it wakes the watch. A
+// stream holds a Sub instead: a standing registration told of every
+// publish on its topics, so it is registered once, not after every wake.
 //
 // With several control replicas, each replica's hub is fed the same changes
 // (PostgreSQL LISTEN/NOTIFY); nothing here assumes one process.
@@ -36,10 +38,12 @@ func Account(aid string) string { return "account:" + aid }
 
 // Hub fans changes out to watchers. The zero value is not usable; use New.
 type Hub struct {
-	mu       sync.RWMutex // guards topics, every Topic's watches and watching
+	mu       sync.RWMutex // guards topics, every Topic's watches and subs, watching, subscribed and seq
 	global   atomic.Uint64
 	topics   map[string]*Topic
-	watching int // registered watches
+	watching int    // registered watches
+	subbed   int    // standing subscriptions (streams)
+	seq      uint64 // publishes so far: a Sub on two topics of one publish is told once
 	fanOut   atomic.Pointer[func(time.Duration)]
 }
 
@@ -63,6 +67,7 @@ type Topic struct {
 	name    string
 	version atomic.Uint64       // stored under Hub.mu, loaded without it
 	watches map[*Watch]struct{} // under Hub.mu; kept when empty, for the next poll
+	subs    map[*Sub]struct{}   // under Hub.mu: the streams that follow it
 }
 
 // Name is the topic's name, e.g. device:<id>.
@@ -128,8 +133,9 @@ func (h *Hub) Publish(version uint64, topics []string) {
 	if version > h.global.Load() {
 		h.global.Store(version)
 	}
+	h.seq++
 	ts := make([]*Topic, len(topics))
-	n := 0
+	n, ns := 0, 0
 	for i, name := range topics {
 		t := h.topicLocked(name)
 		if version > t.version.Load() {
@@ -137,25 +143,40 @@ func (h *Hub) Publish(version uint64, topics []string) {
 		}
 		ts[i] = t
 		n += len(t.watches)
+		ns += len(t.subs)
 	}
 	fired := make([]*Watch, 0, n)
+	var told []*Sub
+	if ns > 0 {
+		told = make([]*Sub, 0, ns)
+	}
 	for _, t := range ts {
 		for w := range t.watches {
 			if h.removeLocked(w) {
 				fired = append(fired, w)
 			}
 		}
+		for sb := range t.subs {
+			if sb.seq != h.seq {
+				sb.seq = h.seq
+				told = append(told, sb)
+			}
+		}
 	}
 	h.mu.Unlock()
-	if f := h.fanOut.Load(); f != nil && len(fired) > 0 {
-		wv := &wave{at: time.Now(), done: *f}
-		wv.left.Store(int64(len(fired)))
+	var wv *wave
+	if f := h.fanOut.Load(); f != nil && len(fired)+len(told) > 0 {
+		wv = &wave{at: time.Now(), done: *f}
+		wv.left.Store(int64(len(fired) + len(told)))
 		for _, w := range fired {
 			w.wave = wv // before the close: the woken reader sees it
 		}
 	}
 	for _, w := range fired {
 		close(w.c)
+	}
+	for _, sb := range told {
+		sb.f(Wake{wv})
 	}
 }
 
@@ -249,4 +270,107 @@ func (h *Hub) Watchers() int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.watching
+}
+
+// Sub is a standing registration, what a stream holds for as long as it
+// is open: unlike a Watch it is not used up by a publish, so a stream
+// that has just written a change is already registered for the next one
+// (nothing to register again after a move's fan-out, and no window in
+// which a change could pass unseen).
+type Sub struct {
+	h      *Hub
+	f      func(Wake)
+	topics []*Topic // under h.mu
+	seq    uint64   // the last publish that told it, under h.mu
+	done   bool     // under h.mu
+}
+
+// Wake is one publish's news for a Sub. Answered must be called exactly
+// once, when the stream has written what the change gave it (or found
+// nothing newer to write): the last of a publish's wakes and watches to be
+// answered ends its fan-out.
+type Wake struct{ wv *wave }
+
+// Answered tells the hub this wake is dealt with.
+func (w Wake) Answered() {
+	if w.wv != nil && w.wv.left.Add(-1) == 0 {
+		w.wv.done(time.Since(w.wv.at))
+	}
+}
+
+// Subscribe calls f after every publish that touches one of topics, once
+// per publish, in the publisher's goroutine after the hub's lock is
+// released: f must only take note (start or signal the stream's writer)
+// and must not block. Call Stop when done.
+func (h *Hub) Subscribe(f func(Wake), topics ...*Topic) *Sub {
+	sb := &Sub{h: h, f: f}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.subbed++
+	sb.setLocked(topics)
+	return sb
+}
+
+// Set replaces the topics the Sub follows (a device that joined a
+// cluster follows the cluster too). A change published to a topic that is
+// new here before Set is not told: compare the topics' versions after Set
+// with what was read, as a long-poll does after registering.
+func (sb *Sub) Set(topics ...*Topic) {
+	sb.h.mu.Lock()
+	defer sb.h.mu.Unlock()
+	if sb.done || sameTopics(sb.topics, topics) {
+		return
+	}
+	sb.clearLocked()
+	sb.setLocked(topics)
+}
+
+func (sb *Sub) setLocked(topics []*Topic) {
+	sb.topics = append(sb.topics[:0], topics...)
+	for _, t := range sb.topics {
+		if t.subs == nil {
+			t.subs = map[*Sub]struct{}{}
+		}
+		t.subs[sb] = struct{}{}
+	}
+}
+
+func (sb *Sub) clearLocked() {
+	for _, t := range sb.topics {
+		delete(t.subs, sb)
+	}
+}
+
+// Stop ends the subscription: no publish after it returns tells it, but
+// one already under way may still call f once (whose Wake must then be
+// answered all the same). It is safe to call more than once.
+func (sb *Sub) Stop() {
+	sb.h.mu.Lock()
+	defer sb.h.mu.Unlock()
+	if sb.done {
+		return
+	}
+	sb.done = true
+	sb.clearLocked()
+	sb.topics = nil
+	sb.h.subbed--
+}
+
+func sameTopics(a, b []*Topic) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Subscribed is how many subscriptions are open (for tests and metrics).
+func (h *Hub) Subscribed() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.subbed
 }

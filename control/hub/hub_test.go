@@ -181,3 +181,64 @@ func TestFanOutEndsWithTheLastAnswer(t *testing.T) {
 	}
 	other.Stop()
 }
+
+func TestSubIsToldOncePerPublishAndStaysRegistered(t *testing.T) {
+	h := New(0, nil)
+	var mu sync.Mutex
+	var told []int
+	d1, ky3, xym := h.Topic(Device("d1")), h.Topic(Cluster("ky3")), h.Topic(Cluster("xym"))
+	sb := h.Subscribe(func(w Wake) {
+		mu.Lock()
+		told = append(told, int(h.Global()))
+		mu.Unlock()
+		w.Answered()
+	}, d1, ky3)
+	h.Publish(1, []string{Device("d1"), Cluster("ky3")}) // both of its topics: told once
+	h.Publish(2, []string{Cluster("ky3")})               // still registered
+	h.Publish(3, []string{Cluster("xym")})               // not its topic
+	sb.Set(d1, xym)
+	sb.Set(d1, xym) // the same set: nothing changes
+	h.Publish(4, []string{Cluster("ky3")})
+	h.Publish(5, []string{Cluster("xym")})
+	if h.Subscribed() != 1 {
+		t.Fatalf("subscribed = %d", h.Subscribed())
+	}
+	sb.Stop()
+	sb.Stop()
+	h.Publish(6, []string{Device("d1")})
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(told) != "[1 2 5]" {
+		t.Fatalf("told at %v, want [1 2 5]", told)
+	}
+	if h.Subscribed() != 0 || len(d1.subs) != 0 || len(ky3.subs) != 0 || len(xym.subs) != 0 {
+		t.Fatalf("after Stop: subscribed %d, topics' subs %d %d %d", h.Subscribed(), len(d1.subs), len(ky3.subs), len(xym.subs))
+	}
+}
+
+func TestFanOutCountsSubsAndWatches(t *testing.T) {
+	h := New(0, nil)
+	got := make(chan time.Duration, 1)
+	h.ObserveFanOut(func(d time.Duration) { got <- d })
+	ky3 := h.Topic(Cluster("ky3"))
+	var wakes []Wake
+	sb := h.Subscribe(func(w Wake) { wakes = append(wakes, w) }, ky3)
+	defer sb.Stop()
+	w := h.Watch(ky3)
+	h.Publish(1, []string{Cluster("ky3")})
+	if len(wakes) != 1 || !closed(w) {
+		t.Fatalf("wakes %d, watch closed %v", len(wakes), closed(w))
+	}
+	w.Answered()
+	select {
+	case <-got:
+		t.Fatal("fan-out ended before the stream answered")
+	default:
+	}
+	wakes[0].Answered()
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("fan-out not observed after every wake was answered")
+	}
+}

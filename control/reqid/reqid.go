@@ -44,3 +44,12 @@ func From(ctx context.Context) string {
 	id, _ := ctx.Value(key{}).(string)
 	return id
 }
+
+// With returns ctx carrying id, for work done on a request's behalf after
+// its handler returned (a push stream's later writes).
+func With(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, key{}, id)
+}
