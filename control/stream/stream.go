@@ -93,7 +93,7 @@ type Options struct {
 	// Recheck asks for a Load every tick although no topic changed: for
 	// a caller whose end no topic announces (an operator token), so that
 	// it stops receiving within a second of it.
-	Recheck bool
+	Recheck   bool
 	RequestID string
 	// Done runs once when the stream ends (the metrics' count of streams).
 	Done func()
