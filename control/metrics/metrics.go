@@ -1,11 +1,11 @@
 // Package metrics is runos-control's Prometheus instrumentation
 // (github.com/prometheus/client_golang), served on --metrics-addr: HTTP
-// requests by route and code with latency histograms, long-polls held by
-// kind, the fan-out latency from a commit to the last long-poll answer it
-// woke, store transaction latency, sign-ins and refusals by reason, moves
-// by outcome with the switch time, live sessions and devices by state
-// (read from the store at scrape time), and the Go runtime and process
-// collectors.
+// requests by route and code with latency histograms, long-polls and push
+// streams held by kind (and streams dropped), the fan-out latency from a
+// commit to the last long-poll answer or stream event it caused, store
+// transaction latency, sign-ins and refusals by reason, moves by outcome
+// with the switch time, live sessions and devices by state (read from the
+// store at scrape time), and the Go runtime and process collectors.
 //
 // Labels take their values from fixed sets (route patterns, status codes,
 // kinds, reasons, outcomes): never a token, key, user, device or cluster
@@ -36,6 +36,8 @@ type Control struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	polls    *prometheus.GaugeVec
+	streams  *prometheus.GaugeVec
+	dropped  *prometheus.CounterVec
 	fanout   prometheus.Histogram
 	storeTx  *prometheus.HistogramVec
 	signins  *prometheus.CounterVec
@@ -57,8 +59,12 @@ func New(st store.StatsReader, now func() time.Time) *Control {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 30, 60, 120, 300}}, []string{"route"}),
 		polls: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "longpolls_held",
 			Help: "Long-polls being held open now, by kind (device_map, gateway_map, move, service)."}, []string{"kind"}),
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "streams_held",
+			Help: "Push streams open now, by kind (device_map, gateway_map, move, service)."}, []string{"kind"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "streams_dropped_total",
+			Help: "Push streams dropped by control, by kind and reason (slow: the client did not read within the bound; gone: the connection failed)."}, []string{"kind", "reason"}),
 		fanout: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "fanout_seconds",
-			Help:    "From a change's commit to the last long-poll it woke having written its answer.",
+			Help:    "From a change's commit to the last long-poll answer or stream event it caused having been written.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
 		storeTx: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "store_transaction_seconds",
 			Help:    "Store transactions' latency, by kind (view, update).",
@@ -73,7 +79,7 @@ func New(st store.StatsReader, now func() time.Time) *Control {
 			Help:    "A finished move's switch time: from control taking the move to the last device's handshake with the new node.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.polls, m.fanout, m.storeTx, m.signins, m.refusals, m.moves, m.switchT,
+	m.reg.MustRegister(m.requests, m.latency, m.polls, m.streams, m.dropped, m.fanout, m.storeTx, m.signins, m.refusals, m.moves, m.switchT,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if st != nil {
 		m.reg.MustRegister(&statsCollector{st: st, now: now})
@@ -152,6 +158,24 @@ func (m *Control) PollHeld(kind string) (done func()) {
 	g := m.polls.WithLabelValues(kind)
 	g.Inc()
 	return g.Dec
+}
+
+// StreamHeld counts a push stream of kind as open until the returned func
+// runs.
+func (m *Control) StreamHeld(kind string) (done func()) {
+	if m == nil {
+		return func() {}
+	}
+	g := m.streams.WithLabelValues(kind)
+	g.Inc()
+	return g.Dec
+}
+
+// StreamDropped counts a stream control dropped, by reason (slow, gone).
+func (m *Control) StreamDropped(kind, reason string) {
+	if m != nil {
+		m.dropped.WithLabelValues(kind, reason).Inc()
+	}
 }
 
 // FanOut records a change's fan-out: from its commit to the last woken

@@ -35,6 +35,10 @@ func TestControlMetrics(t *testing.T) {
 	done := m.PollHeld("device_map")
 	m.PollHeld("gateway_map")
 	done()
+	m.StreamHeld("device_map")
+	m.StreamHeld("device_map")
+	m.StreamHeld("gateway_map")()
+	m.StreamDropped("device_map", "slow")
 	m.FanOut(20 * time.Millisecond)
 	m.MoveFinished("done", 40, true)
 	m.MoveFinished("failed", 0, false)
@@ -52,6 +56,13 @@ runos_control_http_requests_total{code="404",route="unmatched"} 1
 # TYPE runos_control_longpolls_held gauge
 runos_control_longpolls_held{kind="device_map"} 0
 runos_control_longpolls_held{kind="gateway_map"} 1
+# HELP runos_control_streams_held Push streams open now, by kind (device_map, gateway_map, move, service).
+# TYPE runos_control_streams_held gauge
+runos_control_streams_held{kind="device_map"} 2
+runos_control_streams_held{kind="gateway_map"} 0
+# HELP runos_control_streams_dropped_total Push streams dropped by control, by kind and reason (slow: the client did not read within the bound; gone: the connection failed).
+# TYPE runos_control_streams_dropped_total counter
+runos_control_streams_dropped_total{kind="device_map",reason="slow"} 1
 # HELP runos_control_moves_total VPN server moves finished, by outcome (done, deadline: done with devices left behind, failed).
 # TYPE runos_control_moves_total counter
 runos_control_moves_total{outcome="done"} 1
@@ -70,7 +81,7 @@ runos_control_sessions_live 3
 runos_control_devices{state="connected"} 2
 runos_control_devices{state="signed_out"} 1
 `
-	names := []string{"runos_control_http_requests_total", "runos_control_longpolls_held", "runos_control_moves_total",
+	names := []string{"runos_control_http_requests_total", "runos_control_longpolls_held", "runos_control_streams_held", "runos_control_streams_dropped_total", "runos_control_moves_total",
 		"runos_control_signin_refusals_total", "runos_control_signins_total", "runos_control_sessions_live", "runos_control_devices"}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)

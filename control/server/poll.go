@@ -44,7 +44,14 @@ const recheckEvery = time.Second
 //
 // kind names the document for the metrics (long-polls held by kind); a
 // wake is told back to the hub once answered (the fan-out's end).
+//
+// With ?stream=1 the same document is pushed on one long-lived answer
+// instead (serveStream, push.go).
 func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, kind string, p *principal, load func(ctx context.Context, p *principal) (doc, *api.Error)) {
+	if s.wantsStream(r) {
+		s.serveStream(w, r, kind, p, load)
+		return
+	}
 	since, wait, e := pollParams(r)
 	if e != nil {
 		writeError(w, e)

@@ -24,6 +24,7 @@ import (
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/stream"
 )
 
 // Config configures a Server. Zero durations take the defaults shown.
@@ -45,12 +46,25 @@ type Config struct {
 	DeviceIdleTTL     time.Duration // 30 days: a device with no session and no handshake this long is deleted
 	// Metrics counts long-polls and finished moves (control/metrics); nil: none.
 	Metrics Metrics
+
+	// Push streams (control/stream): the heartbeat period (15s) and the
+	// bound on one write (30s) past which a stream is dropped. NoStreams
+	// answers stream requests as long-polls, as a control older than
+	// streams does (for a proxy that buffers answers).
+	StreamHeartbeat    time.Duration
+	StreamWriteTimeout time.Duration
+	NoStreams          bool
 }
 
 // Metrics receives what control's metrics count from the API's logic.
 type Metrics interface {
 	// PollHeld counts a long-poll of kind as held until done runs.
 	PollHeld(kind string) (done func())
+	// StreamHeld counts a push stream of kind as open until done runs.
+	StreamHeld(kind string) (done func())
+	// StreamDropped counts a stream dropped for back-pressure ("slow": it
+	// did not read) or a dead connection ("gone").
+	StreamDropped(kind, reason string)
 	// MoveFinished counts a move that ended: outcome done, deadline (done
 	// with devices left behind) or failed; switchMs is its switch time
 	// when it saw a handshake.
@@ -60,6 +74,8 @@ type Metrics interface {
 type noMetrics struct{}
 
 func (noMetrics) PollHeld(string) func()           { return func() {} }
+func (noMetrics) StreamHeld(string) func()         { return func() {} }
+func (noMetrics) StreamDropped(string, string)     {}
 func (noMetrics) MoveFinished(string, int64, bool) {}
 
 // Server serves the /v1 API. It is safe for concurrent use.
@@ -72,6 +88,7 @@ type Server struct {
 	devices  pool.Devices
 	services pool.Services
 	mux      *http.ServeMux
+	streams  *stream.Streams
 
 	auth     authCache
 	clusters clusterCache
@@ -151,6 +168,8 @@ func New(cfg Config) (*Server, error) {
 		seen:    newThrottle(seenEvery, 200_000),
 		hs:      handshakes{m: map[string]time.Time{}},
 	}
+	s.streams = stream.New(stream.Config{Hub: cfg.Hub, Clock: cfg.Clock, Logger: cfg.Logger,
+		Heartbeat: cfg.StreamHeartbeat, WriteTimeout: cfg.StreamWriteTimeout})
 	s.auth.init()
 	s.clusters.init()
 	s.devCache.init()
@@ -160,6 +179,9 @@ func New(cfg Config) (*Server, error) {
 
 // Parked is how many long-polls are waiting for a change.
 func (s *Server) Parked() int { return s.hub.Watchers() }
+
+// Streams is how many push streams are open.
+func (s *Server) Streams() int { return s.streams.Len() }
 
 // Handler is the /v1 API. Each request gets an id (control/reqid) unless
 // an outer handler gave it one.
@@ -201,6 +223,7 @@ func (s *Server) Close() {
 		}
 	}
 	s.mu.Unlock()
+	s.streams.Close() // each client resumes elsewhere, or here once control is back
 	s.bgWG.Wait()
 }
 

@@ -23,12 +23,16 @@ type sink interface {
 	// end writes final[headroom:] when given, then the end of the answer,
 	// and lets the connection go.
 	end(final []byte)
+	// gone reports whether the client closed its side (false when that
+	// cannot be told without a write).
+	gone() bool
 }
 
 // hijackedSink is an HTTP/1.1 connection taken from net/http: the answer
 // is written chunked by hand.
 type hijackedSink struct {
 	c       net.Conn
+	tcp     *net.TCPConn // under c (TLS), nil if not TCP
 	timeout time.Duration
 	mu      sync.Mutex // end may race a write from the stream's goroutine
 	err     error
@@ -60,6 +64,8 @@ func (hs *hijackedSink) send(b []byte) error {
 	hs.err = err
 	return err
 }
+
+func (hs *hijackedSink) gone() bool { return hs.tcp != nil && peerDone(hs.tcp) }
 
 func (hs *hijackedSink) end(final []byte) {
 	var out []byte
@@ -99,6 +105,10 @@ func (ps *parkedSink) write(b []byte) error {
 	_ = ps.rc.SetWriteDeadline(time.Time{})
 	return err
 }
+
+// gone is false: net/http tells a parked stream's handler of a client that
+// went away (its context ends).
+func (ps *parkedSink) gone() bool { return false }
 
 func (ps *parkedSink) end(final []byte) {
 	if len(final) > headroom {

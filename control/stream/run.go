@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/hub"
@@ -18,7 +19,7 @@ import (
 const (
 	flagChanged uint32 = 1 << iota // a topic changed: read the document
 	flagRecheck                    // the tick of a caller no topic speaks for
-	flagBeat                       // quiet for a heartbeat period
+	flagBeat                       // the wheel's visit, once a heartbeat period
 	flagClose                      // control is shutting down
 )
 
@@ -34,6 +35,7 @@ type stream struct {
 	recheck bool
 	done    func()
 	dropped func(string)
+	beat    func()
 
 	flags     atomic.Uint32
 	running   atomic.Bool   // HTTP/1.1: a goroutine is writing for it
@@ -156,8 +158,18 @@ func (st *stream) process() {
 			}
 		}
 	}
-	if len(b) == headroom && f&flagBeat != 0 {
-		b = append(b, api.Heartbeat...)
+	beat := false
+	if f&flagBeat != 0 && len(b) == headroom {
+		if st.sink.gone() {
+			st.end(nil, "") // the client closed its side: a plain end, not a drop
+			return
+		}
+		// Quiet for a period less half a tick: the visits are a period
+		// apart, and one that wrote just after its last visit is due now.
+		quiet := time.Duration(st.ss.cfg.Clock.Now().UnixNano() - st.lastWrite.Load())
+		if beat = quiet >= st.ss.cfg.Heartbeat-tick/2; beat {
+			b = append(b, api.Heartbeat...)
+		}
 	}
 	if len(b) == headroom {
 		return
@@ -167,6 +179,9 @@ func (st *stream) process() {
 		return
 	}
 	st.lastWrite.Store(st.ss.cfg.Clock.Now().UnixNano())
+	if beat && st.beat != nil {
+		st.beat()
+	}
 }
 
 // end closes the stream once: final (with headroom) is written first when

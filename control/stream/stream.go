@@ -100,6 +100,9 @@ type Options struct {
 	// Dropped runs when the stream is dropped for back-pressure or a
 	// dead connection, with the reason ("slow", "gone").
 	Dropped func(reason string)
+	// Beat runs after each heartbeat written: the client is still there
+	// (a device's last contact).
+	Beat func()
 }
 
 // Streams holds the open streams. It is safe for concurrent use.
@@ -170,7 +173,7 @@ func (ss *Streams) Serve(w http.ResponseWriter, r *http.Request, first Doc, src 
 	h[api.HeaderHeartbeat] = []string{strconv.Itoa(int(ss.cfg.Heartbeat / time.Second))}
 
 	st := &stream{ss: ss, src: src, event: o.Event, recheck: o.Recheck, reqID: o.RequestID,
-		done: o.Done, dropped: o.Dropped, sent: o.Since}
+		done: o.Done, dropped: o.Dropped, beat: o.Beat, sent: o.Since}
 	buf := getBuf()
 	b := (*buf)[:headroom]
 	defer func() { *buf = b[:0]; putBuf(buf) }()
@@ -251,11 +254,12 @@ func (ss *Streams) hijack(w http.ResponseWriter, b []byte) *hijackedSink {
 	if tc, ok := conn.(*tls.Conn); ok {
 		raw = tc.NetConn()
 	}
-	if tcp, ok := raw.(*net.TCPConn); ok {
+	tcp, _ := raw.(*net.TCPConn)
+	if tcp != nil {
 		_ = tcp.SetWriteBuffer(ss.cfg.SendBuffer)
 		_ = setUserTimeout(tcp, ss.cfg.WriteTimeout)
 	}
-	hs := &hijackedSink{c: conn, timeout: ss.cfg.WriteTimeout}
+	hs := &hijackedSink{c: conn, tcp: tcp, timeout: ss.cfg.WriteTimeout}
 	hs.err = hs.writeHead(head, b)
 	if hs.err != nil {
 		conn.Close()

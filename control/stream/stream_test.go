@@ -524,3 +524,28 @@ func TestWaitingStreamsHoldNoGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// A client that closes its side is let go at the wheel's next visit of
+// its stream, before any write fails, and that is no drop.
+func TestClientThatLeftIsLetGoAtTheNextVisit(t *testing.T) {
+	rg := newRig(t, false)
+	c := rg.open(t, 0)
+	c.event(1)
+	rg.onWheel(t, 1)
+	c.resp.Body.Close()
+	for rg.ss.Len() == 1 {
+		rg.clk.Advance(time.Second)
+		rg.settle(t)
+		if rg.clk.Now().Unix() > 1_800_000_000+30 {
+			t.Fatal("still open 30 s (ten visits) after the client left")
+		}
+	}
+	select {
+	case r := <-rg.dropped:
+		t.Fatalf("counted as dropped (%s)", r)
+	default:
+	}
+	if rg.h.Subscribed() != 0 {
+		t.Fatal("its subscription is left")
+	}
+}

@@ -9,10 +9,10 @@ import (
 
 // wheel is the one timer of every stream: it ticks once a second and
 // visits one slot of streams per tick, so each stream is looked at once a
-// heartbeat period (a heartbeat written if it wrote nothing for that
-// long), and 10,000 streams' heartbeats are spread over the period rather
-// than written at once. Streams that ask to be rechecked are signalled on
-// every tick.
+// heartbeat period (is its client still there? a heartbeat if it wrote
+// nothing for that long), and 10,000 streams' heartbeats are spread over
+// the period rather than written at once. Streams that ask to be rechecked are signalled on
+// every tick. With no stream open it does not tick.
 type wheel struct {
 	mu        sync.Mutex
 	clk       clock.Clock
@@ -20,7 +20,8 @@ type wheel struct {
 	slots     [][]*stream
 	cur       int
 	recheck   map[*stream]struct{}
-	timer     clock.Timer
+	n         int         // streams on the wheel
+	timer     clock.Timer // nil while not ticking
 	stopped   bool
 }
 
@@ -29,9 +30,6 @@ func (wh *wheel) start(clk clock.Clock, heartbeat time.Duration) {
 	n := max(1, int(heartbeat/tick))
 	wh.slots = make([][]*stream, n)
 	wh.recheck = map[*stream]struct{}{}
-	wh.mu.Lock()
-	wh.timer = clk.AfterFunc(tick, wh.tick)
-	wh.mu.Unlock()
 }
 
 func (wh *wheel) stop() {
@@ -40,6 +38,7 @@ func (wh *wheel) stop() {
 	wh.stopped = true
 	if wh.timer != nil {
 		wh.timer.Stop()
+		wh.timer = nil
 	}
 }
 
@@ -53,6 +52,10 @@ func (wh *wheel) add(st *stream) {
 	wh.slots[st.slot] = append(wh.slots[st.slot], st)
 	if st.recheck {
 		wh.recheck[st] = struct{}{}
+	}
+	wh.n++
+	if wh.timer == nil && !wh.stopped {
+		wh.timer = wh.clk.AfterFunc(tick, wh.tick)
 	}
 }
 
@@ -68,26 +71,24 @@ func (wh *wheel) remove(st *stream) {
 	s[len(s)-1] = nil
 	wh.slots[st.slot] = s[:len(s)-1]
 	delete(wh.recheck, st)
+	wh.n--
 }
 
 func (wh *wheel) tick() {
 	wh.mu.Lock()
 	defer wh.mu.Unlock()
-	if wh.stopped {
+	if wh.stopped || wh.timer == nil {
 		return
 	}
-	now := wh.clk.Now().UnixNano()
-	// Quiet for a period less half a tick: the visits are a period apart,
-	// and a stream that wrote just after its last visit is due at this one.
-	due := int64(wh.heartbeat - tick/2)
 	for _, st := range wh.slots[wh.cur] {
-		if now-st.lastWrite.Load() >= due {
-			st.signal(flagBeat)
-		}
+		st.signal(flagBeat)
 	}
 	for st := range wh.recheck {
 		st.signal(flagRecheck)
 	}
 	wh.cur = (wh.cur + 1) % len(wh.slots)
-	wh.timer = wh.clk.AfterFunc(tick, wh.tick)
+	wh.timer = nil
+	if wh.n > 0 {
+		wh.timer = wh.clk.AfterFunc(tick, wh.tick)
+	}
 }
