@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/control/api"
-	"github.com/runos/vpn/internal/backoff"
 )
 
 type moveFlags struct {
@@ -192,7 +191,8 @@ func fmtSince(at, start time.Time) string {
 	return fmt.Sprintf("%.3fs", at.Sub(start).Seconds())
 }
 
-// followMove long-polls the move until it is done or failed.
+// followMove follows the move until it is done or failed (a push stream,
+// or long-polls from an older control).
 func (a *app) followMove(ctx context.Context, out io.Writer, m *api.Move, timeout time.Duration, shown []string, lead time.Duration) (*api.Move, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -201,31 +201,27 @@ func (a *app) followMove(ctx context.Context, out io.Writer, m *api.Move, timeou
 		return m, err
 	}
 	mf := &moveFollower{w: out, shown: shown}
-	var b backoff.Backoff // 100 ms doubling to 10 s between failed polls
-	for {
-		mf.show(m)
-		switch m.State {
-		case api.MoveDone:
-			fmt.Fprintf(out, "Done: %d/%d devices switched; %d ms from the command to the last device's handshake (%d ms after control took the move).\n",
-				m.Devices.Switched, m.Devices.Total, commandSwitchMs(m, lead), m.SwitchMs)
-			return m, nil
-		case api.MoveFailed:
-			return m, nil // the caller reports it
-		}
-		next, err := c.Move(ctx, m.ID, m.Version, pollWait)
-		if err != nil {
-			if ctx.Err() != nil {
-				return m, fmt.Errorf("move %s is still %s after %s (%d/%d devices switched)", m.ID, m.State, timeout, m.Devices.Switched, m.Devices.Total)
-			}
-			if !retryable(err) {
-				return m, controlErr("follow move "+m.ID, src, err)
-			}
-			if err := b.Wait(ctx); err != nil {
-				return m, fmt.Errorf("move %s: control unreachable: %w", m.ID, err)
-			}
-			continue
-		}
-		b.Reset()
+	show := func(next *api.Move) bool {
 		m = next
+		mf.show(m)
+		return m.State == api.MoveDone || m.State == api.MoveFailed
 	}
+	if !show(m) {
+		err = followDoc(ctx, m.Version, func(m *api.Move) uint64 { return m.Version },
+			func(ctx context.Context, since uint64, each func(*api.Move) error) error {
+				return c.WatchMove(ctx, m.ID, since, each)
+			},
+			func(ctx context.Context, since uint64) (*api.Move, error) { return c.Move(ctx, m.ID, since, pollWait) },
+			show)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return m, fmt.Errorf("move %s is still %s after %s (%d/%d devices switched)", m.ID, m.State, timeout, m.Devices.Switched, m.Devices.Total)
+	case err != nil:
+		return m, controlErr("follow move "+m.ID, src, err)
+	case m.State == api.MoveDone:
+		fmt.Fprintf(out, "Done: %d/%d devices switched; %d ms from the command to the last device's handshake (%d ms after control took the move).\n",
+			m.Devices.Switched, m.Devices.Total, commandSwitchMs(m, lead), m.SwitchMs)
+	}
+	return m, nil // a failed move: the caller reports it
 }

@@ -11,14 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/control/api"
-	"github.com/runos/vpn/internal/backoff"
 )
 
 // defaultFollowTimeout bounds --follow of add and move.
 const defaultFollowTimeout = 2 * time.Minute
-
-// pollWait is how long one long-poll of a service or move is held.
-const pollWait = 30 * time.Second
 
 func (a *app) servicesCmd() *cobra.Command {
 	wg := a.group("wireguard", "The cluster's WireGuard user-VPN server",
@@ -119,8 +115,9 @@ func serviceSteps(s *api.VPNService) []string {
 	return steps
 }
 
-// followService long-polls the service until it serves or fails, printing
-// each new milestone.
+// followService follows the service until it serves or fails (a push
+// stream, or long-polls from an older control), printing each new
+// milestone.
 func (a *app) followService(ctx context.Context, out io.Writer, cid string, s *api.VPNService, timeout time.Duration) (*api.VPNService, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -129,35 +126,33 @@ func (a *app) followService(ctx context.Context, out io.Writer, cid string, s *a
 		return s, err
 	}
 	shown := 0
-	var b backoff.Backoff // 100 ms doubling to 10 s between failed polls
-	for {
+	show := func(next *api.VPNService) bool {
+		s = next
 		steps := serviceSteps(s)
 		for ; shown < len(steps); shown++ {
 			fmt.Fprintf(out, "  %s\n", steps[shown])
 		}
-		switch s.State {
-		case api.ServiceServing:
-			fmt.Fprintf(out, "Serving: devices that connect to %s dial %s.\n", cid, s.Endpoint)
-			return s, nil
-		case api.ServiceFailed:
-			return s, fmt.Errorf("service %s failed: %s", s.ID, orUnknown(s.Error))
-		}
-		next, err := c.VPNService(ctx, cid, s.ID, s.Version, pollWait)
-		if err != nil {
-			if ctx.Err() != nil {
-				return s, fmt.Errorf("service %s is still %s after %s (run `runos services wireguard show %s --cid %s` to check on it)", s.ID, s.State, timeout, s.ID, cid)
-			}
-			if !retryable(err) {
-				return s, controlErr("follow service "+s.ID, src, err)
-			}
-			if err := b.Wait(ctx); err != nil {
-				return s, fmt.Errorf("service %s: control unreachable: %w", s.ID, err)
-			}
-			continue
-		}
-		b.Reset()
-		s = next
+		return s.State == api.ServiceServing || s.State == api.ServiceFailed
 	}
+	if !show(s) {
+		err = followDoc(ctx, s.Version, func(s *api.VPNService) uint64 { return s.Version },
+			func(ctx context.Context, since uint64, each func(*api.VPNService) error) error {
+				return c.WatchVPNService(ctx, cid, s.ID, since, each)
+			},
+			func(ctx context.Context, since uint64) (*api.VPNService, error) {
+				return c.VPNService(ctx, cid, s.ID, since, pollWait)
+			}, show)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return s, fmt.Errorf("service %s is still %s after %s (run `runos services wireguard show %s --cid %s` to check on it)", s.ID, s.State, timeout, s.ID, cid)
+	case err != nil:
+		return s, controlErr("follow service "+s.ID, src, err)
+	case s.State == api.ServiceFailed:
+		return s, fmt.Errorf("service %s failed: %s", s.ID, orUnknown(s.Error))
+	}
+	fmt.Fprintf(out, "Serving: devices that connect to %s dial %s.\n", cid, s.Endpoint)
+	return s, nil
 }
 
 func orUnknown(s string) string {

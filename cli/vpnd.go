@@ -42,7 +42,7 @@ func (realDaemon) Cleanup(ctx context.Context, cfg vpnd.Config) error { return v
 
 type vpndFlags struct {
 	stateDir, caFile, iface, logLevel, logFile string
-	cleanup                                    bool
+	cleanup, longPoll                          bool
 	allowedRoutes, allowedDomains              []string
 }
 
@@ -83,6 +83,7 @@ operator recorded at install may point the daemon at another control.`,
 	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (default $RUNOS_CA_FILE, else the system roots)")
 	c.Flags().StringVar(&f.iface, "interface", "wg1", "the tunnel interface")
 	c.Flags().BoolVar(&f.cleanup, "cleanup", false, "undo what a previous daemon changed, then exit")
+	c.Flags().BoolVar(&f.longPoll, "long-poll", false, "follow control by long-polls, as daemons before push streams did, instead of one stream")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	c.Flags().StringVar(&f.logFile, "log-file", "", "append the log to this file (0600) instead of stderr: for service managers that keep no output")
 	return c
@@ -149,8 +150,9 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 		DNS: func(iface string, log *slog.Logger) (dnsplit.Configurator, error) {
 			return dnsplit.New(dnsplit.Options{Interface: iface, StateDir: stateDir, Logger: log})
 		},
-		Cleanup: dnsplit.Cleanup,
-		Logs:    ring,
+		Cleanup:  dnsplit.Cleanup,
+		Logs:     ring,
+		LongPoll: f.longPoll,
 	}, nil
 }
 

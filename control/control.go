@@ -53,6 +53,11 @@ type Config struct {
 	MaxDevicesPerUser int           // 0: 20
 	DeviceIdleTTL     time.Duration // 0: 30 days
 
+	// Push streams (docs/internals.md "Push"): the heartbeat period (0:
+	// 15s), and NoStreams answers stream requests as long-polls.
+	StreamHeartbeat time.Duration
+	NoStreams       bool
+
 	Logger *slog.Logger
 	Clock  clock.Clock // nil: the real clock
 
@@ -197,6 +202,7 @@ func Run(ctx context.Context, cfg Config) error {
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
+		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams,
 	})
 	if err != nil {
 		return err
@@ -238,8 +244,14 @@ func Run(ctx context.Context, cfg Config) error {
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		// No WriteTimeout: long-polls hold answers for up to 300 s.
+		// No WriteTimeout: long-polls hold answers for up to 300 s, and
+		// streams for as long as they last.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		// An HTTP/2 connection that carries a stream and says nothing back
+		// is pinged, and closed when the ping goes unanswered; one whose
+		// frames cannot be written is closed (control/stream bounds each
+		// write on HTTP/1.1 alike).
+		HTTP2: &http.HTTP2Config{SendPingTimeout: time.Minute, PingTimeout: 15 * time.Second, WriteByteTimeout: 30 * time.Second},
 	}
 	errc := make(chan error, 1)
 	go func() {

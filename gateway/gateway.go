@@ -61,8 +61,11 @@ type Config struct {
 	Interface string      // DefaultInterface when empty
 	Heartbeat time.Duration
 	PollWait  time.Duration // long-poll hold asked of control
-	Version   string        // reported software version
-	Logger    *slog.Logger
+	// LongPoll follows the map by long-polls, as gateways before push
+	// streams did (--long-poll), instead of one stream.
+	LongPoll bool
+	Version  string // reported software version
+	Logger   *slog.Logger
 
 	// OpenServer opens the WireGuard server; nil means wgserver.Open.
 	OpenServer func(name string, key wgtypes.Key, log *slog.Logger) (Server, error)

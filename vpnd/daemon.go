@@ -61,6 +61,7 @@ type daemon struct {
 	newControl func(apiURL, token string) (control, error)
 	allowHTTP  bool          // sessions of an http:// control are accepted (--insecure-http)
 	mapWait    time.Duration // how long each map long-poll may be held
+	longPoll   bool          // follow the map by long-polls, never a stream (--long-poll)
 	backoffMin time.Duration
 	backoffMax time.Duration
 

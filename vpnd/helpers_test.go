@@ -179,8 +179,9 @@ type testDaemon struct {
 	done   chan struct{}
 }
 
-// startDaemon runs a daemon with a fake engine against w, in dir.
-func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
+// startDaemon runs a daemon with a fake engine against w, in dir; opts
+// change it before it starts.
+func startDaemon(t *testing.T, w *world, dir string, opts ...func(*daemon)) *testDaemon {
 	t.Helper()
 	sd, err := store.Open(dir)
 	if err != nil {
@@ -198,6 +199,9 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 		eng: eng, mapWait: 2 * time.Second, backoffMin: 10 * time.Millisecond, backoffMax: 200 * time.Millisecond,
 		ctx: ctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1), counts: newCounters(time.Now()),
 		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, w.caFile) },
+	}
+	for _, o := range opts {
+		o(d)
 	}
 	prefs, _ := sd.LoadPrefs()
 	d.in = state.Inputs{Version: "test", Interface: "wgfake", Prefs: prefs}

@@ -14,8 +14,9 @@ import (
 )
 
 // syncSession is the conversation with control for one session token: it
-// registers the device, joins the wanted clusters and holds the device map
-// long-poll. It ends when the session ends, lapses or is replaced.
+// registers the device, joins the wanted clusters and follows the device
+// map (a push stream, else long-polls). It ends when the session ends,
+// lapses or is replaced.
 type syncSession struct {
 	ctl    control
 	apiURL string
@@ -102,8 +103,9 @@ func (d *daemon) refused(s *syncSession, err error) bool {
 	return true
 }
 
-// syncOnce runs one round: device, clusters, joins, then the long-poll until
-// an error.
+// syncOnce runs one round: device, clusters, joins, then the device map
+// until an error: one push stream, or long-polls (--long-poll, or a control
+// that does not stream).
 func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff.Backoff) error {
 	id, err := d.ensureDevice(ctx, s)
 	if err != nil {
@@ -124,17 +126,7 @@ func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff.Backof
 	}
 	var since uint64
 	rejoined := map[string]uint64{}
-	for {
-		pctx, cancel := context.WithTimeout(ctx, d.mapWait+15*time.Second)
-		m, err := s.ctl.DeviceMap(pctx, id, since, d.mapWait)
-		cancel()
-		if err != nil {
-			if api.IsCode(err, api.CodeNotFound) {
-				// Control forgot the device: register again next round.
-				d.current(s, func(in *state.Inputs) { in.Prefs.DeviceID = ""; d.savePrefsLocked() })
-			}
-			return err
-		}
+	got := func(m *api.DeviceMap) error {
 		b.Reset()
 		d.applyMap(s, m)
 		since = m.Version
@@ -149,7 +141,42 @@ func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff.Backof
 				return err
 			}
 		}
+		return nil
 	}
+	if st, ok := s.ctl.(mapStreamer); ok && !d.longPoll {
+		err := st.WatchDeviceMap(ctx, id, since, got)
+		if !errors.Is(err, api.ErrNoStream) {
+			return d.mapFailed(s, err)
+		}
+		// An older control: long-polls until this round ends (the next
+		// round, after control restarts, tries a stream again).
+		d.log.Warn("control does not stream the device map: long-polling instead", "control", s.apiURL)
+	}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, d.mapWait+15*time.Second)
+		m, err := s.ctl.DeviceMap(pctx, id, since, d.mapWait)
+		cancel()
+		if err != nil {
+			return d.mapFailed(s, err)
+		}
+		if err := got(m); err != nil {
+			return err
+		}
+	}
+}
+
+// mapStreamer is a control that streams the device map (*api.Client).
+type mapStreamer interface {
+	WatchDeviceMap(ctx context.Context, deviceID string, since uint64, each func(*api.DeviceMap) error) error
+}
+
+// mapFailed is what ends following the map: control forgot the device
+// (registered again next round), or err is returned as it is.
+func (d *daemon) mapFailed(s *syncSession, err error) error {
+	if api.IsCode(err, api.CodeNotFound) {
+		d.current(s, func(in *state.Inputs) { in.Prefs.DeviceID = ""; d.savePrefsLocked() })
+	}
+	return err
 }
 
 // ensureDevice registers the device's public key when the prefs hold no

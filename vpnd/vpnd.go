@@ -50,6 +50,9 @@ type Config struct {
 	// Logs keeps the daemon's recent log lines (the Logger writes to it as
 	// well) for GET /v1/logs; nil: none kept.
 	Logs *logring.Ring
+	// LongPoll follows control's device map by long-polls, as daemons
+	// before push streams did (--long-poll), instead of one stream.
+	LongPoll bool
 }
 
 // DefaultInterface is the tunnel's name when Config.Interface is empty.
@@ -120,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
 		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
 		ctx: dctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1), counts: newCounters(time.Now()),
-		allowHTTP: cfg.AllowHTTP,
+		allowHTTP: cfg.AllowHTTP, longPoll: cfg.LongPoll,
 		newControl: func(apiURL, token string) (control, error) {
 			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
 		},

@@ -104,6 +104,8 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 	f.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a node is no_heartbeat this long after its gateway's last report")
 	f.IntVar(&cfg.MaxDevicesPerUser, "max-devices-per-user", 20, "how many devices one user may register (revoked ones count until deleted); the next is refused, naming the limit")
 	f.DurationVar(&cfg.DeviceIdleTTL, "device-idle-ttl", 30*24*time.Hour, "a device with no live session and no handshake this long is deleted and its address reused")
+	f.DurationVar(&cfg.StreamHeartbeat, "stream-heartbeat", 15*time.Second, "a push stream quiet this long gets a heartbeat (keep it under the idle timeout of any proxy in front of control)")
+	f.BoolVar(&cfg.NoStreams, "no-streams", false, "answer push-stream requests as long-polls, as controls before streams did (for a proxy that buffers answers); clients fall back and warn")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd

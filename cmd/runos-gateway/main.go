@@ -49,7 +49,7 @@ type flags struct {
 	control, nodeID, tokenFile, stateDir, caFile, iface string
 	heartbeat                                           time.Duration
 	logLevel, logFormat                                 string
-	insecureHTTP                                        bool
+	insecureHTTP, longPoll                              bool
 	metricsAddr                                         string
 }
 
@@ -63,9 +63,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := &cobra.Command{
 		Use:   "runos-gateway --control URL --node-id NID --token-file F --state-dir D",
 		Short: "The RunOS node agent: the cluster's WireGuard VPN server and cluster DNS",
-		Long: `runos-gateway runs on every node of a cluster. It holds a long-poll open to
-control (outbound only: the node needs no inbound port but the VPN's UDP port)
-and does what control's map for this node says:
+		Long: `runos-gateway runs on every node of a cluster. It holds a push stream open
+to control (outbound only: the node needs no inbound port but the VPN's UDP
+port; --long-poll long-polls instead, as gateways before streams did) and
+does what control's map for this node says:
 
   - nothing, on a node that does not host the cluster's VPN server;
   - on the node that does (role active), or the target of a move (standby),
@@ -118,6 +119,7 @@ the DNS listener are removed before the process exits.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text, or json for log collectors")
 	fl.BoolVar(&f.insecureHTTP, api.FlagInsecureHTTP, false, "allow an http:// --control (tests only: the enrollment token would travel in clear text)")
+	fl.BoolVar(&f.longPoll, "long-poll", false, "follow control by long-polls, as gateways before push streams did, instead of one stream")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd.SetVersionTemplate("runos-gateway {{.Version}}\n")
@@ -223,6 +225,7 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 		Key:       key,
 		Interface: f.iface,
 		Heartbeat: f.heartbeat,
+		LongPoll:  f.longPoll,
 		Version:   version.Version,
 		Logger:    log,
 		PublicIP:  gateway.DetectPublicIP(f.control),

@@ -82,22 +82,31 @@ func NewClient(baseURL, token, caFile string, opts ...ClientOption) (*Client, er
 	if err != nil {
 		return nil, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	var pool *x509.CertPool
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
 			return nil, fmt.Errorf("read CA file: %w", err)
 		}
-		pool := x509.NewCertPool()
+		pool = x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("CA file %s: no PEM certificate in it", caFile)
 		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
+	transport := func() *http.Transport {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		if pool != nil {
+			t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
+		return t
+	}
+	tr := transport()
 	tr.MaxIdleConnsPerHost = 16
 	// A stream holds its own connection for as long as it lasts, on
-	// HTTP/1.1: control then serves it with no goroutine of its own.
-	st := tr.Clone()
+	// HTTP/1.1: control then serves it with no goroutine of its own. (A
+	// transport of its own: a clone of tr would offer h2 in its TLS
+	// handshake, which tr has set up by then.)
+	st := transport()
 	st.Protocols = new(http.Protocols)
 	st.Protocols.SetHTTP1(true)
 	st.MaxIdleConnsPerHost = 1

@@ -1,6 +1,6 @@
 // Package fakecontrol is a small runos-control for the daemon's tests: the
 // routes a device uses (/v1/me, /v1/sessions/current, /v1/clusters,
-// /v1/devices, joins and leaves, the device map long-poll), speaking the
+// /v1/devices, joins and leaves, the device map's stream and long-poll), speaking the
 // real control/api types over real HTTPS, with knobs a test turns: add
 // sessions and clusters, move a cluster's VPN server, expire a session,
 // revoke a device, take control down.
@@ -34,6 +34,10 @@ type Server struct {
 	calls    map[string]int       // "METHOD /route" → count
 	revoked  map[string]time.Time // public key → when it was revoked
 	nextAddr netip.Addr
+
+	// NoStreams answers a device map stream request (?stream=1) as a
+	// long-poll, as a control older than push streams does.
+	NoStreams bool
 
 	// OnJoin and OnLeave run (in their own goroutine) after a device joins
 	// or leaves a cluster, as control would wake the cluster's gateway;
@@ -405,6 +409,13 @@ func (s *Server) config(c *cluster) api.ClusterConfig {
 
 func (s *Server) deviceMap(w http.ResponseWriter, r *http.Request, tok, id string) {
 	since, _ := strconv.ParseUint(r.URL.Query().Get(api.ParamSince), 10, 64)
+	s.mu.Lock()
+	stream := !s.NoStreams && r.URL.Query().Get(api.ParamStream) == "1"
+	s.mu.Unlock()
+	if stream {
+		s.streamMap(w, r, tok, id, since)
+		return
+	}
 	wait := 60 * time.Second
 	if v, err := strconv.Atoi(r.URL.Query().Get(api.ParamWait)); err == nil && v >= 0 && v <= 300 {
 		wait = time.Duration(v) * time.Second
@@ -430,15 +441,8 @@ func (s *Server) deviceMap(w http.ResponseWriter, r *http.Request, tok, id strin
 		}
 		changed := s.changed
 		if s.version > since {
-			m := api.DeviceMap{Version: s.version, Device: d.Device,
-				Session: api.SessionInfo{ID: ss.id, User: ss.user, ExpiresAt: ss.expiresAt}}
-			for cid := range d.joined {
-				if c := s.clusters[cid]; c != nil {
-					m.Clusters = append(m.Clusters, s.config(c))
-				}
-			}
+			m := s.mapLocked(ss, d)
 			s.mu.Unlock()
-			slices.SortFunc(m.Clusters, func(a, b api.ClusterConfig) int { return strings.Compare(a.CID, b.CID) })
 			writeJSON(w, m)
 			return
 		}
@@ -447,6 +451,74 @@ func (s *Server) deviceMap(w http.ResponseWriter, r *http.Request, tok, id strin
 		case <-changed:
 		case <-timeout.C:
 			since = 0 // answer the current document unchanged
+		case <-s.closed:
+			panic(http.ErrAbortHandler)
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// mapLocked is device d's map. mu held.
+func (s *Server) mapLocked(ss *session, d *device) api.DeviceMap {
+	m := api.DeviceMap{Version: s.version, Device: d.Device,
+		Session: api.SessionInfo{ID: ss.id, User: ss.user, ExpiresAt: ss.expiresAt}}
+	for cid := range d.joined {
+		if c := s.clusters[cid]; c != nil {
+			m.Clusters = append(m.Clusters, s.config(c))
+		}
+	}
+	slices.SortFunc(m.Clusters, func(a, b api.ClusterConfig) int { return strings.Compare(a.CID, b.CID) })
+	return m
+}
+
+// streamMap is the device map as a push stream (docs/internals.md "Push"):
+// an event per new version, the session checked before each, a refusal
+// as the last event. The fake's stream holds its handler (control's own
+// does not).
+func (s *Server) streamMap(w http.ResponseWriter, r *http.Request, tok, id string, since uint64) {
+	first := true
+	for {
+		ss, aerr := s.auth(tok)
+		s.mu.Lock()
+		var d *device
+		if aerr == nil {
+			d, aerr = s.ownDevice(ss, id)
+		}
+		if s.down {
+			s.mu.Unlock()
+			panic(http.ErrAbortHandler)
+		}
+		if aerr != nil {
+			s.mu.Unlock()
+			if first {
+				writeErr(w, aerr)
+				return
+			}
+			data, _ := json.Marshal(api.StreamError{Status: aerr.Status, Error: aerr})
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", api.EventError, data)
+			return
+		}
+		changed := s.changed
+		var m *api.DeviceMap
+		if s.version > since {
+			mm := s.mapLocked(ss, d)
+			m = &mm
+		}
+		s.mu.Unlock()
+		if first {
+			w.Header().Set("Content-Type", api.StreamContentType)
+			w.WriteHeader(http.StatusOK)
+			first = false
+		}
+		if m != nil {
+			data, _ := json.Marshal(m)
+			w.Write(api.AppendEvent(nil, api.EventDeviceMap, m.Version, data))
+			since = m.Version
+		}
+		http.NewResponseController(w).Flush()
+		select {
+		case <-changed:
 		case <-s.closed:
 			panic(http.ErrAbortHandler)
 		case <-r.Context().Done():

@@ -1,0 +1,81 @@
+package vpnd
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+// lockedBuffer is a log the test reads while the daemon writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The daemon follows its map by one push stream; against a control that
+// does not stream it falls back to long-polls and says so in its log;
+// with --long-poll it long-polls from the start, as older daemons did.
+// Each way a move reaches the tunnel.
+func TestMapFollowedByStreamOrLongPolls(t *testing.T) {
+	const fallbackWarning = "control does not stream the device map: long-polling instead"
+	for _, tc := range []struct {
+		name                string
+		noStreams, longPoll bool
+		wantRequests        func(n int) bool // map requests after the three changes
+		wantWarning         bool
+	}{
+		{name: "stream", wantRequests: func(n int) bool { return n == 2 }},
+		{name: "control without streams", noStreams: true, wantRequests: func(n int) bool { return n >= 5 }, wantWarning: true},
+		{name: "--long-poll", longPoll: true, wantRequests: func(n int) bool { return n >= 5 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.fc.NoStreams = tc.noStreams
+			w.fc.AddSession("tok1", "alice@example.com", time.Hour)
+			logs := &lockedBuffer{}
+			td := startDaemon(t, w, t.TempDir(), func(d *daemon) {
+				d.longPoll = tc.longPoll
+				d.log = slog.New(slog.NewTextHandler(logs, nil))
+			})
+			handOver(t, td, w, "tok1")
+			if _, aerr := td.connect(context.Background(), "ky3"); aerr != nil {
+				t.Fatal(aerr)
+			}
+			eventually(t, "ky3 peerUp", func() bool { return cluster(td.Status(), "ky3").PeerUp })
+			for i, node := range []string{"n2", "n1", "n2"} {
+				w.fc.SetVPN("ky3", w.vpn("ky3", node, "10.2.0.2:3276"+string(rune('0'+i)), "100.100.1"))
+				eventually(t, "ky3 on "+node, func() bool {
+					c := cluster(td.Status(), "ky3")
+					return c.Server.NodeID == node && c.Server.Endpoint == "10.2.0.2:3276"+string(rune('0'+i)) && c.PeerUp
+				})
+			}
+			if n := w.fc.Calls("GET /v1/devices/{id}/map"); !tc.wantRequests(n) {
+				t.Errorf("%d map requests:\n%s", n, logs.String())
+			}
+			if got := strings.Count(logs.String(), fallbackWarning); (got > 0) != tc.wantWarning {
+				t.Errorf("the fallback warning logged %d times:\n%s", got, logs.String())
+			}
+			if st := td.Status(); st.Session.State != localapi.SessionSignedIn {
+				t.Errorf("session %+v", st.Session)
+			}
+		})
+	}
+}
