@@ -29,15 +29,16 @@ type world struct {
 // ends (after printing the end of every log if the test failed).
 func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 	t.Helper()
-	return newWorldWith(t, clients, ttl, false)
+	return newWorldWith(t, lab.Options{Clients: clients, SessionTTL: ttl})
 }
 
-// newWorldWith is newWorld, with the lab's metrics (runos-lab up --metrics)
-// when metrics is set.
-func newWorldWith(t testing.TB, clients int, ttl time.Duration, metrics bool) *world {
+// newWorldWith is newWorld with more of the lab's options (Dir and BinDir
+// are the test's): the lab's metrics (runos-lab up --metrics), daemons and
+// gateways on long-polls.
+func newWorldWith(t testing.TB, o lab.Options) *world {
 	t.Helper()
 	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "curl")
-	if metrics {
+	if o.Metrics {
 		netnstest.Require(t, "prometheus")
 	}
 	if tt, ok := t.(*testing.T); ok {
@@ -47,7 +48,8 @@ func newWorldWith(t testing.TB, clients int, ttl time.Duration, metrics bool) *w
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl, BinDir: binDir, Progress: &progress, Metrics: metrics})
+	o.Dir, o.BinDir, o.Progress = dir, binDir, &progress
+	l, err := lab.Up(ctx, o)
 	if err != nil {
 		t.Fatalf("lab up: %v\n%s", err, progress.String())
 	}

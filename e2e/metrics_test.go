@@ -16,6 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -26,7 +27,7 @@ import (
 // gateway active. The laptop's own counters (status --json metrics) count
 // the move's reconnect and exactly the DNS queries sent to its forwarder.
 func TestMetricsAfterAMove(t *testing.T) {
-	w := newWorldWith(t, 1, 0, true)
+	w := newWorldWith(t, lab.Options{Clients: 1, Metrics: true})
 	h := w.env.Client.Host
 	if w.env.PrometheusURL == "" {
 		t.Fatal("no Prometheus URL in env.json with --metrics")
@@ -48,6 +49,10 @@ func TestMetricsAfterAMove(t *testing.T) {
 	w.promEquals(`runos_control_move_switch_seconds_sum`, float64(m.ControlSwitchMs)/1000)
 	w.promEquals(`runos_control_sessions_live`, 1)
 	w.promEquals(`runos_control_devices{state="connected"}`, 1)
+	// The daemon and the three gateways follow control by stream.
+	w.promEquals(`runos_control_streams_held{kind="device_map"}`, 1)
+	w.promEquals(`runos_control_streams_held{kind="gateway_map"}`, 3)
+	w.promEquals(`sum(runos_control_longpolls_held{kind=~"device_map|gateway_map"}) or vector(0)`, 0)
 	w.promEquals(`runos_gateway_role{node="n2",role="active"}`, 1)
 	w.promEquals(`runos_gateway_role{node="n1",role="active"}`, 0)
 	w.promEquals(`runos_gateway_peers{node="n2"}`, 1)

@@ -37,6 +37,9 @@ type Options struct {
 	// Metrics: control and every gateway serve Prometheus metrics, and
 	// Debian's prometheus on the control host scrapes them (metrics.go).
 	Metrics bool
+	// LongPoll runs every daemon and gateway with --long-poll, as those
+	// before push streams followed control.
+	LongPoll bool
 }
 
 // Lab is a lab being built or running, rooted at its directory.
@@ -55,6 +58,7 @@ type Lab struct {
 	env      *Env
 	skip     []string
 	metrics  bool
+	longPoll bool
 }
 
 // Programs the lab runs from BinDir.
@@ -178,7 +182,8 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		return nil, err
 	}
 	l := &Lab{dir: o.Dir, bin: o.BinDir, names: NamesFor(o.Dir), topo: topo, ttl: o.SessionTTL,
-		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip, metrics: o.Metrics}
+		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip, metrics: o.Metrics,
+		longPoll: o.LongPoll}
 	if l.j, err = newJournal(o.Dir, l.names.Prefix, o.Now()); err != nil {
 		return nil, err
 	}

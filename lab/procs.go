@@ -72,6 +72,9 @@ func (l *Lab) gatewayArgv(host string) []string {
 	if l.metrics {
 		argv = append(argv, "--metrics-addr", l.gatewayMetricsAddr(host))
 	}
+	if l.longPoll {
+		argv = append(argv, "--long-poll")
+	}
 	return argv
 }
 
@@ -80,8 +83,11 @@ func (l *Lab) gatewayArgv(host string) []string {
 // there: `runos-lab exec client -- runos vpnd --cleanup` finds the same
 // state as on a laptop.
 func (l *Lab) daemonProc(host string) Proc {
-	return Proc{Host: host, Name: "vpnd", Argv: []string{filepath.Join(l.bin, "runos"), "vpnd",
-		"--socket", socketInside, "--ca-file", l.caFile()}}
+	argv := []string{filepath.Join(l.bin, "runos"), "vpnd", "--socket", socketInside, "--ca-file", l.caFile()}
+	if l.longPoll {
+		argv = append(argv, "--long-poll")
+	}
+	return Proc{Host: host, Name: "vpnd", Argv: argv}
 }
 
 // HostEnv is the environment of everything run on a host: the machine's

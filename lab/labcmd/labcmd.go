@@ -94,13 +94,14 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 
 func upCmd() *cobra.Command {
 	var (
-		dir     string
-		clients int
-		ttl     time.Duration
-		bin     string
-		verbose bool
-		skip    []string
-		metrics bool
+		dir      string
+		clients  int
+		ttl      time.Duration
+		bin      string
+		verbose  bool
+		skip     []string
+		metrics  bool
+		longPoll bool
 	)
 	c := &cobra.Command{
 		Use:   "up",
@@ -120,7 +121,7 @@ removed again.`,
 				return fmt.Errorf("--clients %d: want 1 to %d laptops", clients, lab.MaxClients)
 			}
 			l, err := lab.Up(cmd.Context(), lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl,
-				BinDir: bin, Skip: skip, Metrics: metrics, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose)})
+				BinDir: bin, Skip: skip, Metrics: metrics, LongPoll: longPoll, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose)})
 			if err != nil {
 				return err
 			}
@@ -134,6 +135,7 @@ removed again.`,
 	c.Flags().StringVar(&bin, "bin", "", "directory with runos, runos-control, runos-gateway, runos-lab (default: this program's)")
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every step to stderr")
 	c.Flags().BoolVar(&metrics, "metrics", false, "control and the gateways serve Prometheus metrics, scraped by Debian's prometheus on the control host (its URL in runos-lab status)")
+	c.Flags().BoolVar(&longPoll, "long-poll", false, "the daemons and gateways follow control by long-polls, as those before push streams did")
 	c.Flags().StringSliceVar(&skip, "skip", nil, "programs not to start (tests of the lab itself)")
 	_ = c.Flags().MarkHidden("skip")
 	return c
