@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -74,6 +75,15 @@ import (
 // (goroutine stacks), goroutines, conns (connections open) and rss-MB
 // (resident memory).
 //
+// With RUNOS_FANOUT_STREAM=1 each device holds a push stream instead
+// (api.Client.WatchDeviceMap, docs/internals.md "Push"), on HTTP/1.1 or,
+// with RUNOS_FANOUT_H2=1, HTTP/2. Per device it also reports control's
+// cpu-us/dev (CPU per device per change) and heap-KB/dev, stack-KB/dev and
+// rss-KB/dev (what each held device adds to control, over control before
+// the devices connected; RSS after a GC that gives back what it freed,
+// both times). More than 20,000 devices dial from several
+// loopback addresses (127.0.0.1, .2, …), 20,000 each, for source ports.
+//
 // Knobs: RUNOS_FANOUT_PLAIN=1 serves plain HTTP (TLS's share);
 // RUNOS_FANOUT_CPUPROFILE=<file> profiles control's CPU during each round
 // (into <file>.<round>), RUNOS_FANOUT_HEAPPROFILE=<file> its heap with the
@@ -84,6 +94,7 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		n, _ = strconv.Atoi(v)
 	}
 	raiseNoFile(b)
+	stream := os.Getenv("RUNOS_FANOUT_STREAM") == "1"
 	ctx := context.Background()
 	dir := b.TempDir()
 
@@ -105,6 +116,17 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		return nil
 	})
 	h := hub.New(g, vs)
+	// The fan-out of each commit, to its last answer or stream event
+	// written: for streams, control's share of a round.
+	var fanMax atomic.Int64
+	h.ObserveFanOut(func(d time.Duration) {
+		for {
+			old := fanMax.Load()
+			if int64(d) <= old || fanMax.CompareAndSwap(old, int64(d)) {
+				return
+			}
+		}
+	})
 	srv, err := New(Config{Store: st, Hub: h, Clock: clock.Real{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -174,8 +196,15 @@ func BenchmarkMoveFanOut(b *testing.B) {
 
 	tokFile := filepath.Join(dir, "devices.txt")
 	os.WriteFile(tokFile, []byte(strings.Join(tokens, "\n")), 0o600)
+	// Control before any device: what each held device adds is measured
+	// over this.
+	var ms0 runtime.MemStats
+	debug.FreeOSMemory() // a GC, and what it freed given back: RSS is what is live
+	runtime.ReadMemStats(&ms0)
+	rss0 := rssMB()
 	helper := exec.Command(os.Args[0], "-test.run=^TestFanOutHelper$", "-test.v")
-	helper.Env = append(os.Environ(), "RUNOS_FANOUT_HELPER=1", "RUNOS_FANOUT_H2="+strconv.FormatBool(h2), "RUNOS_FANOUT_URL="+ts.URL, "RUNOS_FANOUT_CA="+caFile, "RUNOS_FANOUT_TOKENS="+tokFile)
+	helper.Env = append(os.Environ(), "RUNOS_FANOUT_HELPER=1", "RUNOS_FANOUT_H2="+strconv.FormatBool(h2), "RUNOS_FANOUT_URL="+ts.URL, "RUNOS_FANOUT_CA="+caFile, "RUNOS_FANOUT_TOKENS="+tokFile,
+		"RUNOS_FANOUT_STREAM="+strconv.FormatBool(stream))
 	stdin, _ := helper.StdinPipe()
 	stdout, _ := helper.StdoutPipe()
 	helper.Stderr = os.Stderr
@@ -194,7 +223,7 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		return nil
 	}
 	waitParked := func() {
-		for h.Watchers() < n {
+		for !stream && h.Watchers() < n || stream && srv.Streams() < n {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
@@ -204,8 +233,9 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		b.Logf("setup: %d TLS handshakes failed (timed out) and were dialled again", k)
 	}
 
-	var all, p50, p99, srvAll, ctlCPU, devCPU []float64
+	var all, p50, p99, srvAll, fan, ctlCPU, devCPU []float64
 	var heap, stack, rss, goroutines, nconns float64
+	var perDev struct{ heap, stack, rss float64 }
 	from, to := "n1", "n2"
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -225,14 +255,23 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		runtime.GC() // live heap, not garbage awaiting collection
 		runtime.ReadMemStats(&ms)
 		heap, stack, rss = float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20), rssMB()
+		// RSS per device over the RSS before, both with only what is live
+		// resident (the RSS reported is as control runs, GC headroom and all).
+		debug.FreeOSMemory()
+		rssLive := rssMB()
 		goroutines, nconns = float64(runtime.NumGoroutine()), float64(conns.Load())
+		perDev.heap = float64(ms.HeapInuse-ms0.HeapInuse) / 1024 / float64(n)
+		perDev.stack = float64(ms.StackInuse-ms0.StackInuse) / 1024 / float64(n)
+		perDev.rss = (rssLive - rss0) * 1024 / float64(n)
 		if f := os.Getenv("RUNOS_FANOUT_HEAPPROFILE"); f != "" && i == 0 {
 			if out, err := os.Create(f); err == nil {
 				pprof.WriteHeapProfile(out)
 				out.Close()
 			}
 		}
-		fmt.Fprintf(stdin, "round %d\n", i)
+		// Each device counts the first map of the round that names the
+		// target's key: late answers of the last round do not count.
+		fmt.Fprintf(stdin, "round %d %s\n", i, nodeKeys[to].PublicKey())
 		expect("armed")
 		var prof *os.File
 		if f := os.Getenv("RUNOS_FANOUT_CPUPROFILE"); f != "" {
@@ -242,6 +281,7 @@ func BenchmarkMoveFanOut(b *testing.B) {
 			pprof.StartCPUProfile(prof)
 		}
 		written.Store(0)
+		fanMax.Store(0)
 		b.StartTimer()
 		cpu0 := cpuTime()
 		t0 := time.Now()
@@ -261,10 +301,17 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		p50, p99, all = append(p50, times[0]), append(p99, times[1]), append(all, times[2])
 		helperCPU, _ := strconv.ParseInt(got[3], 10, 64)
 		devCPU = append(devCPU, float64(helperCPU)/float64(time.Millisecond))
-		for written.Load() < int64(n) {
-			time.Sleep(time.Millisecond)
+		fan = append(fan, float64(fanMax.Load())/float64(time.Millisecond))
+		if stream {
+			// A stream's request ended long ago: its writes are the
+			// fan-out's (to the last event written).
+			srvAll = append(srvAll, fan[len(fan)-1])
+		} else {
+			for written.Load() < int64(n) {
+				time.Sleep(time.Millisecond)
+			}
+			srvAll = append(srvAll, float64(time.Unix(0, lastWrite.Load()).Sub(t0))/float64(time.Millisecond))
 		}
-		srvAll = append(srvAll, float64(time.Unix(0, lastWrite.Load()).Sub(t0))/float64(time.Millisecond))
 		b.Logf("round %d: all %.0f ms, written %.0f ms, p50 %.0f ms; cpu control %.0f ms, devices %.0f ms",
 			i, times[2], srvAll[len(srvAll)-1], times[0], ctlCPU[len(ctlCPU)-1], devCPU[len(devCPU)-1])
 		hs := make([]api.PeerHandshake, 0, n)
@@ -282,6 +329,11 @@ func BenchmarkMoveFanOut(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(median(all), "ms-all")
 	b.ReportMetric(median(srvAll), "ms-written")
+	b.ReportMetric(median(fan), "ms-fanout")
+	b.ReportMetric(median(ctlCPU)*1000/float64(n), "cpu-us/dev")
+	b.ReportMetric(perDev.heap, "heap-KB/dev")
+	b.ReportMetric(perDev.stack, "stack-KB/dev")
+	b.ReportMetric(perDev.rss, "rss-KB/dev")
 	b.ReportMetric(median(p50), "ms-p50")
 	b.ReportMetric(median(p99), "ms-p99")
 	b.ReportMetric(median(ctlCPU), "cpu-ms-control")
@@ -292,6 +344,9 @@ func BenchmarkMoveFanOut(b *testing.B) {
 	b.ReportMetric(nconns, "conns")
 	b.ReportMetric(rss, "rss-MB")
 	b.ReportMetric(float64(n), "devices")
+	if stream {
+		b.ReportMetric(1, "stream")
+	}
 }
 
 func median(v []float64) float64 {
@@ -312,25 +367,54 @@ func TestFanOutHelper(t *testing.T) {
 	base := os.Getenv("RUNOS_FANOUT_URL")
 	lines := strings.Split(string(data), "\n")
 	h2 := os.Getenv("RUNOS_FANOUT_H2") == "true"
+	stream := os.Getenv("RUNOS_FANOUT_STREAM") == "true"
 	var mu sync.Mutex
 	round := -1
+	var want string // the key this round's maps name
 	var recv []int64
-	armed := make(chan struct{}, 1)
+	seen := make([]int, len(lines)) // the round each device was last counted in
 	var started atomic.Int64
-	for _, l := range lines {
+	// record counts device i's map m, received at: the first of the round
+	// that names its key.
+	record := func(i int, m *api.DeviceMap, at int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if round >= 0 && seen[i] != round && len(m.Clusters) > 0 && m.Clusters[0].VPN.PublicKey == want {
+			seen[i] = round
+			recv = append(recv, at)
+		}
+	}
+	for i := range seen {
+		seen[i] = -1
+	}
+	// The first connections are paced: 10,000 TLS handshakes at once on
+	// two CPUs outlast control's header timeout.
+	dialing := make(chan struct{}, 256)
+	for i, l := range lines {
 		tok, id, _ := strings.Cut(l, " ")
 		// A transport per device, as each daemon has its own, and one
 		// connection: on HTTP/1.1 a re-poll sent before the transport has
 		// taken back the connection of the answer would otherwise dial a
 		// second one, which control would keep open, idle, and count.
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, MaxConnsPerHost: 1, ForceAttemptHTTP2: h2}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, MaxConnsPerHost: 1, ForceAttemptHTTP2: h2,
+			DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i/20000))}}).DialContext}
 		if !h2 {
 			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		}
-		c := &api.Client{BaseURL: base, Token: tok, HTTP: &http.Client{Transport: tr}}
+		hc := &http.Client{Transport: tr}
+		c := &api.Client{BaseURL: base, Token: tok, HTTP: hc, StreamHTTP: hc}
+		dialing <- struct{}{}
+		first := func() {
+			started.Add(1)
+			<-dialing
+		}
+		if stream {
+			go streamDevice(c, id, func(m *api.DeviceMap, at int64) { record(i, m, at) }, first)
+			continue
+		}
 		go func() {
 			var since uint64
-			first := true
+			isFirst := true
 			for {
 				m, err := c.DeviceMap(context.Background(), id, since, 300*time.Second)
 				at := time.Now().UnixNano()
@@ -340,16 +424,12 @@ func TestFanOutHelper(t *testing.T) {
 					continue
 				}
 				since = m.Version
-				if first {
-					first = false
-					started.Add(1)
+				if isFirst {
+					isFirst = false
+					first()
 					continue
 				}
-				mu.Lock()
-				if round >= 0 {
-					recv = append(recv, at)
-				}
-				mu.Unlock()
+				record(i, m, at)
 			}
 		}()
 	}
@@ -360,18 +440,14 @@ func TestFanOutHelper(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		f := strings.Fields(in.Text())
-		if len(f) != 2 || f[0] != "round" {
+		if len(f) != 3 || f[0] != "round" {
 			continue
 		}
 		r, _ := strconv.Atoi(f[1])
 		cpu0 := cpuTime()
 		mu.Lock()
-		round, recv = r, recv[:0]
+		round, want, recv = r, f[2], recv[:0]
 		mu.Unlock()
-		select {
-		case armed <- struct{}{}:
-		default:
-		}
 		fmt.Println("armed")
 		for {
 			mu.Lock()
@@ -388,6 +464,29 @@ func TestFanOutHelper(t *testing.T) {
 			mu.Unlock()
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// streamDevice holds device id's map stream, resuming from the last
+// version after any failure, as the daemon does; got gets every map with
+// its arrival time, first runs after the first one.
+func streamDevice(c *api.Client, id string, got func(*api.DeviceMap, int64), first func()) {
+	var since uint64
+	isFirst := true
+	for {
+		err := c.WatchDeviceMap(context.Background(), id, since, func(m *api.DeviceMap) error {
+			at := time.Now().UnixNano()
+			since = m.Version
+			if isFirst {
+				isFirst = false
+				first()
+				return nil
+			}
+			got(m, at)
+			return nil
+		})
+		fmt.Fprintln(os.Stderr, "fan-out helper: stream:", err)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -439,6 +538,11 @@ func raiseNoFile(tb testing.TB) {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
 		tb.Fatal(err)
+	}
+	// As root the hard limit may go up too: 50,000 devices are 50,000
+	// descriptors on each side.
+	if up := (syscall.Rlimit{Cur: 1 << 20, Max: 1 << 20}); r.Max < up.Max && syscall.Setrlimit(syscall.RLIMIT_NOFILE, &up) == nil {
+		return
 	}
 	r.Cur = r.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
