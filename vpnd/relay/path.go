@@ -1,0 +1,202 @@
+package relay
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/runos/vpn/internal/relaywire"
+)
+
+// Path is how a cluster's WireGuard datagrams travel.
+type Path string
+
+// Paths.
+const (
+	Direct Path = "direct" // UDP to the node's VPN port
+	Relay  Path = "relay"  // framed over the node's HTTPS relay
+)
+
+// Timing is when the decision moves. The defaults fit what wireguard-go
+// itself does: it re-sends an unanswered initiation after 5 s and refuses
+// to start a new handshake sooner than 5 s after the last (so a probe can
+// never be more frequent), rekeys every 2 minutes and drops keys after 3.
+type Timing struct {
+	// FallbackAfter: an initiation unanswered over UDP this long means UDP
+	// does not get through (wireguard-go would send its second one at 5 s:
+	// this is before it).
+	FallbackAfter time.Duration
+	// SilenceAfter: on the direct path, packets sent and nothing back for
+	// this long: ask wireguard-go for a handshake, which tells.
+	SilenceAfter time.Duration
+	// SuspectFallback: after such a silence or a network change, an
+	// initiation unanswered this long is enough to fall back (a handshake
+	// round trip is far shorter), and so is the silence going on this
+	// much longer.
+	SuspectFallback time.Duration
+	// ProbeEvery: while relayed, test UDP with a handshake this often.
+	ProbeEvery time.Duration
+	// UrgentAfter: while relayed, an initiation goes over UDP only (a
+	// probe) while the last handshake is younger than this; an older one
+	// needs the relay, so the keys never run out.
+	UrgentAfter time.Duration
+	// WarmFor: a relay connection unused this long is closed.
+	WarmFor time.Duration
+}
+
+// DefaultTiming is the production timing.
+var DefaultTiming = Timing{
+	FallbackAfter:   2500 * time.Millisecond,
+	SilenceAfter:    1500 * time.Millisecond,
+	SuspectFallback: time.Second,
+	ProbeEvery:      5 * time.Second,
+	UrgentAfter:     60 * time.Second,
+	WarmFor:         60 * time.Second,
+}
+
+// keepaliveLen is the size of a WireGuard keepalive (a transport message
+// with nothing in it: 16-byte header, 16-byte tag). Keepalives are never
+// answered, so they say nothing about the path.
+const keepaliveLen = 32
+
+// decider decides one destination's path from what was sent and received
+// and when. It does no I/O and reads no clock: its methods take the time,
+// and tick's answer says what to do (the Bind does it).
+type decider struct {
+	t        Timing
+	hasRelay bool // the destination has a relay URL: without one, UDP is all there is
+
+	path   Path
+	since  time.Time
+	reason string
+
+	udpWaitSince  time.Time // first initiation over UDP since the last UDP receive
+	silenceSince  time.Time // direct: first packet sent since the last UDP receive
+	suspect       bool      // a silence or a network change: fall back sooner
+	lastHandshake time.Time // last handshake response received, either way
+	lastProbe     time.Time // last handshake asked of wireguard-go
+	lastRelayUse  time.Time
+}
+
+func newDecider(t Timing, hasRelay bool, now time.Time) *decider {
+	return &decider{t: t, hasRelay: hasRelay, path: Direct, since: now, reason: "UDP first"}
+}
+
+// route says where datagrams of type typ (relaywire.Msg…) and length n
+// go, and notes that they went.
+func (d *decider) route(now time.Time, typ byte, n int) (udp, relay bool) {
+	if d.path == Direct {
+		switch {
+		case typ == relaywire.MsgInitiation:
+			if d.udpWaitSince.IsZero() {
+				d.udpWaitSince = now
+			}
+		case typ == relaywire.MsgData && n == keepaliveLen:
+		default:
+			if d.silenceSince.IsZero() {
+				d.silenceSince = now
+			}
+		}
+		return true, false
+	}
+	if typ == relaywire.MsgInitiation && !d.urgent(now) {
+		return true, false // a probe: does UDP answer again?
+	}
+	d.lastRelayUse = now
+	return false, true
+}
+
+func (d *decider) urgent(now time.Time) bool {
+	return d.lastHandshake.IsZero() || now.Sub(d.lastHandshake) >= d.t.UrgentAfter
+}
+
+// received notes a datagram of type typ from the destination; it returns
+// true when that switched the path.
+func (d *decider) received(now time.Time, typ byte, viaRelay bool) bool {
+	if typ == relaywire.MsgResponse {
+		d.lastHandshake = now
+	}
+	if viaRelay {
+		d.lastRelayUse = now
+		return false
+	}
+	d.udpWaitSince, d.silenceSince, d.suspect = time.Time{}, time.Time{}, false
+	if d.path == Relay && typ == relaywire.MsgResponse {
+		d.switchTo(now, Direct, "a handshake over UDP succeeded")
+		return true
+	}
+	return false
+}
+
+// actions is what a tick asks the Bind to do.
+type actions struct {
+	switched   bool // the path changed (log it, tell the daemon)
+	probe      bool // ask wireguard-go for a handshake now
+	resendInit bool // send the last initiation over the relay (it went to UDP unanswered)
+}
+
+// tick moves the decision on with time.
+func (d *decider) tick(now time.Time) actions {
+	var a actions
+	if d.path == Relay {
+		if now.Sub(d.lastProbe) >= d.t.ProbeEvery {
+			d.lastProbe, a.probe = now, true
+		}
+		return a
+	}
+	if !d.hasRelay {
+		return a
+	}
+	wait := now.Sub(d.udpWaitSince)
+	switch {
+	case !d.udpWaitSince.IsZero() && (wait >= d.t.FallbackAfter || d.suspect && wait >= d.t.SuspectFallback):
+		d.switchTo(now, Relay, fmt.Sprintf("a handshake initiation got no answer over UDP for %s", round(wait)))
+		a.switched, a.resendInit = true, true
+	case !d.silenceSince.IsZero() && d.suspect && now.Sub(d.silenceSince) >= d.t.SilenceAfter+d.t.SuspectFallback:
+		d.switchTo(now, Relay, fmt.Sprintf("nothing came back over UDP for %s", round(now.Sub(d.silenceSince))))
+		a.switched = true
+	case !d.silenceSince.IsZero() && now.Sub(d.silenceSince) >= d.t.SilenceAfter && now.Sub(d.lastProbe) >= d.t.ProbeEvery:
+		d.suspect = true
+		d.lastProbe, a.probe = now, true
+	}
+	return a
+}
+
+func (d *decider) switchTo(now time.Time, p Path, why string) {
+	d.path, d.since, d.reason = p, now, why
+	d.udpWaitSince, d.silenceSince, d.suspect = time.Time{}, time.Time{}, false
+	if p == Relay {
+		d.lastRelayUse = now
+		d.lastProbe = now // the first probe after ProbeEvery, not at once
+	}
+}
+
+// networkChanged: the laptop's addresses or default route changed. What
+// held on the old network proves nothing: a direct path must answer soon,
+// a relayed one tries UDP at once.
+func (d *decider) networkChanged(now time.Time) {
+	d.suspect = true
+	d.lastProbe = time.Time{}
+	if d.path == Direct {
+		d.udpWaitSince = time.Time{}
+		d.silenceSince = now
+	}
+}
+
+// wantRelay reports whether the relay connection should be open: while
+// relayed, while the direct path is in doubt (so a fall back finds it
+// ready), and for WarmFor after its last use.
+func (d *decider) wantRelay(now time.Time) bool {
+	if !d.hasRelay {
+		return false
+	}
+	return d.path == Relay || d.suspect || !d.udpWaitSince.IsZero() && now.Sub(d.udpWaitSince) >= d.t.FallbackAfter/2 ||
+		!d.lastRelayUse.IsZero() && now.Sub(d.lastRelayUse) < d.t.WarmFor
+}
+
+// pending reports whether time alone can change something, so the Bind
+// keeps ticking.
+func (d *decider) pending(now time.Time) bool {
+	return d.path == Relay || !d.udpWaitSince.IsZero() || !d.silenceSince.IsZero() || d.suspect || d.wantRelay(now)
+}
+
+func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
