@@ -181,7 +181,7 @@ type SetRelayRequest struct {
 type AddVPNServiceRequest struct {
 	Name         string `json:"name"`
 	TargetNodeID string `json:"targetNodeId"`
-	Port         int    `json:"port,omitempty"` // 0 means DefaultVPNPort
+	Port         int    `json:"port,omitempty"`     // 0 means DefaultVPNPort
 	RelayURL     string `json:"relayUrl,omitempty"` // see VPNService.RelayURL
 }
 

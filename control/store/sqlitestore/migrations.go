@@ -160,4 +160,6 @@ CREATE TABLE oauth_device_codes (
 	last_poll        INTEGER NOT NULL
 ) WITHOUT ROWID;
 `,
+	// 2: a VPN service's relay URL override (issue 14).
+	2: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
 }
