@@ -21,7 +21,9 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/gateway"
 	"github.com/runos/vpn/gateway/nodekey"
+	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/internal/version"
+	"golang.zx2c4.com/wireguard/conn"
 )
 
 // Exit codes.
@@ -45,6 +47,7 @@ type flags struct {
 	control, nodeID, tokenFile, stateDir, caFile, iface string
 	heartbeat                                           time.Duration
 	logLevel, logFormat                                 string
+	relayListen, relayCert, relayKey, relayRecord       string
 }
 
 type usageError struct{ error }
@@ -75,6 +78,14 @@ The node's WireGuard key is generated here on first start and kept in
 --state-dir as gateway.key (0600); it is never sent anywhere or logged. Only
 the public key is reported, with whether the server listens and each
 device's latest handshake, on every change and every --heartbeat.
+
+With --relay-listen, the node also serves the relay: WireGuard over HTTPS
+(a WebSocket on the relay path, /runos-vpn/relay) for devices on networks that
+let no UDP through. In production the node's ingress (Traefik, on 443) routes
+that path here; --relay-cert and --relay-key are the certificate it presents
+when it listens on TLS itself (as in the lab, on :443). A device is let in when
+control confirms its session and key and that it joined this cluster; its
+datagrams go into the same WireGuard server as UDP ones, ciphertext only.
 
 Control's certificate is verified against --ca-file (default $RUNOS_CA_FILE,
 else the system roots). The token file holds the node's enrollment token.
@@ -108,6 +119,11 @@ the DNS listener are removed before the process exits.`,
 	fl.DurationVar(&f.heartbeat, "heartbeat", gateway.DefaultHeartbeat, "report at least this often (under 30s: control marks a node no_heartbeat 30 s after its last report)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text, or json for log collectors")
+	fl.StringVar(&f.relayListen, "relay-listen", "", "serve the relay (WireGuard over HTTPS) on this address, e.g. :443 (default: no relay)")
+	fl.StringVar(&f.relayCert, "relay-cert", "", "PEM certificate the relay presents (with --relay-listen)")
+	fl.StringVar(&f.relayKey, "relay-key", "", "PEM private key of --relay-cert")
+	fl.StringVar(&f.relayRecord, "relay-record", "", "")
+	_ = fl.MarkHidden("relay-record") // tests: record every relay stream's bytes in this directory
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd.SetVersionTemplate("runos-gateway {{.Version}}\n")
 	cmd.SetArgs(args)
@@ -153,6 +169,12 @@ func (f flags) check(getenv func(string) string) (caFile string, err error) {
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return "", usagef("--log-format %q: want text or json", f.logFormat)
 	}
+	if (f.relayCert == "") != (f.relayKey == "") || f.relayListen == "" && f.relayCert != "" {
+		return "", usagef("--relay-cert and --relay-key go together, with --relay-listen")
+	}
+	if f.relayListen != "" && f.relayCert == "" {
+		return "", usagef("--relay-listen %s: give --relay-cert and --relay-key (the relay speaks HTTPS only)", f.relayListen)
+	}
 	if f.caFile != "" {
 		return f.caFile, nil
 	}
@@ -195,7 +217,17 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	}
 	log.Info("runos-gateway starting", "version", version.String(), "node", f.nodeID, "control", f.control,
 		"interface", f.iface, "heartbeat", f.heartbeat.String(), "publicKey", key.PublicKey().String())
+	var bind *relay.Bind
+	if f.relayListen != "" {
+		bind = relay.NewBind(conn.NewDefaultBind(), log)
+		stop, err := serveRelay(ctx, f, bind, client, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	err = gateway.Run(ctx, gateway.Config{
+		Relay:     bind,
 		Control:   client,
 		NodeID:    f.nodeID,
 		Key:       key,

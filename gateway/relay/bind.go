@@ -119,6 +119,14 @@ func (b *Bind) SetMark(mark uint32) error                     { return b.inner.S
 func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) { return b.inner.ParseEndpoint(s) }
 func (b *Bind) BatchSize() int                                { return b.inner.BatchSize() }
 
+// Serving reports whether wireguard-go has the Bind open: the node serves
+// a VPN server (the relay refuses streams otherwise).
+func (b *Bind) Serving() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed != nil
+}
+
 // Streams is how many relay streams are attached.
 func (b *Bind) Streams() int {
 	b.mu.Lock()
