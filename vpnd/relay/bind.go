@@ -265,9 +265,9 @@ func (b *Bind) Close() error {
 	return b.cfg.Inner.Close()
 }
 
-func (b *Bind) SetMark(mark uint32) error                      { return b.cfg.Inner.SetMark(mark) }
+func (b *Bind) SetMark(mark uint32) error                     { return b.cfg.Inner.SetMark(mark) }
 func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) { return b.cfg.Inner.ParseEndpoint(s) }
-func (b *Bind) BatchSize() int                                 { return b.cfg.Inner.BatchSize() }
+func (b *Bind) BatchSize() int                                { return b.cfg.Inner.BatchSize() }
 
 // Send routes bufs to ep over UDP, the relay, or (a probe) UDP only.
 func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {

@@ -332,6 +332,9 @@ func (d *dest) failed(err error) {
 		was := d.captive
 		d.captive = ""
 		if found {
+			if portal == "" {
+				portal = "the network's sign-in page" // 511: the portal did not say where
+			}
 			d.captive = portal
 		}
 		d.mu.Unlock()

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/vpnd/relay"
 	"github.com/runos/vpn/vpnd/wgcfg"
-	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/tun"
 	"golang.zx2c4.com/wireguard/wgctrl"
@@ -30,7 +30,8 @@ import (
 )
 
 const (
-	mtu = 1420 // WireGuard's usual MTU over a 1500-byte path
+	// DefaultMTU is WireGuard's usual MTU over a 1500-byte path.
+	DefaultMTU = 1420
 	// keepalive keeps NAT mappings open and, because every keepalive goes
 	// through the send path, makes wireguard-go re-handshake every two
 	// minutes: peerUp (a handshake within 180 s) then holds while the
@@ -44,12 +45,15 @@ type Engine struct {
 	log  *slog.Logger
 	name string
 	now  func() time.Time
+	mtu  int
 
-	tun  tun.Device
-	dev  *device.Device
-	uapi net.Listener
-	wg   *wgctrl.Client
-	net  platform.TunnelNet
+	tun   tun.Device
+	clamp *clampTUN   // the TUN as wireguard-go sees it: clamps TCP MSS to the uplink (mss.go)
+	bind  *relay.Bind // UDP, or a cluster's relay where UDP gets no answer (relay.go)
+	dev   *device.Device
+	uapi  net.Listener
+	wg    *wgctrl.Client
+	net   platform.TunnelNet
 
 	onHandshake atomic.Pointer[func()] // see OnHandshake
 
@@ -69,21 +73,32 @@ type tracked struct {
 // New creates the interface name (wg1), starts wireguard-go on it with key
 // and the UAPI socket, and brings it up with no peers. On failure nothing is
 // left behind.
-func New(name string, key wgtypes.Key, log *slog.Logger) (_ *Engine, err error) {
+func New(name string, key wgtypes.Key, log *slog.Logger) (*Engine, error) {
+	return NewWith(name, key, log, Options{})
+}
+
+// NewWith is New with Options.
+func NewWith(name string, key wgtypes.Key, log *slog.Logger, opt Options) (_ *Engine, err error) {
 	e := &Engine{log: log, name: name, now: time.Now, peers: map[wgtypes.Key]*tracked{}}
 	defer func() {
 		if err != nil {
 			e.close()
 		}
 	}()
-	e.tun, err = tun.CreateTUN(platform.TunnelDeviceName(name), mtu)
+	e.mtu = opt.MTU
+	if e.mtu == 0 {
+		e.mtu = DefaultMTU
+	}
+	e.tun, err = tun.CreateTUN(platform.TunnelDeviceName(name), e.mtu)
 	if err != nil {
 		return nil, fmt.Errorf("create tunnel interface %s: %w", name, err)
 	}
 	if real, nerr := e.tun.Name(); nerr == nil {
 		e.name = real // macOS picks utunN itself
 	}
-	e.dev = device.NewDevice(e.tun, conn.NewDefaultBind(), e.wgLogger(log))
+	e.clamp = &clampTUN{Device: e.tun}
+	e.bind = e.newBind(key, opt)
+	e.dev = device.NewDevice(e.clamp, e.bind, e.wgLogger(log))
 	e.uapi, err = uapiListen(e.name)
 	if err != nil {
 		return nil, fmt.Errorf("tunnel %s: UAPI socket: %w", e.name, err)
@@ -217,6 +232,7 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 	if err := e.net.SetRoutes(cfg.Routes); err != nil {
 		return err
 	}
+	e.bind.SetDests(dests(cfg))
 	if len(added) > 0 || removed > 0 {
 		e.log.Info("peers configured", "interface", e.name, "added", added, "removed", removed, "peers", len(cfg.Peers))
 	}
@@ -257,6 +273,7 @@ func (e *Engine) Read() wgcfg.Report {
 		return r
 	}
 	r.PublicKey = dev.PublicKey
+	paths := e.paths()
 	for _, p := range dev.Peers {
 		pr := wgcfg.PeerReport{PublicKey: p.PublicKey, LastHandshake: p.LastHandshakeTime}
 		if p.Endpoint != nil {
@@ -265,6 +282,7 @@ func (e *Engine) Read() wgcfg.Report {
 		if t, ok := e.peers[p.PublicKey]; ok {
 			pr.AddedAt = t.addedAt
 		}
+		pr.Path = paths[p.PublicKey]
 		r.Peers = append(r.Peers, pr)
 	}
 	slices.SortFunc(r.Peers, func(a, b wgcfg.PeerReport) int { return bytes.Compare(a.PublicKey[:], b.PublicKey[:]) })
@@ -307,6 +325,9 @@ func (e *Engine) close() error {
 		e.dev.Close()
 	} else if e.tun != nil {
 		errs = append(errs, e.tun.Close())
+	}
+	if e.bind != nil {
+		e.bind.Stop() // its relay connections
 	}
 	if e.tun != nil {
 		errs = append(errs, platform.DeleteInterface(e.name))

@@ -17,6 +17,7 @@ type Peer struct {
 	PublicKey  wgtypes.Key
 	Endpoint   netip.AddrPort
 	AllowedIPs []netip.Prefix // the cluster's VPN subnet
+	Relay      string         // the hosting node's relay URL, for networks without UDP ("" none)
 }
 
 // Config is the whole wanted state of the tunnel interface.
@@ -31,7 +32,7 @@ func (c Config) Equal(o Config) bool {
 	return slices.Equal(c.Addresses, o.Addresses) && slices.Equal(c.Routes, o.Routes) &&
 		slices.EqualFunc(c.Peers, o.Peers, func(a, b Peer) bool {
 			return a.CID == b.CID && a.PublicKey == b.PublicKey && a.Endpoint == b.Endpoint &&
-				slices.Equal(a.AllowedIPs, b.AllowedIPs)
+				slices.Equal(a.AllowedIPs, b.AllowedIPs) && a.Relay == b.Relay
 		})
 }
 
@@ -41,6 +42,18 @@ type PeerReport struct {
 	Endpoint      netip.AddrPort
 	LastHandshake time.Time // zero: never
 	AddedAt       time.Time // when the engine configured this peer (for "no handshake yet")
+	Path          PathReport
+}
+
+// PathReport is how a peer's datagrams travel (vpnd/relay decides).
+type PathReport struct {
+	Path     string    // "direct" (UDP) or "relay"; "" when the engine decides nothing for the peer
+	Since    time.Time // when it took this path
+	Reason   string    // why
+	Relay    string    // the relay's URL ("" none)
+	RelayUp  bool      // the relay connection is open
+	RelayErr string    // why the relay could not be reached
+	Captive  string    // a captive portal holds the network ("portal" when its address is unknown)
 }
 
 // Report is what the device says about itself.
