@@ -51,6 +51,7 @@ type Status struct {
 	Session  Session         `json:"session"`
 	Tunnel   Tunnel          `json:"tunnel"`
 	DNS      DNS             `json:"dns"`
+	Network  Network         `json:"network"`
 	Clusters []ClusterStatus `json:"clusters"` // wanted or reachable clusters, by cid
 	Warnings []Warning       `json:"warnings,omitempty"`
 	// Access is what the caller of this request may do, decided per
@@ -66,7 +67,20 @@ const (
 	WarnSessionExpiring = "session-expiring" // the session ends within the hour
 	WarnSessionExpired  = "session-expired"  // the session lapsed: clusters stay down until `runos vpn up`
 	WarnDNS             = "dns"              // split DNS failed; the same error is in DNS.Error
+	// WarnCaptivePortal: the network holds back UDP and HTTPS until its
+	// sign-in page is done (plain HTTP is redirected to it).
+	WarnCaptivePortal = "captive-portal"
 )
+
+// Paths of a cluster's WireGuard datagrams (ClusterStatus.Path).
+const (
+	PathDirect = "direct" // UDP to the node's VPN port
+	PathRelay  = "relay"  // WireGuard over the node's HTTPS relay, where UDP gets no answer
+)
+
+// CaptivePortalMessage is what status and RunOS Desktop say while a
+// captive portal holds the network.
+const CaptivePortalMessage = "the network needs a sign-in page first"
 
 // Warning is something the user should know about the daemon's state.
 type Warning struct {
@@ -120,6 +134,26 @@ type DNS struct {
 	Error  string `json:"error,omitempty"`
 }
 
+// Network is the laptop's uplink as the daemon last saw it change.
+type Network struct {
+	Uplink    string    `json:"uplink"`    // its default route and addresses, in one line ("" unknown)
+	MTU       int       `json:"mtu"`       // the uplink's MTU (0 unknown)
+	ChangedAt time.Time `json:"changedAt"` // null before a change was seen (see MarshalJSON)
+	// WokeAt is when the daemon last found it had slept (the laptop
+	// suspended, or the daemon held still); null when it has not.
+	WokeAt time.Time `json:"wokeAt"`
+}
+
+// MarshalJSON writes zero times as null.
+func (n Network) MarshalJSON() ([]byte, error) {
+	type plain Network
+	return json.Marshal(struct {
+		plain
+		ChangedAt *time.Time `json:"changedAt"`
+		WokeAt    *time.Time `json:"wokeAt"`
+	}{plain(n), timeOrNull(n.ChangedAt), timeOrNull(n.WokeAt)})
+}
+
 // Server is a cluster's VPN server as the device sees it.
 type Server struct {
 	NodeID    string `json:"nodeId"`
@@ -141,6 +175,12 @@ type ClusterStatus struct {
 	State         string     `json:"state"`         // connecting, connected, disconnected or error
 	Wanted        bool       `json:"wanted"`        // the user asked for it
 	PeerUp        bool       `json:"peerUp"`        // handshake within HandshakeFresh, read from the device
+	// Path is how the cluster's WireGuard datagrams travel: PathDirect
+	// (UDP) or PathRelay (the node's HTTPS relay); "" while no peer is
+	// configured. PathReason says why it took that path.
+	Path          string     `json:"path"`
+	PathReason    string     `json:"pathReason,omitempty"`
+	Relay         string     `json:"relay,omitempty"` // the node's relay URL, when control gives one
 	LastHandshake time.Time  `json:"lastHandshake"` // null before the first (see MarshalJSON)
 	Server        Server     `json:"server"`
 	Subnet        string     `json:"subnet,omitempty"`

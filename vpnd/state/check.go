@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"net/url"
 	"net/netip"
 	"slices"
 
@@ -82,6 +83,7 @@ func (c *cluster) parse() error {
 		return fmt.Errorf("control sent a bad subnet %q for %s", v.Subnet, c.cc.CID)
 	}
 	c.peer.AllowedIPs = []netip.Prefix{sn}
+	c.peer.Relay = relayURL(v.Relay)
 	if v.Address != "" {
 		a, err := netip.ParseAddr(v.Address)
 		if err != nil || !sn.Contains(a) {
@@ -148,4 +150,15 @@ func checkDomain(d string) error {
 		return fmt.Errorf("bad domain %q", d)
 	}
 	return nil
+}
+
+// relayURL is control's relay URL if it is one the daemon can dial
+// (https://host[:port]/path), else "": the relay is a fallback, so a bad
+// one leaves the cluster on UDP rather than in error.
+func relayURL(s string) string {
+	u, err := url.Parse(s)
+	if s == "" || err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
+		return ""
+	}
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/runos/vpn/dnsplit"
@@ -26,6 +27,10 @@ func Derive(in *Inputs) localapi.Status {
 		Session: deriveSession(in),
 		Tunnel:  deriveTunnel(in),
 		DNS:     deriveDNS(in.DNS),
+		Network: localapi.Network{MTU: in.Network.MTU(), ChangedAt: in.NetworkChangedAt, WokeAt: in.Slept.To},
+	}
+	if in.Network.Default != nil || in.Network.Addrs != nil {
+		st.Network.Uplink = in.Network.String()
 	}
 	live := sessionState(in) == signedIn
 	cs := joined(in.Map)
@@ -69,6 +74,9 @@ func deriveSession(in *Inputs) localapi.Session {
 	case expired:
 		s.State = localapi.SessionExpired
 		s.Error = in.SessionErr
+		if lapsedAsleep(in) {
+			s.Error = expiredWhile(in)
+		}
 	case signedIn:
 		s.State = localapi.SessionSignedIn
 		s.Error = in.ControlErr
@@ -143,10 +151,19 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 	cst.State = localapi.ClusterConnected
 	cst.LastHandshake = r.LastHandshake
 	cst.PeerUp = fresh(r.LastHandshake, in.Now)
+	cst.Path, cst.PathReason, cst.Relay = r.Path.Path, r.Path.Reason, r.Path.Relay
 	if cst.PeerUp {
 		return
 	}
 	switch {
+	case r.Path.Captive != "":
+		cst.Error = captiveMessage(r.Path.Captive)
+	case r.Path.Path == localapi.PathRelay && r.Path.RelayErr != "":
+		cst.Error = fmt.Sprintf("UDP %d to %s gets no answer, and the relay %s fails: %s",
+			c.peer.Endpoint.Port(), v.Endpoint, r.Path.Relay, r.Path.RelayErr)
+	case r.Path.Path == localapi.PathRelay && r.LastHandshake.IsZero() && in.Now.Sub(r.AddedAt) >= noHandshakeGrace:
+		cst.Error = fmt.Sprintf("no handshake with the VPN server at %s over UDP %d or its relay %s yet",
+			v.Endpoint, c.peer.Endpoint.Port(), r.Path.Relay)
 	case r.LastHandshake.IsZero() && in.Now.Sub(r.AddedAt) >= noHandshakeGrace:
 		cst.Error = fmt.Sprintf("no handshake with the VPN server at %s yet: is UDP %d reachable from here?",
 			v.Endpoint, c.peer.Endpoint.Port())
@@ -160,8 +177,15 @@ func warnings(in *Inputs) []localapi.Warning {
 	var w []localapi.Warning
 	switch sessionState(in) {
 	case expired:
+		msg := "the session expired"
+		if e := in.Prefs.ExpiresAt; !e.IsZero() && !in.SessionEnded {
+			msg = "your sign-in expired at " + e.UTC().Format("2006-01-02 15:04 UTC")
+			if lapsedAsleep(in) {
+				msg += " while this computer was asleep"
+			}
+		}
 		w = append(w, localapi.Warning{Code: localapi.WarnSessionExpired,
-			Message: "the session expired: run `runos vpn up` to sign in again (your clusters reconnect)"})
+			Message: msg + ": run `runos vpn up` to sign in again (your clusters reconnect)"})
 	case signedIn:
 		if e := in.Prefs.ExpiresAt; !e.IsZero() && e.Sub(in.Now) <= expiryWarning {
 			w = append(w, localapi.Warning{Code: localapi.WarnSessionExpiring,
@@ -172,7 +196,44 @@ func warnings(in *Inputs) []localapi.Warning {
 	if in.DNS.Error != "" {
 		w = append(w, localapi.Warning{Code: localapi.WarnDNS, Message: "dns: " + in.DNS.Error})
 	}
+	if p := captive(in); p != "" {
+		w = append(w, localapi.Warning{Code: localapi.WarnCaptivePortal,
+			Message: captiveMessage(p) + ": open any web page in a browser to sign in to the network; the VPN connects once it lets traffic through"})
+	}
 	return w
+}
+
+// captive is the captive portal some wanted cluster's path met, "" when none.
+func captive(in *Inputs) string {
+	if sessionState(in) != signedIn {
+		return ""
+	}
+	for _, p := range in.Device.Peers {
+		if p.Path.Captive != "" && !fresh(p.LastHandshake, in.Now) {
+			return p.Path.Captive
+		}
+	}
+	return ""
+}
+
+func captiveMessage(portal string) string {
+	if portal == "" || !strings.Contains(portal, "://") {
+		return localapi.CaptivePortalMessage
+	}
+	return localapi.CaptivePortalMessage + " (" + portal + ")"
+}
+
+// lapsedAsleep reports whether the session's expiry fell inside the
+// daemon's last sleep: it lapsed while the laptop was suspended.
+func lapsedAsleep(in *Inputs) bool {
+	e := in.Prefs.ExpiresAt
+	return !e.IsZero() && !in.Slept.From.IsZero() && !e.Before(in.Slept.From) && !e.After(in.Slept.To)
+}
+
+// expiredWhile words a session that lapsed during a sleep, as control
+// words an expiry ("your sign-in expired at …").
+func expiredWhile(in *Inputs) string {
+	return "your sign-in expired at " + in.Prefs.ExpiresAt.UTC().Format(time.RFC3339) + " while this computer was asleep"
 }
 
 // Prefixes renders prefixes for logs.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/platform/netmon"
+	"github.com/runos/vpn/vpnd/wake"
 	"github.com/runos/vpn/vpnd/store"
 	"github.com/runos/vpn/vpnd/wgcfg"
 )
@@ -34,6 +36,14 @@ type Inputs struct {
 
 	Device wgcfg.Report   // what the WireGuard device reports
 	DNS    dnsplit.Status // the split-DNS configurator; Mode "" means off
+
+	// Network is the uplink as platform/netmon last reported it, and
+	// when it changed (zero before a change was seen).
+	Network          netmon.State
+	NetworkChangedAt time.Time
+	// Slept is the daemon's last sleep (vpnd/wake): a session that lapsed
+	// during it is said to have.
+	Slept wake.Sleep
 }
 
 // SignedIn reports whether the session is live at in.Now.
