@@ -170,18 +170,18 @@ type ClusterDNS struct {
 
 // ClusterStatus is one cluster's connection.
 type ClusterStatus struct {
-	CID           string     `json:"cid"`
-	Name          string     `json:"name,omitempty"`
-	State         string     `json:"state"`         // connecting, connected, disconnected or error
-	Wanted        bool       `json:"wanted"`        // the user asked for it
-	PeerUp        bool       `json:"peerUp"`        // handshake within HandshakeFresh, read from the device
+	CID    string `json:"cid"`
+	Name   string `json:"name,omitempty"`
+	State  string `json:"state"`  // connecting, connected, disconnected or error
+	Wanted bool   `json:"wanted"` // the user asked for it
+	PeerUp bool   `json:"peerUp"` // handshake within HandshakeFresh, read from the device
 	// Path is how the cluster's WireGuard datagrams travel: PathDirect
 	// (UDP) or PathRelay (the node's HTTPS relay); "" while no peer is
 	// configured. PathReason says why it took that path.
 	Path          string     `json:"path"`
 	PathReason    string     `json:"pathReason,omitempty"`
 	Relay         string     `json:"relay,omitempty"` // the node's relay URL, when control gives one
-	LastHandshake time.Time  `json:"lastHandshake"` // null before the first (see MarshalJSON)
+	LastHandshake time.Time  `json:"lastHandshake"`   // null before the first (see MarshalJSON)
 	Server        Server     `json:"server"`
 	Subnet        string     `json:"subnet,omitempty"`
 	DNS           ClusterDNS `json:"dns"`

@@ -2,8 +2,8 @@ package state
 
 import (
 	"fmt"
-	"net/url"
 	"net/netip"
+	"net/url"
 	"slices"
 
 	"github.com/runos/vpn/control/api"

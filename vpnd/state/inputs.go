@@ -11,8 +11,8 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/platform/netmon"
-	"github.com/runos/vpn/vpnd/wake"
 	"github.com/runos/vpn/vpnd/store"
+	"github.com/runos/vpn/vpnd/wake"
 	"github.com/runos/vpn/vpnd/wgcfg"
 )
 
