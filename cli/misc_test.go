@@ -22,7 +22,7 @@ func TestConfigCommands(t *testing.T) {
 	// Refusals change nothing.
 	h.run("config", "set", "cid", "Bad_CID").want(t, 2, nil, []string{"a cid is 3 to 16 lowercase letters and digits"})
 	h.run("config", "set", "api-url", "ftp://x").want(t, 2, nil, []string{"the scheme must be https"})
-	h.run("config", "set", "colour", "blue").want(t, 2, nil, []string{`unknown config key "colour" (known keys: cid, api-url, ca-file)`})
+	h.run("config", "set", "colour", "blue").want(t, 2, nil, []string{`unknown config key "colour" (known keys: cid, api-url, ca-file, mtu)`})
 	h.run("config", "get", "colour").want(t, 2, nil, []string{"unknown config key"})
 	if after, _ := os.ReadFile(path); string(after) != string(before) {
 		t.Errorf("a refused set changed the file:\n%s\nwas\n%s", after, before)
@@ -34,7 +34,7 @@ func TestConfigCommands(t *testing.T) {
 	// The environment overrides the file, and list says so.
 	r := h.run("config", "list", "--json")
 	var ss []setting
-	if err := json.Unmarshal([]byte(r.stdout), &ss); err != nil || len(ss) != 3 {
+	if err := json.Unmarshal([]byte(r.stdout), &ss); err != nil || len(ss) != 4 {
 		t.Fatalf("config list --json: %v %s", err, r.stdout)
 	}
 	if ss[0] != (setting{"cid", "ky3", "config"}) || ss[1].Value != h.control.URL() || ss[1].Source != "env RUNOS_API_URL" {
@@ -74,6 +74,17 @@ func TestVPNDFlags(t *testing.T) {
 	}
 	if h.vpnd.cleanups[0].StateDir != "/tmp/sd" {
 		t.Errorf("cleanup %+v", h.vpnd.cleanups[0])
+	}
+	if c := h.vpnd.runs[1]; c.MTU != 0 || c.NetMon == nil {
+		t.Errorf("defaults: mtu %d (want 0: the tunnel's 1420), network monitor set %v", c.MTU, c.NetMon != nil)
+	}
+	// --mtu, else the mtu key of the config.
+	h.run("vpnd", "--mtu", "1380").want(t, 0, nil, nil)
+	h.run("vpnd", "--mtu", "900").want(t, 2, nil, []string{"--mtu: invalid mtu 900: want 1280 to 9000"})
+	h.run("config", "set", "mtu", "1300").want(t, 0, nil, nil)
+	h.run("vpnd").want(t, 0, nil, nil)
+	if n := len(h.vpnd.runs); n != 4 || h.vpnd.runs[2].MTU != 1380 || h.vpnd.runs[3].MTU != 1300 {
+		t.Errorf("mtu from the flag and the config: %d runs", n)
 	}
 }
 

@@ -9,10 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/cli/config"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/platform/netmon"
 	"github.com/runos/vpn/vpnd"
 )
 
@@ -38,6 +40,7 @@ func (realDaemon) Cleanup(ctx context.Context, cfg vpnd.Config) error { return v
 type vpndFlags struct {
 	stateDir, caFile, iface, logLevel, logFile string
 	cleanup                                    bool
+	mtu                                        int
 }
 
 func (a *app) vpndCmd() *cobra.Command {
@@ -53,6 +56,11 @@ private key never leaves the machine), the session handed over by runos vpn
 up, each cluster's connection and split DNS, and serves the local API on its
 socket. It stops on SIGINT or SIGTERM and undoes its changes.
 
+--mtu sets the tunnel's MTU (default 1420, WireGuard's over a 1500-byte
+path; else the mtu key of runos config). Over a smaller uplink the daemon
+clamps TCP to fit it, and where UDP gets no answer it carries WireGuard over
+the cluster node's HTTPS relay, which takes whole datagrams of any MTU.
+
 --cleanup undoes whatever a previous daemon recorded (DNS, routes, the
 tunnel) and exits: the service runs it after the daemon stops.`,
 		Example: `  ` + platform.AdminPrefix + `runos vpnd --log-level debug
@@ -66,6 +74,7 @@ tunnel) and exits: the service runs it after the daemon stops.`,
 	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (default $RUNOS_CA_FILE, else the system roots)")
 	c.Flags().StringVar(&f.iface, "interface", "wg1", "the tunnel interface")
 	c.Flags().BoolVar(&f.cleanup, "cleanup", false, "undo what a previous daemon changed, then exit")
+	c.Flags().IntVar(&f.mtu, "mtu", 0, "the tunnel's MTU, 1280 to 9000 (default: the mtu config key, else 1420)")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	c.Flags().StringVar(&f.logFile, "log-file", "", "append the log to this file (0600) instead of stderr: for service managers that keep no output")
 	return c
@@ -79,6 +88,16 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 	}
 	if f.iface == "" {
 		return vpnd.Config{}, usagef("--interface must not be empty")
+	}
+	mtu := f.mtu
+	if mtu != 0 {
+		if err := config.CheckMTU(mtu); err != nil {
+			return vpnd.Config{}, usagef("--mtu: %v", err)
+		}
+	} else if e, err := a.effective(); err != nil {
+		return vpnd.Config{}, err
+	} else {
+		mtu = e.MTU
 	}
 	caFile := f.caFile
 	if caFile == "" {
@@ -105,6 +124,10 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 			return dnsplit.New(dnsplit.Options{Interface: iface, StateDir: f.stateDir, Logger: log})
 		},
 		Cleanup: dnsplit.Cleanup,
+		MTU:     mtu,
+		NetMon: func(ignore func(string) bool, log *slog.Logger) (vpnd.NetMonitor, error) {
+			return netmon.New(netmon.Options{Ignore: ignore, Log: log})
+		},
 	}, nil
 }
 

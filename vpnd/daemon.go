@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runos/vpn/control/api"
@@ -35,6 +36,11 @@ type engine interface {
 	Read() wgcfg.Report
 	Nudge()
 	Close() error
+	// NetworkChanged rebinds the sockets, re-handshakes every peer and
+	// re-opens each cluster's relay decision (a new network, a wake).
+	NetworkChanged() error
+	// SetUplinkMTU clamps TCP over the tunnel to what fits the uplink.
+	SetUplinkMTU(mtu int)
 }
 
 const (
@@ -61,8 +67,9 @@ type daemon struct {
 	backoffMin time.Duration
 	backoffMax time.Duration
 
-	ctx      context.Context // the daemon's lifetime
-	wakeRead chan struct{}
+	ctx        context.Context // the daemon's lifetime
+	wakeRead   chan struct{}
+	relayToken *atomic.Pointer[string] // the session's token, for the relays; nil in tests without one
 
 	mu       sync.Mutex
 	in       state.Inputs
@@ -137,6 +144,15 @@ func (d *daemon) updateLocked() {
 	}
 	if !d.in.SignedIn() && d.sess != nil {
 		d.stopSyncLocked() // lapsed on the local clock: stop talking to control with it
+	}
+	if d.relayToken != nil {
+		tok := ""
+		if d.in.SignedIn() {
+			tok = d.in.Prefs.AccessToken
+		}
+		if cur := d.relayToken.Load(); cur == nil || *cur != tok {
+			d.relayToken.Store(&tok)
+		}
 	}
 	d.publishLocked(state.Derive(&d.in))
 }

@@ -29,6 +29,8 @@ type fakeEngine struct {
 	applyErr  error
 	applies   int
 	nudges    int
+	rebinds   int // NetworkChanged calls
+	uplinkMTU int
 	closed    bool
 }
 
@@ -72,6 +74,19 @@ func (e *fakeEngine) Read() wgcfg.Report {
 func (e *fakeEngine) Nudge() {
 	e.mu.Lock()
 	e.nudges++
+	e.mu.Unlock()
+}
+
+func (e *fakeEngine) NetworkChanged() error {
+	e.mu.Lock()
+	e.rebinds++
+	e.mu.Unlock()
+	return nil
+}
+
+func (e *fakeEngine) SetUplinkMTU(mtu int) {
+	e.mu.Lock()
+	e.uplinkMTU = mtu
 	e.mu.Unlock()
 }
 

@@ -17,12 +17,14 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/platform/netmon"
 	"github.com/runos/vpn/vpnd/access"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
@@ -40,6 +42,18 @@ type Config struct {
 	DNS func(iface string, log *slog.Logger) (dnsplit.Configurator, error)
 	// Cleanup is dnsplit's crash clean-up; nil: none.
 	Cleanup func(stateDir string, log *slog.Logger) error
+	// MTU is the tunnel's MTU (--mtu); 0: tunnel.DefaultMTU (1420).
+	MTU int
+	// NetMon starts the network monitor, which leaves out the interfaces
+	// ignore names (the tunnel); nil: network changes go unnoticed.
+	NetMon func(ignore func(iface string) bool, log *slog.Logger) (NetMonitor, error)
+}
+
+// NetMonitor is platform/netmon's Monitor as the daemon uses it.
+type NetMonitor interface {
+	Changes() <-chan netmon.Change
+	State() netmon.State
+	Close() error
 }
 
 // DefaultInterface is the tunnel's name when Config.Interface is empty.
@@ -88,7 +102,31 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := recordTunnel(dir, cfg.Interface); err != nil {
 		return err
 	}
-	eng, err := tunnel.New(cfg.Interface, key, log)
+	relayTLS, err := relayTLS(cfg.CAFile)
+	if err != nil {
+		_ = forgetTunnel(dir)
+		return err
+	}
+	// The engine asks the daemon for the session's token (the relay checks
+	// it with control) and tells it of path changes: both through values
+	// made before the daemon, which needs the engine.
+	relayToken := new(atomic.Pointer[string])
+	wakeRead := make(chan struct{}, 1)
+	eng, err := tunnel.NewWith(cfg.Interface, key, log, tunnel.Options{
+		MTU: cfg.MTU, RelayTLS: relayTLS,
+		RelayToken: func() string {
+			if t := relayToken.Load(); t != nil {
+				return *t
+			}
+			return ""
+		},
+		OnPathChange: func() {
+			select {
+			case wakeRead <- struct{}{}:
+			default:
+			}
+		},
+	})
 	if err != nil {
 		_ = forgetTunnel(dir)
 		return err
@@ -109,7 +147,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &daemon{
 		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
 		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
-		ctx: dctx, wakeRead: make(chan struct{}, 1),
+		ctx: dctx, wakeRead: wakeRead, relayToken: relayToken,
 		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, cfg.CAFile) },
 	}
 	d.in = state.Inputs{Version: version.Version, Interface: eng.Name(), DNS: dnsStatus}
@@ -152,6 +190,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	eng.OnHandshake(d.kickRead)
 	readDone := make(chan struct{})
 	go func() { d.readLoop(dctx); close(readDone) }()
+	watching := d.watchNetworkAndSleep(dctx, cfg, eng.Name()) // netchange.go
 	waitMemory := startMemoryWatch(dctx, log, eng.Name()) // gives memory back after bursts of traffic (trim.go)
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
 		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)
@@ -167,6 +206,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	cancel()
 	stop()
 	<-readDone // nothing applies a plan once the teardown starts
+	watching()
 	waitMemory()
 	d.mu.Lock()
 	d.stopSyncLocked()
