@@ -34,9 +34,9 @@ These are operator verbs: runos login first, or set RUNOS_TOKEN.`,
 
 type addFlags struct {
 	cid, node, name, relay string
-	port            int
-	follow, asJSON  bool
-	timeout         time.Duration
+	port                   int
+	follow, asJSON         bool
+	timeout                time.Duration
 }
 
 func (a *app) wgAddCmd() *cobra.Command {

@@ -191,7 +191,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	readDone := make(chan struct{})
 	go func() { d.readLoop(dctx); close(readDone) }()
 	watching := d.watchNetworkAndSleep(dctx, cfg, eng.Name()) // netchange.go
-	waitMemory := startMemoryWatch(dctx, log, eng.Name()) // gives memory back after bursts of traffic (trim.go)
+	waitMemory := startMemoryWatch(dctx, log, eng.Name())     // gives memory back after bursts of traffic (trim.go)
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
 		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)
 
