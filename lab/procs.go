@@ -47,14 +47,25 @@ func (l *Lab) procs() []Proc {
 		ps = append(ps,
 			Proc{Host: h.Name, Name: "webapp", Argv: []string{bin("runos-lab"), "webapp",
 				"--cluster", h.CID, "--node", h.NID, "--listen", ":80"}},
-			Proc{Host: h.Name, Name: "gateway", Argv: []string{bin("runos-gateway"),
-				"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(h.Name),
-				"--state-dir", l.stateDir(h.Name), "--ca-file", l.caFile()}})
+			Proc{Host: h.Name, Name: "gateway", Argv: l.gatewayArgv(h)})
 	}
 	for _, h := range l.topo.Laptops() {
 		ps = append(ps, l.daemonProc(h.Name))
 	}
 	return ps
+}
+
+// gatewayArgv runs a node's gateway with its relay on the node's own 443
+// (in production Traefik holds 443 and routes the relay's path to it).
+func (l *Lab) gatewayArgv(h Host) []string {
+	argv := []string{filepath.Join(l.bin, "runos-gateway"),
+		"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(h.Name),
+		"--state-dir", l.stateDir(h.Name), "--ca-file", l.caFile(),
+		"--relay-listen", ":443", "--relay-cert", l.relayCert(h.Name), "--relay-key", l.relayKey(h.Name)}
+	if l.recordRelay {
+		argv = append(argv, "--relay-record", l.RelayRecordDir(h.Name))
+	}
+	return argv
 }
 
 func (l *Lab) daemonProc(host string) Proc {

@@ -174,7 +174,7 @@ type ClusterStatus struct {
 	Name   string `json:"name,omitempty"`
 	State  string `json:"state"`  // connecting, connected, disconnected or error
 	Wanted bool   `json:"wanted"` // the user asked for it
-	PeerUp bool   `json:"peerUp"` // handshake within HandshakeFresh, read from the device
+	PeerUp bool   `json:"peerUp"` // handshake within HandshakeFresh and since the last network change or wake, read from the device
 	// Path is how the cluster's WireGuard datagrams travel: PathDirect
 	// (UDP) or PathRelay (the node's HTTPS relay); "" while no peer is
 	// configured. PathReason says why it took that path.

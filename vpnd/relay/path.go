@@ -170,15 +170,17 @@ func (d *decider) switchTo(now time.Time, p Path, why string) {
 	}
 }
 
-// networkChanged: the laptop's addresses or default route changed. What
-// held on the old network proves nothing: a direct path must answer soon,
-// a relayed one tries UDP at once.
+// networkChanged: the laptop's addresses or default route changed (or it
+// woke), and the engine re-handshakes every peer with fresh keys. What held
+// on the old network proves nothing: on the direct path that handshake
+// must be answered within SuspectFallback; on the relay it goes over the
+// relay (its connection made again), and UDP is probed at once after.
 func (d *decider) networkChanged(now time.Time) {
 	d.suspect = true
 	d.lastProbe = time.Time{}
-	if d.path == Direct {
-		d.udpWaitSince = time.Time{}
-		d.silenceSince = now
+	d.udpWaitSince, d.silenceSince = time.Time{}, time.Time{}
+	if d.path == Relay {
+		d.lastHandshake = time.Time{} // the next initiation is urgent: over the relay
 	}
 }
 

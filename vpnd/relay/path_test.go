@@ -229,9 +229,14 @@ func TestNetworkChange(t *testing.T) {
 	if !ok || el != time.Second {
 		t.Errorf("after a network change: switched %v after %s, want 1s", ok, el)
 	}
-	// Relayed: a probe at once.
+	// Relayed: the engine's new handshake goes over the relay (even one a
+	// moment after the last), a probe follows at once.
+	d.received(c.add(time.Millisecond), relaywire.MsgResponse, true)
 	c.add(time.Second)
 	d.networkChanged(c.now)
+	if udp, relay := d.route(c.now, relaywire.MsgInitiation, 148); udp || !relay {
+		t.Errorf("relayed, network changed: initiation udp %v relay %v, want the relay", udp, relay)
+	}
 	if a := d.tick(c.now); !a.probe {
 		t.Errorf("relayed, network changed: tick %+v, want a probe now", a)
 	}

@@ -150,7 +150,7 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 	}
 	cst.State = localapi.ClusterConnected
 	cst.LastHandshake = r.LastHandshake
-	cst.PeerUp = fresh(r.LastHandshake, in.Now)
+	cst.PeerUp = live(in, r.LastHandshake)
 	cst.Path, cst.PathReason, cst.Relay = r.Path.Path, r.Path.Reason, r.Path.Relay
 	if cst.PeerUp {
 		return
@@ -209,7 +209,7 @@ func captive(in *Inputs) string {
 		return ""
 	}
 	for _, p := range in.Device.Peers {
-		if p.Path.Captive != "" && !fresh(p.LastHandshake, in.Now) {
+		if p.Path.Captive != "" && !live(in, p.LastHandshake) {
 			return p.Path.Captive
 		}
 	}

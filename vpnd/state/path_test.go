@@ -119,3 +119,36 @@ func TestExpiredWhileAsleep(t *testing.T) {
 		t.Errorf("awake: session %+v warnings %+v", st.Session, st.Warnings)
 	}
 }
+
+// TestHandshakeBeforeANetworkChangeIsNotUp: the tunnel re-keys after a
+// network change or a wake, so only a handshake made since counts.
+func TestHandshakeBeforeANetworkChangeIsNotUp(t *testing.T) {
+	in := base()
+	in.Prefs = signedInPrefs("ky3")
+	in.Map = dmap(ky3n1)
+	in.Device = device(peer(key1, t0.Add(-10*time.Second)))
+	if !cluster1(Derive(&in)).PeerUp {
+		t.Fatal("not up before the change")
+	}
+	in.NetworkChangedAt = t0.Add(-time.Second)
+	if cluster1(Derive(&in)).PeerUp || !FastRead(&in) {
+		t.Error("a handshake from before the network change counts, or the daemon reads slowly")
+	}
+	in.Device = device(peer(key1, t0.Add(-500*time.Millisecond)))
+	if !cluster1(Derive(&in)).PeerUp {
+		t.Error("the new handshake does not count")
+	}
+	in.Slept = wake.Sleep{From: t0.Add(-time.Hour), To: t0.Add(-100 * time.Millisecond)}
+	if cluster1(Derive(&in)).PeerUp {
+		t.Error("a handshake from before the wake counts")
+	}
+}
+
+func cluster1(st localapi.Status) localapi.ClusterStatus {
+	for _, c := range st.Clusters {
+		if c.CID == "ky3" {
+			return c
+		}
+	}
+	return localapi.ClusterStatus{}
+}

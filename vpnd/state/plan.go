@@ -52,7 +52,7 @@ func Want(in *Inputs) Plan {
 func FastRead(in *Inputs) bool {
 	for _, pr := range Want(in).Tunnel.Peers {
 		r, ok := in.Device.Peer(pr.PublicKey)
-		if !ok || !fresh(r.LastHandshake, in.Now) {
+		if !ok || !live(in, r.LastHandshake) {
 			return true
 		}
 	}
@@ -92,4 +92,12 @@ func NextChange(in *Inputs) time.Time {
 
 func fresh(hs, now time.Time) bool {
 	return !hs.IsZero() && now.Sub(hs) < localapi.HandshakeFresh
+}
+
+// live reports whether a peer's last handshake holds: fresh, and made since
+// the network last changed and since the daemon last woke (then the tunnel
+// expires every session's keys and re-handshakes, so an older handshake
+// carries nothing any more).
+func live(in *Inputs, hs time.Time) bool {
+	return fresh(hs, in.Now) && !hs.Before(in.NetworkChangedAt) && !hs.Before(in.Slept.To)
 }

@@ -84,8 +84,12 @@ func (e *Engine) paths() map[wgtypes.Key]wgcfg.PathReport {
 
 // NetworkChanged is the daemon's answer to a new network (an address or
 // the default route changed, or the machine woke): wireguard-go's sockets
-// are bound again (so replies leave from the new address), every peer
-// re-handshakes at once, and each cluster's relay decision is open again.
+// are bound again (so replies leave from the new address), each cluster's
+// relay decision is open again, and every peer re-handshakes at once with
+// its current keys expired: a server that forgot them (a long sleep) or a
+// path that lost them (a new NAT) never gets packets it cannot read, and
+// wireguard-go's 5-second spacing of handshakes cannot hold the new one
+// back. Packets wait for the handshake (one round trip).
 func (e *Engine) NetworkChanged() error {
 	e.mu.Lock()
 	if e.closed {
@@ -99,6 +103,11 @@ func (e *Engine) NetworkChanged() error {
 	e.mu.Unlock()
 	err := e.dev.BindUpdate()
 	e.bind.NetworkChanged()
+	for _, k := range keys {
+		if p := e.lookupPeer(k); p != nil {
+			p.ExpireCurrentKeypairs()
+		}
+	}
 	e.Rehandshake(keys...)
 	return err
 }
