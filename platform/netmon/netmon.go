@@ -34,6 +34,7 @@ type Route struct {
 type Addr struct {
 	Iface string
 	Addr  netip.Prefix
+	MTU   int // the interface's MTU (0 unknown)
 }
 
 // State is what the monitor watches.
@@ -42,13 +43,22 @@ type State struct {
 	Addrs   []Addr  // global unicast addresses; sorted
 }
 
-// MTU is the MTU of the first default route's interface: the uplink the
-// tunnel's datagrams leave by (0 when unknown or none).
+// MTU is the smallest MTU of the interfaces the laptop has addresses on
+// (the tunnel's datagrams leave by one of them; which one depends on the
+// node), 0 when none is known.
 func (s State) MTU() int {
-	if len(s.Default) == 0 {
-		return 0
+	m := 0
+	for _, a := range s.Addrs {
+		if a.MTU > 0 && (m == 0 || a.MTU < m) {
+			m = a.MTU
+		}
 	}
-	return s.Default[0].MTU
+	for _, r := range s.Default {
+		if r.MTU > 0 && (m == 0 || r.MTU < m) {
+			m = r.MTU
+		}
+	}
+	return m
 }
 
 // Equal reports whether two states are the same.

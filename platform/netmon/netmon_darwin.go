@@ -90,7 +90,7 @@ func (s *darwinSource) read() (State, error) {
 					continue
 				}
 				ones, _ := ipn.Mask.Size()
-				st.Addrs = append(st.Addrs, Addr{Iface: ifc.Name, Addr: netip.PrefixFrom(ip.Unmap(), ones)})
+				st.Addrs = append(st.Addrs, Addr{Iface: ifc.Name, Addr: netip.PrefixFrom(ip.Unmap(), ones), MTU: ifc.MTU})
 			}
 		}
 	}

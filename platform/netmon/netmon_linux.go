@@ -133,7 +133,7 @@ func (s *linuxSource) read() (State, error) {
 			continue // a link that is down carries nothing, whatever it still holds
 		}
 		ones, _ := a.Mask.Size()
-		st.Addrs = append(st.Addrs, Addr{Iface: l.Attrs().Name, Addr: netip.PrefixFrom(ip.Unmap(), ones)})
+		st.Addrs = append(st.Addrs, Addr{Iface: l.Attrs().Name, Addr: netip.PrefixFrom(ip.Unmap(), ones), MTU: l.Attrs().MTU})
 	}
 	return st, nil
 }

@@ -55,7 +55,7 @@ func TestLinuxMonitorInANamespace(t *testing.T) {
 	for {
 		select {
 		case c := <-m.Changes():
-			if c.New.MTU() == 1280 && c.New.Default[0].Iface == "wan0" && len(c.New.Addrs) == 1 && c.New.Addrs[0].Iface == "wan0" {
+			if c.New.MTU() == 1280 && len(c.New.Default) == 1 && c.New.Default[0].Iface == "wan0" && len(c.New.Addrs) == 1 && c.New.Addrs[0].Iface == "wan0" {
 				t.Logf("change seen %s after the first command: %v", time.Since(start).Round(time.Millisecond), c.New)
 				return
 			}

@@ -42,9 +42,9 @@ func (f *fakeSource) readCount() int {
 
 var (
 	lan = State{Default: []Route{{Iface: "wlan0", Gateway: netip.MustParseAddr("10.77.0.1"), MTU: 1500}},
-		Addrs: []Addr{{"wlan0", netip.MustParsePrefix("10.77.0.101/24")}, {"wg1", netip.MustParsePrefix("100.96.0.2/32")}}}
+		Addrs: []Addr{{"wlan0", netip.MustParsePrefix("10.77.0.101/24"), 1500}, {"wg1", netip.MustParsePrefix("100.96.0.2/32"), 1420}}}
 	wan = State{Default: []Route{{Iface: "eth0", Gateway: netip.MustParseAddr("198.51.100.1"), MTU: 1280}},
-		Addrs: []Addr{{"eth0", netip.MustParsePrefix("198.51.100.101/24")}, {"wg1", netip.MustParsePrefix("100.96.0.2/32")}}}
+		Addrs: []Addr{{"eth0", netip.MustParsePrefix("198.51.100.101/24"), 1280}, {"wg1", netip.MustParsePrefix("100.96.0.2/32"), 1420}}}
 )
 
 func start(t *testing.T, f *fakeSource) *Monitor {
@@ -93,7 +93,7 @@ func TestMonitorIgnoresTheTunnelAndNoChange(t *testing.T) {
 	m := start(t, f)
 	// The daemon adds a route and an address on wg1: not a network change.
 	st := lan
-	st.Addrs = append(st.Addrs, Addr{"wg1", netip.MustParsePrefix("100.96.0.3/32")})
+	st.Addrs = append(st.Addrs, Addr{"wg1", netip.MustParsePrefix("100.96.0.3/32"), 1420})
 	st.Default = append(st.Default, Route{Iface: "wg1"})
 	f.set(st)
 	f.hint <- struct{}{}

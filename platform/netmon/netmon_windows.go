@@ -86,7 +86,7 @@ func (s *windowsSource) read() (State, error) {
 					continue
 				}
 				ones, _ := ipn.Mask.Size()
-				st.Addrs = append(st.Addrs, Addr{Iface: ifc.Name, Addr: netip.PrefixFrom(ip.Unmap(), ones)})
+				st.Addrs = append(st.Addrs, Addr{Iface: ifc.Name, Addr: netip.PrefixFrom(ip.Unmap(), ones), MTU: ifc.MTU})
 			}
 		}
 	}

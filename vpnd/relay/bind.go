@@ -124,19 +124,31 @@ func (b *Bind) Stop() {
 }
 
 // SetDests makes the Bind serve these destinations: new ones start direct,
-// kept ones keep their path, removed ones lose their relay connection.
+// kept ones keep their path, removed ones lose their relay connection. A
+// cluster whose server moved while it was relayed starts relayed at the new
+// node (the network that blocked UDP still does; a probe finds out soon
+// if not).
 func (b *Bind) SetDests(ds []Dest) {
 	b.mu.Lock()
 	old := *b.dests.Load()
+	relayed := map[string]bool{}
+	for _, o := range old {
+		o.mu.Lock()
+		relayed[o.cid] = o.dec.path == Relay
+		o.mu.Unlock()
+	}
 	next := make(map[netip.AddrPort]*dest, len(ds))
 	now := b.cfg.Now()
 	for _, d := range ds {
-		if o, ok := old[d.Endpoint]; ok && o.url == d.RelayURL {
-			o.cid = d.CID
+		if o, ok := old[d.Endpoint]; ok && o.url == d.RelayURL && o.cid == d.CID {
 			next[d.Endpoint] = o
 			continue
 		}
 		nd := newDest(b, d, now)
+		if relayed[d.CID] && d.RelayURL != "" {
+			nd.dec.switchTo(now, Relay, "the cluster's server moved while UDP got no answer: straight to the new node's relay")
+			nd.logSwitch(Direct, Relay, nd.dec.reason)
+		}
 		next[d.Endpoint] = nd
 	}
 	b.dests.Store(&next)

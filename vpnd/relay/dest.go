@@ -30,9 +30,9 @@ type dest struct {
 	ep      netip.AddrPort
 	epInner conn.Endpoint // how wireguard-go names this peer: relayed datagrams come "from" it
 	url     string
+	cid     string
 
 	mu          sync.Mutex
-	cid         string
 	dec         *decider
 	lastInit    []byte // the last initiation sent, to re-send over the relay
 	pendingInit []byte // to send once the relay connection is up
