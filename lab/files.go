@@ -16,21 +16,21 @@ import (
 )
 
 // Paths inside the lab directory.
-func (l *Lab) caFile() string                { return filepath.Join(l.dir, "ca.pem") }
-func (l *Lab) worldFile() string             { return filepath.Join(l.dir, "world.json") }
-func (l *Lab) controlDir() string            { return filepath.Join(l.dir, "control") }
-func (l *Lab) logDir() string                { return filepath.Join(l.dir, "logs") }
-func (l *Lab) apiURL() string                { return "https://" + l.topo.ControlIP.String() }
-func (l *Lab) stateDir(h string) string      { return filepath.Join(l.hostDir(h), "state") }
-func (l *Lab) homeDir(h string) string       { return filepath.Join(l.hostDir(h), "home") }
-func (l *Lab) tokenFile(h string) string     { return filepath.Join(l.hostDir(h), "enrollment-token") }
-func (l *Lab) relayCert(h string) string     { return filepath.Join(l.hostDir(h), "relay-cert.pem") }
-func (l *Lab) relayKey(h string) string      { return filepath.Join(l.hostDir(h), "relay-key.pem") }
+func (l *Lab) caFile() string            { return filepath.Join(l.dir, "ca.pem") }
+func (l *Lab) worldFile() string         { return filepath.Join(l.dir, "world.json") }
+func (l *Lab) controlDir() string        { return filepath.Join(l.dir, "control") }
+func (l *Lab) logDir() string            { return filepath.Join(l.dir, "logs") }
+func (l *Lab) apiURL() string            { return "https://" + l.topo.ControlIP.String() }
+func (l *Lab) stateDir(h string) string  { return filepath.Join(l.hostDir(h), "state") }
+func (l *Lab) homeDir(h string) string   { return filepath.Join(l.hostDir(h), "home") }
+func (l *Lab) tokenFile(h string) string { return filepath.Join(l.hostDir(h), "enrollment-token") }
+func (l *Lab) relayCert(h string) string { return filepath.Join(l.hostDir(h), "relay-cert.pem") }
+func (l *Lab) relayKey(h string) string  { return filepath.Join(l.hostDir(h), "relay-key.pem") }
 
 // RelayRecordDir is where a node's gateway records its relay streams when
 // the lab runs with Options.RecordRelay.
 func (l *Lab) RelayRecordDir(h string) string { return filepath.Join(l.hostDir(h), "relay-record") }
-func (l *Lab) browserScript(h string) string { return filepath.Join(l.hostDir(h), "browser") }
+func (l *Lab) browserScript(h string) string  { return filepath.Join(l.hostDir(h), "browser") }
 func (l *Lab) configFile(h string) string {
 	return filepath.Join(l.homeDir(h), ".config", "runos", "config.json")
 }
