@@ -93,13 +93,15 @@ func benchRelay(b *testing.B, m *metrics) {
 	logSummary(b, "connect, UDP open (ms)", sd, true)
 
 	// Throughput: the relay (client2, UDP blocked), direct (client), bare.
+	e, _ := fd.Latest()
+	ky3, _ := Cluster(&e.Status, "ky3")
 	if err := w.lab.Block(ctx, relayed, lab.BlockUDP); err != nil {
 		b.Fatal(err)
 	}
+	// An idle tunnel cannot tell its path died: some traffic tells it.
+	_, _, _ = w.run(relayed, nil, "ping", "-c", "4", "-i", "0.5", "-W", "1", ky3.Server.Address)
 	w.waitEach([]*Follower{fr}, "client2 relayed", 30*time.Second, onPath(localapi.PathRelay))
 	w.waitEach([]*Follower{fd}, "client direct", 30*time.Second, onPath(localapi.PathDirect))
-	e, _ := fd.Latest()
-	ky3, _ := Cluster(&e.Status, "ky3")
 	iperf, err := w.lab.Command(ctx, "ky3-n1", nil, "iperf3", "-s")
 	if err != nil {
 		b.Fatal(err)

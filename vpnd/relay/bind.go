@@ -212,12 +212,11 @@ func (b *Bind) wake() {
 	}
 }
 
-// run ticks the deciders while any of them has something pending and
-// carries out what they ask.
+// run ticks the deciders when the first of them is due (or something
+// happened: a kick) and carries out what they ask.
 func (b *Bind) run() {
 	defer b.loop.Done()
-	const every = 100 * time.Millisecond
-	t := time.NewTimer(every)
+	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
 		select {
@@ -226,12 +225,14 @@ func (b *Bind) run() {
 		case <-b.kick:
 		case <-t.C:
 		}
-		busy := false
 		changed := false
 		now := b.cfg.Now()
+		var next time.Time
 		for _, d := range *b.dests.Load() {
-			a, pending := d.tick(now)
-			busy = busy || pending
+			a, due := d.tick(now)
+			if !due.IsZero() && (next.IsZero() || due.Before(next)) {
+				next = due
+			}
 			if a.probe {
 				b.cfg.Rehandshake(d.ep)
 			}
@@ -240,11 +241,12 @@ func (b *Bind) run() {
 		if changed {
 			b.cfg.OnChange()
 		}
-		if busy {
-			t.Reset(every)
-		} else {
-			t.Reset(time.Hour) // until a kick
+		wait := time.Hour // until a kick
+		if !next.IsZero() {
+			// A little past the instant, so the tick sees it due.
+			wait = max(next.Sub(b.cfg.Now())+time.Millisecond, time.Millisecond)
 		}
+		t.Reset(wait)
 	}
 }
 

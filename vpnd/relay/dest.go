@@ -102,12 +102,12 @@ func (d *dest) redial() {
 func (d *dest) route(now time.Time, bufs [][]byte) (udp, relay bool) {
 	typ := relaywire.MessageType(bufs[0])
 	d.mu.Lock()
-	quiet := d.dec.udpWaitSince.IsZero() && d.dec.silenceSince.IsZero()
+	noWait, noSilence := d.dec.udpWaitSince.IsZero(), d.dec.silenceSince.IsZero()
 	udp, relay = d.dec.route(now, typ, len(bufs[0]))
 	if typ == relaywire.MsgInitiation {
 		d.lastInit = append(d.lastInit[:0], bufs[0]...)
 	}
-	started := quiet && !(d.dec.udpWaitSince.IsZero() && d.dec.silenceSince.IsZero())
+	started := noWait && !d.dec.udpWaitSince.IsZero() || noSilence && !d.dec.silenceSince.IsZero()
 	d.mu.Unlock()
 	if started {
 		d.b.wake() // a wait began: the Bind's loop times it
@@ -131,12 +131,13 @@ func (d *dest) received(now time.Time, typ byte, viaRelay bool) {
 }
 
 // tick moves the decider on and opens or closes the relay connection as
-// it wants; it reports whether the destination needs more ticks.
-func (d *dest) tick(now time.Time) (actions, bool) {
+// it wants; it returns when the destination next needs a tick (zero:
+// until something happens).
+func (d *dest) tick(now time.Time) (actions, time.Time) {
 	d.mu.Lock()
 	from := d.dec.path
 	a := d.dec.tick(now)
-	pending := d.dec.pending(now)
+	next := d.dec.next(now)
 	want := d.dec.wantRelay(now)
 	s := d.stream
 	if a.resendInit && len(d.lastInit) > 0 {
@@ -164,7 +165,7 @@ func (d *dest) tick(now time.Time) (actions, bool) {
 		d.b.log.Debug("relay connection unused: closing it", "cid", d.cid, "relay", d.url)
 		_ = s.Close()
 	}
-	return a, pending || s != nil
+	return a, next
 }
 
 func (d *dest) logSwitch(from, to Path, why string) {

@@ -195,10 +195,41 @@ func (d *decider) wantRelay(now time.Time) bool {
 		!d.lastRelayUse.IsZero() && now.Sub(d.lastRelayUse) < d.t.WarmFor
 }
 
-// pending reports whether time alone can change something, so the Bind
-// keeps ticking.
-func (d *decider) pending(now time.Time) bool {
-	return d.path == Relay || !d.udpWaitSince.IsZero() || !d.silenceSince.IsZero() || d.suspect || d.wantRelay(now)
+// next is the first instant after now at which time alone changes what
+// tick or wantRelay answer (zero: none until something is sent or
+// received), so the Bind wakes exactly then rather than polling.
+func (d *decider) next(now time.Time) time.Time {
+	var next time.Time
+	at := func(t time.Time) {
+		if !t.IsZero() && t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !d.lastRelayUse.IsZero() {
+		at(d.lastRelayUse.Add(d.t.WarmFor))
+	}
+	if !d.hasRelay {
+		return next
+	}
+	if d.path == Relay {
+		at(d.lastProbe.Add(d.t.ProbeEvery))
+		return next
+	}
+	if w := d.udpWaitSince; !w.IsZero() {
+		at(w.Add(d.t.FallbackAfter / 2)) // the relay connection is readied
+		at(w.Add(d.t.FallbackAfter))
+		if d.suspect {
+			at(w.Add(d.t.SuspectFallback))
+		}
+	}
+	if s := d.silenceSince; !s.IsZero() {
+		at(s.Add(d.t.SilenceAfter))
+		at(d.lastProbe.Add(d.t.ProbeEvery))
+		if d.suspect {
+			at(s.Add(d.t.SilenceAfter + d.t.SuspectFallback))
+		}
+	}
+	return next
 }
 
 func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }

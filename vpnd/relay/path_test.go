@@ -249,3 +249,31 @@ func TestNetworkChange(t *testing.T) {
 		t.Error("switched although UDP answered after the change")
 	}
 }
+
+// TestNextDeadline: the Bind sleeps until the decider's next deadline,
+// which must be each instant at which tick would act.
+func TestNextDeadline(t *testing.T) {
+	d, c := newTestDecider(true)
+	if !d.next(c.now).IsZero() {
+		t.Error("a fresh decider has a deadline")
+	}
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	if got := d.next(c.now); !got.Equal(t0.Add(1250 * time.Millisecond)) {
+		t.Errorf("after an initiation: next %v, want +1.25s (ready the relay)", got.Sub(t0))
+	}
+	if got := d.next(t0.Add(1250 * time.Millisecond)); !got.Equal(t0.Add(2500 * time.Millisecond)) {
+		t.Errorf("then %v, want +2.5s (fall back)", got.Sub(t0))
+	}
+	if a := d.tick(t0.Add(2500 * time.Millisecond)); !a.switched {
+		t.Error("not switched at the deadline")
+	}
+	if got := d.next(t0.Add(2500 * time.Millisecond)); !got.Equal(t0.Add(7500 * time.Millisecond)) {
+		t.Errorf("relayed: next %v, want the first probe at +7.5s", got.Sub(t0))
+	}
+	// No relay: nothing to time but nothing.
+	d2, c2 := newTestDecider(false)
+	d2.route(c2.now, relaywire.MsgInitiation, 148)
+	if !d2.next(c2.now).IsZero() {
+		t.Error("a decider with no relay has a deadline")
+	}
+}
