@@ -74,6 +74,7 @@ type decider struct {
 	suspect       bool      // a silence or a network change: fall back sooner
 	lastHandshake time.Time // last handshake response received, either way
 	lastProbe     time.Time // last handshake asked of wireguard-go
+	lastInit      time.Time // last initiation sent, either way: wireguard-go sends the next no sooner than ProbeEvery after it
 	lastRelayUse  time.Time
 }
 
@@ -84,6 +85,9 @@ func newDecider(t Timing, hasRelay bool, now time.Time) *decider {
 // route says where datagrams of type typ (relaywire.Msg…) and length n
 // go, and notes that they went.
 func (d *decider) route(now time.Time, typ byte, n int) (udp, relay bool) {
+	if typ == relaywire.MsgInitiation {
+		d.lastInit = now
+	}
 	if d.path == Direct {
 		switch {
 		case typ == relaywire.MsgInitiation:
@@ -138,7 +142,7 @@ type actions struct {
 func (d *decider) tick(now time.Time) actions {
 	var a actions
 	if d.path == Relay {
-		if now.Sub(d.lastProbe) >= d.t.ProbeEvery {
+		if d.probeDue(now) {
 			d.lastProbe, a.probe = now, true
 		}
 		return a
@@ -154,12 +158,43 @@ func (d *decider) tick(now time.Time) actions {
 	case !d.silenceSince.IsZero() && d.suspect && now.Sub(d.silenceSince) >= d.t.SilenceAfter+d.t.SuspectFallback:
 		d.switchTo(now, Relay, fmt.Sprintf("nothing came back over UDP for %s", round(now.Sub(d.silenceSince))))
 		a.switched = true
-	case !d.silenceSince.IsZero() && now.Sub(d.silenceSince) >= d.t.SilenceAfter && now.Sub(d.lastProbe) >= d.t.ProbeEvery:
+	case !d.silenceSince.IsZero() && now.Sub(d.silenceSince) >= d.t.SilenceAfter:
 		d.suspect = true
-		d.lastProbe, a.probe = now, true
+		if d.probeDue(now) {
+			d.lastProbe, a.probe = now, true
+		}
 	}
 	return a
 }
+
+// Probes are asked for ProbeEvery after the last initiation (wireguard-go
+// would send none sooner: REKEY_TIMEOUT) and, when one was asked for and
+// not sent, again after probeRetry.
+const probeRetry = 250 * time.Millisecond
+
+// probeDue reports whether a probe may be asked for now.
+func (d *decider) probeDue(now time.Time) bool {
+	return !now.Before(d.probeAt())
+}
+
+// probeAt is when the next probe is due.
+func (d *decider) probeAt() time.Time {
+	t := d.lastInit.Add(d.t.ProbeEvery + probeMargin)
+	if r := d.lastProbe.Add(probeRetry); r.After(t) {
+		t = r
+	}
+	if !d.lastProbe.IsZero() && d.path == Relay {
+		// While relayed, probes are spaced ProbeEvery whatever sent the
+		// last initiation.
+		if p := d.lastProbe.Add(d.t.ProbeEvery); p.After(t) {
+			t = p
+		}
+	}
+	return t
+}
+
+// probeMargin: wireguard-go's own clock read a moment before ours.
+const probeMargin = 10 * time.Millisecond
 
 func (d *decider) switchTo(now time.Time, p Path, why string) {
 	d.path, d.since, d.reason = p, now, why
@@ -212,7 +247,7 @@ func (d *decider) next(now time.Time) time.Time {
 		return next
 	}
 	if d.path == Relay {
-		at(d.lastProbe.Add(d.t.ProbeEvery))
+		at(d.probeAt())
 		return next
 	}
 	if w := d.udpWaitSince; !w.IsZero() {
@@ -224,9 +259,9 @@ func (d *decider) next(now time.Time) time.Time {
 	}
 	if s := d.silenceSince; !s.IsZero() {
 		at(s.Add(d.t.SilenceAfter))
-		at(d.lastProbe.Add(d.t.ProbeEvery))
-		if d.suspect {
-			at(s.Add(d.t.SilenceAfter + d.t.SuspectFallback))
+		at(s.Add(d.t.SilenceAfter + d.t.SuspectFallback))
+		if now.Sub(s) >= d.t.SilenceAfter {
+			at(d.probeAt())
 		}
 	}
 	return next

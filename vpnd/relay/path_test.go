@@ -173,7 +173,7 @@ func TestRelayedProbesAndComesBack(t *testing.T) {
 	// Probes every 5 s; their initiations go to UDP only while the last
 	// handshake is younger than a minute.
 	el, _, ok := tickUntil(d, c, 10*time.Second, func(a actions) bool { return a.probe })
-	if !ok || el > 5*time.Second {
+	if !ok || el > 5100*time.Millisecond {
 		t.Fatalf("first probe after %s", el)
 	}
 	if udp, relay := d.route(c.now, relaywire.MsgInitiation, 148); !udp || relay {
@@ -230,15 +230,17 @@ func TestNetworkChange(t *testing.T) {
 		t.Errorf("after a network change: switched %v after %s, want 1s", ok, el)
 	}
 	// Relayed: the engine's new handshake goes over the relay (even one a
-	// moment after the last), a probe follows at once.
+	// moment after the last); the UDP probe follows as soon as
+	// wireguard-go would send another initiation (5 s).
 	d.received(c.add(time.Millisecond), relaywire.MsgResponse, true)
 	c.add(time.Second)
 	d.networkChanged(c.now)
 	if udp, relay := d.route(c.now, relaywire.MsgInitiation, 148); udp || !relay {
 		t.Errorf("relayed, network changed: initiation udp %v relay %v, want the relay", udp, relay)
 	}
-	if a := d.tick(c.now); !a.probe {
-		t.Errorf("relayed, network changed: tick %+v, want a probe now", a)
+	d.received(c.add(time.Millisecond), relaywire.MsgResponse, true)
+	if el, _, ok := tickUntil(d, c, 10*time.Second, func(a actions) bool { return a.probe }); !ok || el > 5100*time.Millisecond {
+		t.Errorf("relayed, network changed: probe after %s, want 5 s after the engine's initiation", el)
 	}
 	// Direct and answering after the change: nothing happens.
 	d2, c2 := newTestDecider(true)
@@ -275,5 +277,30 @@ func TestNextDeadline(t *testing.T) {
 	d2.route(c2.now, relaywire.MsgInitiation, 148)
 	if !d2.next(c2.now).IsZero() {
 		t.Error("a decider with no relay has a deadline")
+	}
+}
+
+// TestSilenceSoonAfterAProbe: UDP goes away a moment after a probe found it
+// again (the last handshake is recent, so wireguard-go sends no new one):
+// the silence alone still decides within 2.5 s.
+func TestSilenceSoonAfterAProbe(t *testing.T) {
+	d, c := newTestDecider(true)
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	tickUntil(d, c, 5*time.Second, func(a actions) bool { return a.switched })
+	_, _, _ = tickUntil(d, c, 10*time.Second, func(a actions) bool { return a.probe })
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	d.received(c.add(2*time.Millisecond), relaywire.MsgResponse, false) // back on UDP
+	c.add(time.Second)
+	start := c.now
+	var switchedAt time.Duration
+	for el := time.Duration(0); el < 10*time.Second && switchedAt == 0; el += 100 * time.Millisecond {
+		d.route(c.now, relaywire.MsgData, dataLen)
+		if d.tick(c.now).switched {
+			switchedAt = c.now.Sub(start)
+		}
+		c.add(100 * time.Millisecond)
+	}
+	if switchedAt != 2500*time.Millisecond {
+		t.Errorf("switched %s after UDP went away a second after a probe, want 2.5s", switchedAt)
 	}
 }

@@ -182,6 +182,9 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 	if err := e.net.SetAddresses(cfg.Addresses); err != nil {
 		return err
 	}
+	// The Bind knows each peer's destination before its first handshake,
+	// so that handshake's answer counts for the path decision.
+	e.bind.SetDests(dests(cfg))
 	dev, err := e.wg.Device(e.name)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", e.name, err)
@@ -232,7 +235,6 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 	if err := e.net.SetRoutes(cfg.Routes); err != nil {
 		return err
 	}
-	e.bind.SetDests(dests(cfg))
 	if len(added) > 0 || removed > 0 {
 		e.log.Info("peers configured", "interface", e.name, "added", added, "removed", removed, "peers", len(cfg.Peers))
 	}
