@@ -11,12 +11,14 @@ package vpnd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,18 +104,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := recordTunnel(dir, cfg.Interface); err != nil {
 		return err
 	}
-	relayTLS, err := relayTLS(cfg.CAFile)
-	if err != nil {
-		_ = forgetTunnel(dir)
-		return err
-	}
+	caFile := cfg.CAFile
 	// The engine asks the daemon for the session's token (the relay checks
 	// it with control) and tells it of path changes: both through values
 	// made before the daemon, which needs the engine.
 	relayToken := new(atomic.Pointer[string])
 	wakeRead := make(chan struct{}, 1)
 	eng, err := tunnel.NewWith(cfg.Interface, key, log, tunnel.Options{
-		MTU: cfg.MTU, RelayTLS: relayTLS,
+		MTU: cfg.MTU, RelayTLS: sync.OnceValues(func() (*tls.Config, error) { return relayTLS(caFile) }),
 		RelayToken: func() string {
 			if t := relayToken.Load(); t != nil {
 				return *t

@@ -42,7 +42,10 @@ type Config struct {
 	// Token returns the session's access token, presented to the relay
 	// (which asks control whether it is live).
 	Token func() string
-	TLS   *tls.Config // verifies the relays' certificates
+	// TLS returns the configuration that verifies the relays'
+	// certificates; called at the first dial (the system's roots cost
+	// memory a laptop that never needs the relay should not pay).
+	TLS func() (*tls.Config, error)
 	// Rehandshake asks wireguard-go for a handshake with the peer at this
 	// endpoint now (a probe: wireguard-go sends at most one every 5 s).
 	Rehandshake func(netip.AddrPort)

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -111,7 +112,7 @@ func newPair(t *testing.T, blocked bool, token string) *pair {
 	ep := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
 	p.bind = relay.New(relay.Config{
 		Inner: p.udp, Log: log, Key: lkey.PublicKey(),
-		TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig, Token: func() string { return token },
+		TLS: func() (*tls.Config, error) { return srv.Client().Transport.(*http.Transport).TLSClientConfig, nil }, Token: func() string { return token },
 		Rehandshake: func(netip.AddrPort) {
 			if peer := p.laptop.LookupPeer(device.NoisePublicKey(skey.PublicKey())); peer != nil {
 				_ = peer.SendHandshakeInitiation(false)

@@ -20,7 +20,14 @@ func (b *Bind) dialWebSocket(ctx context.Context, url, token string) (Stream, er
 	if token == "" {
 		return nil, fmt.Errorf("relay %s: no session to present", url)
 	}
-	tr := &http.Transport{TLSClientConfig: b.cfg.TLS.Clone(), Proxy: http.ProxyFromEnvironment}
+	if b.cfg.TLS == nil {
+		return nil, fmt.Errorf("relay %s: no TLS configuration", url)
+	}
+	tc, err := b.cfg.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("relay %s: %w", url, err)
+	}
+	tr := &http.Transport{TLSClientConfig: tc.Clone(), Proxy: http.ProxyFromEnvironment}
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+token)
 	hdr.Set(relaywire.HeaderDeviceKey, b.cfg.Key.String())

@@ -18,7 +18,7 @@ type Options struct {
 	// RelayToken returns the session's access token, which the relay of a
 	// cluster's node checks with control; nil: the relay is never used.
 	RelayToken func() string
-	RelayTLS   *tls.Config // verifies the relays' certificates
+	RelayTLS   func() (*tls.Config, error) // verifies the relays' certificates (made at the first dial)
 	// OnPathChange is called when a cluster's path (direct or relay), its
 	// relay connection or a captive portal's finding changes.
 	OnPathChange func()
