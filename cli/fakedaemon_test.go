@@ -36,6 +36,7 @@ type fakeDaemon struct {
 	clusterErr   map[string]string     // error shown while connecting
 	restoreOnSet []string              // clusters the daemon reconnects after SetSession
 	version      localapi.Version
+	devices      []api.DeviceDetail // the user's devices, as control would list them
 }
 
 func newFakeDaemon(t testing.TB) *fakeDaemon {
@@ -73,6 +74,19 @@ func newFakeDaemon(t testing.TB) *fakeDaemon {
 	mux.HandleFunc("DELETE /v1/session", d.handleEndSession)
 	mux.HandleFunc("POST /v1/connect", d.handleConnect)
 	mux.HandleFunc("POST /v1/disconnect", d.handleDisconnect)
+	mux.HandleFunc("GET /v1/devices", func(w http.ResponseWriter, r *http.Request) {
+		d.record("devices")
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		writeJSON(w, 200, d.devices)
+	})
+	mux.HandleFunc("DELETE /v1/devices/{id}", func(w http.ResponseWriter, r *http.Request) {
+		d.record("remove " + r.PathValue("id"))
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.devices = slices.DeleteFunc(d.devices, func(x api.DeviceDetail) bool { return x.ID == r.PathValue("id") })
+		writeJSON(w, 200, d.st)
+	})
 	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, r *http.Request) {
 		d.record("version")
 		writeJSON(w, 200, d.version)

@@ -32,8 +32,11 @@ reconnects the clusters you had connected.`,
 		a.vpnDisconnectCmd(),
 		a.vpnStatusCmd(),
 		a.vpnDownCmd(),
+		a.vpnDevicesCmd(),
 		a.vpnInstallCmd(),
 		a.vpnUninstallCmd(),
+		a.vpnDoctorCmd(),
+		a.vpnBugreportCmd(),
 	)
 	a.addSocketFlag(c)
 	return c
@@ -98,13 +101,8 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 	if err != nil {
 		return err
 	}
-	d := a.daemon()
-	st, err := d.Status(ctx)
+	d, st, err := a.steer(ctx)
 	if err != nil {
-		return fmt.Errorf("vpn up: %w", err)
-	}
-	a.warnDaemonVersion(st.Version)
-	if err := readOnlyErr(st); err != nil {
 		return fmt.Errorf("vpn up: %w", err)
 	}
 	configured := e.APIURL
@@ -162,6 +160,23 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 		return fmt.Errorf("vpn up: %w", err)
 	}
 	return a.reportConnected(st, targets, start, f.json)
+}
+
+// steer is where every command that changes the daemon's state starts: the
+// daemon's status, and its refusal when this user may only read, before
+// anything else is asked or done (no sign-in the daemon would not take, no
+// "sign in first" to a user who could not connect anyway).
+func (a *app) steer(ctx context.Context) (*localapi.Client, *localapi.Status, error) {
+	d := a.daemon()
+	st, err := d.Status(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.warnDaemonVersion(st.Version)
+	if err := readOnlyErr(st); err != nil {
+		return nil, nil, err
+	}
+	return d, st, nil
 }
 
 // signedOutHint turns the daemon's signed_out refusal into what to run.
@@ -287,12 +302,10 @@ func (a *app) vpnConnect(ctx context.Context, cid string, f connectFlags) error 
 		return err
 	}
 	start := a.env.Now()
-	d := a.daemon()
-	st, err := d.Status(ctx)
+	d, st, err := a.steer(ctx)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", cid, err)
 	}
-	a.warnDaemonVersion(st.Version)
 	if err := needSession(st.Session, start); err != nil {
 		return fmt.Errorf("connect %s: %w", cid, err)
 	}
@@ -313,6 +326,8 @@ func (a *app) vpnConnect(ctx context.Context, cid string, f connectFlags) error 
 // needSession refuses to act without a valid sign-in, saying what to run.
 func needSession(s localapi.Session, now time.Time) error {
 	switch {
+	case s.State == localapi.SessionRevoked:
+		return fmt.Errorf("this device was removed from RunOS at %s: run `runos vpn up` to sign in again with a fresh key", fmtTime(s.RevokedAt, now))
 	case s.State == localapi.SessionExpired || s.State == localapi.SessionSignedIn && !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
 		return fmt.Errorf("your sign-in expired at %s: run `runos vpn up` to sign in again", fmtTime(s.ExpiresAt, now))
 	case s.State != localapi.SessionSignedIn:
@@ -335,11 +350,14 @@ the other clusters and the session stay.`,
 			if err := cidArg(cid); err != nil {
 				return err
 			}
-			st, err := a.daemon().Disconnect(cmd.Context(), cid)
+			d, _, err := a.steer(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("disconnect %s: %w", cid, err)
 			}
-			a.warnDaemonVersion(st.Version)
+			st, err := d.Disconnect(cmd.Context(), cid)
+			if err != nil {
+				return fmt.Errorf("disconnect %s: %w", cid, err)
+			}
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
 			}
@@ -362,11 +380,14 @@ signs in again.`,
 		Example: `  runos vpn down`,
 		Args:    exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
-			st, err := a.daemon().EndSession(cmd.Context())
+			d, _, err := a.steer(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("vpn down: %w", err)
 			}
-			a.warnDaemonVersion(st.Version)
+			st, err := d.EndSession(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("vpn down: %w", err)
+			}
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
 			}

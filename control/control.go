@@ -1,6 +1,6 @@
 // Package control runs runos-control: it opens the store, imports the world
-// file, builds the change hub, the /v1 API and the OAuth authorization
-// server on one mux, and serves HTTPS (or plain HTTP behind an explicit
+// file, builds the change hub, the /v1 API, the OAuth authorization server
+// and the console (/console) on one mux, and serves HTTPS (or plain HTTP behind an explicit
 // --insecure-http) until its context ends, then shuts down gracefully.
 package control
 
@@ -13,19 +13,22 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/clock"
+	"github.com/runos/vpn/control/console"
 	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/metrics"
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/server"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/sqlitestore"
+	"github.com/runos/vpn/internal/secretfile"
 )
 
 // Config is runos-control's configuration (its flags).
@@ -46,13 +49,24 @@ type Config struct {
 	HeartbeatTimeout time.Duration
 	BcryptCost       int // for plain passwords in the world file; 0 means 12
 
+	MaxDevicesPerUser int           // 0: 20
+	DeviceIdleTTL     time.Duration // 0: 30 days
+
 	Logger *slog.Logger
 	Clock  clock.Clock // nil: the real clock
 
 	// Ready, when set, is called with the URL once control is serving.
 	Ready func(url string)
+	// Serving, when set, is called with the API once control is serving
+	// (tests read its state, e.g. how many long-polls are parked).
+	Serving func(*server.Server)
 	// Listener, when set, is served instead of listening on Listen.
 	Listener net.Listener
+	// MetricsAddr serves Prometheus metrics (control/metrics) on its own
+	// address, unauthenticated, at /metrics; "" serves none.
+	MetricsAddr string
+	// MetricsListener, when set, is served instead of listening on MetricsAddr.
+	MetricsListener net.Listener
 }
 
 // Check reports the first thing wrong with cfg, saying what to do.
@@ -66,9 +80,8 @@ func (cfg *Config) Check() error {
 		return errors.New("--tls-cert and --tls-key are required (plain HTTP only with --insecure-http)")
 	}
 	if cfg.Issuer != "" {
-		u, err := url.Parse(cfg.Issuer)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return fmt.Errorf("--issuer %q: want control's public base URL, e.g. https://198.51.100.10", cfg.Issuer)
+		if _, err := api.ParseControlURL(cfg.Issuer, cfg.InsecureHTTP); err != nil {
+			return fmt.Errorf("--issuer: %w; want control's public base URL, e.g. https://198.51.100.10", err)
 		}
 	}
 	return nil
@@ -122,7 +135,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg.Issuer = strings.TrimRight(cfg.Issuer, "/")
 	if !cfg.ServicePool.IsValid() {
-		cfg.ServicePool = netip.MustParsePrefix("100.100.0.0/16")
+		cfg.ServicePool = netip.MustParsePrefix(api.DefaultServicePool)
 	}
 	services, err := pool.NewServices(cfg.ServicePool)
 	if err != nil {
@@ -144,7 +157,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 	if cfg.Seed != "" {
-		data, err := os.ReadFile(cfg.Seed)
+		// It holds passwords and tokens: one other users can read is refused.
+		data, err := secretfile.Read(cfg.Seed)
 		if err != nil {
 			return fmt.Errorf("--seed: %w", err)
 		}
@@ -162,10 +176,26 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var mets *metrics.Control
+	var sst store.Store = st
+	var srvMetrics server.Metrics
+	var oaMetrics oauth.Metrics
+	if cfg.MetricsAddr != "" || cfg.MetricsListener != nil {
+		mets = metrics.New(st, clk.Now)
+		sst = mets.Store(st)
+		h.ObserveFanOut(mets.FanOut)
+		srvMetrics, oaMetrics = mets, mets
+		stop, err := serveMetrics(cfg, mets, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	api, err := server.New(server.Config{
-		Store: st, Hub: h, Clock: clk, Logger: log,
+		Store: sst, Hub: h, Clock: clk, Logger: log, Metrics: srvMetrics,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
 	})
 	if err != nil {
 		return err
@@ -174,14 +204,24 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := api.Start(ctx); err != nil {
 		return err
 	}
-	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now})
+	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now, Metrics: oaMetrics})
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api.Handler())
-	mux.Handle("/oauth/", oa.Handler())
+	// The sign-in's audit entry names the address it came from.
+	withSource := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		oa.Handler().ServeHTTP(w, r.WithContext(audit.WithSource(r.Context(), r.RemoteAddr)))
+	})
+	mux.Handle("/oauth/", withSource)
 	mux.Handle("/.well-known/", oa.Handler())
+	con, err := console.New(console.Config{Issuer: cfg.Issuer, API: api.Handler(), OAuth: withSource, Hub: h, Logger: log, Now: clk.Now})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/console", con.Handler())
+	mux.Handle("/console/", con.Handler())
 
 	ln := cfg.Listener
 	if ln == nil {
@@ -190,7 +230,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           mets.Wrap(mux),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -206,6 +246,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	log.Info("runos-control serving", "url", cfg.Issuer, "listen", ln.Addr().String(), "db", cfg.DB, "tls", tlsCfg != nil)
+	if cfg.Serving != nil {
+		cfg.Serving(api)
+	}
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.Issuer)
 	}
@@ -241,4 +284,20 @@ func newHub(ctx context.Context, st store.Store) (*hub.Hub, error) {
 		return nil, fmt.Errorf("load versions: %w", err)
 	}
 	return hub.New(global, versions), nil
+}
+
+// serveMetrics serves /metrics on cfg's metrics address until stop.
+func serveMetrics(cfg Config, m *metrics.Control, log *slog.Logger) (stop func(), err error) {
+	ln := cfg.MetricsListener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return nil, fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics serving", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() { _ = srv.Close() }, nil
 }

@@ -194,3 +194,7 @@ func writeFileInPlace(path string, data []byte) error {
 	}
 	return f.Close()
 }
+
+// IsSplitResolvConf says whether a resolv.conf is the one split DNS wrote
+// (runos vpn doctor: another program may have rewritten it since).
+func IsSplitResolvConf(b []byte) bool { return isOurResolvConf(b) }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,8 @@ type resolvConfMode struct {
 	rewrites []time.Time // foreign rewrites undone, within reapplyWindow
 	gaveUp   bool
 	err      string
+	checks   atomic.Int64 // how many times check ran (tests wait on it, not on time)
+	counts   queryCounts
 }
 
 func newResolvConfMode(opt Options, j *journal, reason string) *resolvConfMode {
@@ -50,8 +53,20 @@ func newResolvConfMode(opt Options, j *journal, reason string) *resolvConfMode {
 func (m *resolvConfMode) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Status{Mode: ModeResolvConf, Reason: m.reason, Error: m.err}
+	n := 0
+	for _, t := range m.rewrites {
+		if m.opt.Now().Sub(t) < reapplyWindow {
+			n++
+		}
+	}
+	if m.gaveUp {
+		n++ // the one it no longer undid
+	}
+	return Status{Mode: ModeResolvConf, Reason: m.reason, Error: m.err, Rewrites: n}
 }
+
+// Queries counts what the forwarder handled.
+func (m *resolvConfMode) Queries() Queries { return m.counts.queries() }
 
 func (m *resolvConfMode) Set(_ context.Context, routes []Route) error {
 	routes, err := normalizeRoutes(routes)
@@ -106,6 +121,7 @@ func (m *resolvConfMode) activate() error {
 		return err
 	}
 	fwd := newForwarder(m.log, m.opt.Now, m.ex, m.table(rec.Original))
+	fwd.counts = &m.counts
 	if err := fwd.listen(m.opt.ListenAddr); err != nil {
 		_ = m.j.forget(rec)
 		return fmt.Errorf("dns: %w", err)
@@ -191,6 +207,7 @@ func (m *resolvConfMode) deactivate() error {
 func (m *resolvConfMode) check() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	defer m.checks.Add(1)
 	if m.fwd == nil || m.gaveUp {
 		return
 	}

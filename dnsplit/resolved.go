@@ -30,7 +30,8 @@ type resolvedMode struct {
 	// (resolved_splitter.go); splitPort is 53 but in tests.
 	split     *splitter
 	splitPort uint16
-	splitEx   exchanger // nil: the network
+	splitEx   exchanger   // nil: the network
+	counts    queryCounts // the splitter's, across its restarts
 }
 
 // busTimeout bounds one D-Bus call: resolved answers in microseconds, and a
@@ -76,6 +77,9 @@ func (m *resolvedMode) Status() Status {
 	defer m.mu.Unlock()
 	return Status{Mode: ModeResolved, Reason: m.reason, Error: m.err}
 }
+
+// Queries counts what the splitter handled (only it serves queries here).
+func (m *resolvedMode) Queries() Queries { return m.counts.queries() }
 
 // linkConfig is what the tunnel's link gets: every cluster's server and
 // every cluster's domain as routing-only.

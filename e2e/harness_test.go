@@ -33,10 +33,14 @@ func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 }
 
 // newWorldWith is newWorld with more of the lab's options (Dir and BinDir
-// are the test's).
+// are the test's): the lab's metrics (runos-lab up --metrics), a UDP
+// block, the relay's recording.
 func newWorldWith(t testing.TB, o lab.Options) *world {
 	t.Helper()
 	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "curl")
+	if o.Metrics {
+		netnstest.Require(t, "prometheus")
+	}
 	if tt, ok := t.(*testing.T); ok {
 		tt.Parallel() // benchmarks run alone, for quieter numbers
 	}

@@ -36,6 +36,7 @@ func (a *agent) follow(ctx context.Context, maps *mailbox[*api.GatewayMap]) {
 			sleep(ctx, d)
 			continue
 		}
+		a.cfg.Metrics.ControlAnswered(time.Now())
 		if lastErr != "" {
 			a.log.Info("control: gateway map reachable again", "version", m.Version)
 			lastErr = ""

@@ -70,11 +70,33 @@ type Config struct {
 	DNS DNS
 	// PublicIP detects the node's public address ("" when none); nil: not reported.
 	PublicIP func() string
+	// Metrics receives what the gateway's metrics count (gateway/metrics); nil: none.
+	Metrics Metrics
 	// Relay, when set, is the Bind the server runs on: UDP and the relay
 	// streams of gateway/relay. The agent keeps its streams to the
 	// server's peers and closes them when it stops serving.
 	Relay *relay.Bind
 }
+
+// Metrics receives the gateway's facts for its Prometheus metrics.
+type Metrics interface {
+	// Serving is the role served (active, standby, draining; "" when not
+	// serving) and how many peers the server has.
+	Serving(role string, peers int)
+	// Handshakes counts new handshakes seen on the server.
+	Handshakes(n int)
+	// Traffic adds bytes received from and sent to devices.
+	Traffic(rx, tx uint64)
+	// ControlAnswered records that control answered (a map or a report).
+	ControlAnswered(at time.Time)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Serving(string, int)       {}
+func (noMetrics) Handshakes(int)            {}
+func (noMetrics) Traffic(uint64, uint64)    {}
+func (noMetrics) ControlAnswered(time.Time) {}
 
 type agent struct {
 	cfg Config
@@ -91,6 +113,7 @@ type agent struct {
 	watch    watch
 	retry    *backoff
 	publicIP atomic.Pointer[string]
+	traffic  map[wgtypes.Key]wgserver.Traffic // the counters at the last read of this server (metrics)
 }
 
 // Run follows control until ctx ends, then stops serving (the interface,
@@ -122,6 +145,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.DNS == nil {
 		cfg.DNS = clusterdns.NewServer(clusterdns.Port, cfg.Logger)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
 	}
 	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: newBackoff()}
 	return a.run(ctx)
@@ -155,6 +181,7 @@ func (a *agent) run(ctx context.Context) error {
 	// disarm the watch and the retry, all derived from the state.
 	after := func() {
 		reports.put(a.report())
+		a.observe()
 		if a.watching(time.Now()) {
 			if watchTick == nil {
 				watchTick = time.NewTicker(watchEvery)
@@ -283,6 +310,9 @@ func (a *agent) refresh() []wgtypes.Key {
 	a.stateErr = nil
 	a.state = &st
 	fresh := newHandshakes(prev, st.Handshakes)
+	a.cfg.Metrics.Handshakes(len(fresh))
+	a.cfg.Metrics.Traffic(trafficGrown(a.traffic, st.Traffic))
+	a.traffic = st.Traffic
 	for _, k := range fresh {
 		dev := ""
 		if a.applied != nil {
@@ -291,6 +321,34 @@ func (a *agent) refresh() []wgtypes.Key {
 		a.log.Info("handshake", "device", dev, "key", k.String(), "at", st.Handshakes[k].UTC().Format(time.RFC3339Nano))
 	}
 	return fresh
+}
+
+// observe tells the metrics what is served now.
+func (a *agent) observe() {
+	if a.applied == nil || a.srv == nil {
+		a.cfg.Metrics.Serving("", 0)
+		return
+	}
+	a.cfg.Metrics.Serving(a.applied.role, len(a.applied.wg.Peers))
+}
+
+// trafficGrown is what the peers' byte counters grew by since prev; a
+// counter that went down belongs to a peer added again (from zero).
+func trafficGrown(prev, cur map[wgtypes.Key]wgserver.Traffic) (rx, tx uint64) {
+	for k, c := range cur {
+		p := prev[k]
+		if c.Rx >= p.Rx {
+			rx += uint64(c.Rx - p.Rx)
+		} else {
+			rx += uint64(max(c.Rx, 0))
+		}
+		if c.Tx >= p.Tx {
+			tx += uint64(c.Tx - p.Tx)
+		} else {
+			tx += uint64(max(c.Tx, 0))
+		}
+	}
+	return rx, tx
 }
 
 func (a *agent) handshakes() map[wgtypes.Key]time.Time {
@@ -327,7 +385,7 @@ func (a *agent) closeServer() {
 	if err := a.srv.Close(); err != nil {
 		a.log.Warn("closing the interface", "interface", a.cfg.Interface, "err", err)
 	}
-	a.srv, a.state, a.stateErr = nil, nil, nil
+	a.srv, a.state, a.stateErr, a.traffic = nil, nil, nil, nil
 }
 
 func (a *agent) report() api.GatewayReport {

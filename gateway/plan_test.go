@@ -210,3 +210,12 @@ func TestMailboxKeepsLatest(t *testing.T) {
 	default:
 	}
 }
+
+func TestTrafficGrownCountsResetsFromZero(t *testing.T) {
+	a, b := wgtypes.Key{1}, wgtypes.Key{2}
+	prev := map[wgtypes.Key]wgserver.Traffic{a: {Rx: 100, Tx: 50}, b: {Rx: 10, Tx: 10}}
+	cur := map[wgtypes.Key]wgserver.Traffic{a: {Rx: 130, Tx: 60}, b: {Rx: 4, Tx: 3}} // b was added again
+	if rx, tx := trafficGrown(prev, cur); rx != 34 || tx != 13 {
+		t.Errorf("grown %d/%d, want 34/13", rx, tx)
+	}
+}

@@ -115,6 +115,7 @@ func (a *agent) sendReports(ctx context.Context, box *mailbox[api.GatewayReport]
 		for {
 			err := a.post(ctx, r)
 			if err == nil {
+				a.cfg.Metrics.ControlAnswered(time.Now())
 				if lastErr != "" {
 					a.log.Info("control: reports reachable again")
 					lastErr = ""

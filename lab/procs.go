@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/runos/vpn/platform"
 )
 
 // Proc is a program the lab runs on a host.
@@ -39,6 +41,9 @@ func (l *Lab) procs() []Proc {
 	if l.ttl > 0 {
 		ctl = append(ctl, "--session-ttl", l.ttl.String())
 	}
+	if l.metrics {
+		ctl = append(ctl, "--metrics-addr", l.controlMetricsAddr())
+	}
 	ps = append(ps, Proc{Host: "control", Name: "control", Argv: ctl})
 	for _, h := range l.topo.Hosts {
 		if h.Kind != KindNode {
@@ -46,8 +51,12 @@ func (l *Lab) procs() []Proc {
 		}
 		ps = append(ps,
 			Proc{Host: h.Name, Name: "webapp", Argv: []string{bin("runos-lab"), "webapp",
-				"--cluster", h.CID, "--node", h.NID, "--listen", ":80"}},
-			Proc{Host: h.Name, Name: "gateway", Argv: l.gatewayArgv(h)})
+				"--cluster", h.CID, "--node", h.NID, "--listen", ":80", "--tls-listen", ":443", "--domain", l.topo.Domain(h.CID),
+				"--relay-upstream", relayUpstream, "--relay-cert", l.relayCert(h.Name), "--relay-key", l.relayKey(h.Name)}},
+			Proc{Host: h.Name, Name: "gateway", Argv: l.gatewayArgv(h.Name)})
+	}
+	if l.metrics {
+		ps = append(ps, l.prometheusProc())
 	}
 	for _, h := range l.topo.Laptops() {
 		ps = append(ps, l.daemonProc(h.Name))
@@ -55,22 +64,34 @@ func (l *Lab) procs() []Proc {
 	return ps
 }
 
-// gatewayArgv runs a node's gateway with its relay on the node's own 443
-// (in production Traefik holds 443 and routes the relay's path to it).
-func (l *Lab) gatewayArgv(h Host) []string {
+// relayUpstream is where a node's gateway serves the relay, behind the web
+// app on 443 that stands in for Traefik (which routes the relay's path to
+// it): plain HTTP on the node's loopback.
+const relayUpstream = "127.0.0.1:8443"
+
+// gatewayArgv is a node's runos-gateway command line: its relay behind the
+// node's 443, as in production.
+func (l *Lab) gatewayArgv(host string) []string {
+	h, _ := l.topo.Host(host)
 	argv := []string{filepath.Join(l.bin, "runos-gateway"),
-		"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(h.Name),
-		"--state-dir", l.stateDir(h.Name), "--ca-file", l.caFile(),
-		"--relay-listen", ":443", "--relay-cert", l.relayCert(h.Name), "--relay-key", l.relayKey(h.Name)}
+		"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(host),
+		"--state-dir", l.stateDir(host), "--ca-file", l.caFile(), "--relay-listen", relayUpstream}
 	if l.recordRelay {
-		argv = append(argv, "--relay-record", l.RelayRecordDir(h.Name))
+		argv = append(argv, "--relay-record", l.RelayRecordDir(host))
+	}
+	if l.metrics {
+		argv = append(argv, "--metrics-addr", l.gatewayMetricsAddr(host))
 	}
 	return argv
 }
 
+// daemonProc is a laptop's daemon. Its state directory comes from the
+// host's environment (RUNOS_VPND_STATE_DIR), as for every runos vpnd run
+// there: `runos-lab exec client -- runos vpnd --cleanup` finds the same
+// state as on a laptop.
 func (l *Lab) daemonProc(host string) Proc {
 	return Proc{Host: host, Name: "vpnd", Argv: []string{filepath.Join(l.bin, "runos"), "vpnd",
-		"--state-dir", l.stateDir(host), "--socket", socketInside, "--ca-file", l.caFile()}}
+		"--socket", socketInside, "--ca-file", l.caFile()}}
 }
 
 // HostEnv is the environment of everything run on a host: the machine's
@@ -91,11 +112,12 @@ func (l *Lab) HostEnv(host string) []string {
 	}
 	if h, ok := l.topo.Host(host); ok && h.Kind == KindLaptop {
 		set["BROWSER"] = l.browserScript(host)
+		set[platform.EnvStateDir] = l.stateDir(host)
 	}
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, ours := set[k]; !ours && k != "BROWSER" {
+		if _, ours := set[k]; !ours && k != "BROWSER" && k != platform.EnvStateDir {
 			env = append(env, kv)
 		}
 	}

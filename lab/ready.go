@@ -146,6 +146,8 @@ func (l *Lab) readyCheck(p Proc) func(context.Context) error {
 			}
 			return err
 		}
+	case "prometheus":
+		return l.prometheusReady
 	case "vpnd":
 		return func(ctx context.Context) error {
 			_, err := localapi.NewClient(l.SocketPath(p.Host)).Status(ctx)

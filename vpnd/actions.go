@@ -13,6 +13,7 @@ import (
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 // apiError is an answer of the local API that is not a success.
@@ -58,8 +59,14 @@ func (d *daemon) savePrefsLocked() {
 
 // setSession takes over a session the CLI or desktop signed in: verify the
 // token with control, register the device (public key only), then start
-// syncing, which joins the clusters the user wanted.
-func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest) (localapi.Status, *apiError) {
+// syncing, which joins the clusters the user wanted. refuse, when not nil,
+// is the caller's refusal to give if the session is of another control
+// than the one the daemon follows (checked before control hears of it, and
+// again when the session is recorded).
+func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest, refuse func(from, to string) *apiError) (localapi.Status, *apiError) {
+	if e := d.checkControlChange(req.APIURL, refuse); e != nil {
+		return localapi.Status{}, e
+	}
 	ctl, err := d.newControl(req.APIURL, req.AccessToken)
 	if err != nil {
 		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "session: %v", err)
@@ -79,17 +86,35 @@ func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest) (l
 		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "run `runos vpn up` to sign in again",
 			"the session already expired at %s", exp.UTC().Format(time.RFC3339))
 	}
-	dev, err := ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.public.String(), Name: d.hostname, OS: d.goos})
-	if err != nil {
-		return localapi.Status{}, fromControl(req.APIURL, "register the device", err)
-	}
-	if dev.ID == "" {
-		return localapi.Status{}, errf(http.StatusBadGateway, localapi.CodeControl, "", "control registered the device without an id")
+	var dev *api.Device
+	for attempt := 1; ; attempt++ {
+		var pub wgtypes.Key
+		dev, pub, err = d.register(ctx, ctl)
+		if err != nil {
+			return localapi.Status{}, fromControl(req.APIURL, "register the device", err)
+		}
+		if dev.ID == "" {
+			return localapi.Status{}, errf(http.StatusBadGateway, localapi.CodeControl, "", "control registered the device without an id")
+		}
+		d.mu.Lock()
+		if d.public == pub {
+			break // mu held
+		}
+		// The old session's sync learned of a revocation meanwhile and
+		// replaced the key: register the one the tunnel now has.
+		d.mu.Unlock()
+		if attempt == 3 {
+			return localapi.Status{}, errf(http.StatusInternalServerError, "internal", "try again",
+				"the device key kept changing while it was being registered")
+		}
 	}
 
-	d.mu.Lock()
 	prev := d.in.Prefs
-	p := store.Prefs{APIURL: req.APIURL, AccessToken: req.AccessToken, ExpiresAt: exp, User: me.User, DeviceID: dev.ID}
+	if refuse != nil && prev.Control != req.APIURL {
+		d.mu.Unlock()
+		return localapi.Status{}, refuse(prev.Control, req.APIURL)
+	}
+	p := store.Prefs{Control: req.APIURL, APIURL: req.APIURL, AccessToken: req.AccessToken, ExpiresAt: exp, User: me.User, DeviceID: dev.ID}
 	if prev.APIURL == p.APIURL && prev.User == p.User {
 		p.Wanted = prev.Wanted // the same user again: restore what they wanted
 	}
@@ -109,6 +134,44 @@ func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest) (l
 	return st, nil
 }
 
+// register registers the device's public key with control; a key control
+// refuses as revoked (revoked while the daemon was not listening, or not
+// replaced then) is replaced by a new one, registered once more.
+// It returns the key it registered.
+func (d *daemon) register(ctx context.Context, ctl control) (*api.Device, wgtypes.Key, error) {
+	pub := d.publicKey()
+	dev, err := ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: pub.String(), Name: d.hostname, OS: d.goos})
+	if !api.IsCode(err, api.CodeDeviceRevoked) {
+		return dev, pub, err
+	}
+	d.log.Info("control refuses this device's key: making a new one", "reason", err.Error())
+	d.mu.Lock()
+	ok := d.newKeyLocked()
+	pub = d.public
+	d.mu.Unlock()
+	if !ok {
+		return nil, pub, err
+	}
+	dev, err = ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: pub.String(), Name: d.hostname, OS: d.goos})
+	return dev, pub, err
+}
+
+// checkControlChange refuses (and logs) a session of a control other than
+// the one followed, for a caller refuse stands for.
+func (d *daemon) checkControlChange(to string, refuse func(from, to string) *apiError) *apiError {
+	if refuse == nil {
+		return nil
+	}
+	d.mu.Lock()
+	from := d.in.Prefs.Control
+	d.mu.Unlock()
+	if from == to {
+		return nil
+	}
+	d.log.Warn("refused a change of control: the caller may not change it", "from", from, "to", to)
+	return refuse(from, to)
+}
+
 // signedIn returns the running sync and device id, or the refusal to give
 // when there is no live session.
 func (d *daemon) signedIn() (*syncSession, string, *apiError) {
@@ -116,6 +179,9 @@ func (d *daemon) signedIn() (*syncSession, string, *apiError) {
 	defer d.mu.Unlock()
 	d.in.Now = d.clock()
 	switch {
+	case !d.in.Prefs.RevokedAt.IsZero():
+		return nil, "", errf(http.StatusConflict, localapi.CodeSignedOut, "",
+			"this device was removed from RunOS: run `runos vpn up` to sign in again with a new key")
 	case d.in.Prefs.AccessToken == "":
 		return nil, "", errf(http.StatusConflict, localapi.CodeSignedOut, "", "not signed in: run `runos vpn up`")
 	case !d.in.SignedIn():
@@ -176,6 +242,10 @@ func (d *daemon) refreshAccounts(s *syncSession) {
 // controlRefusal maps an error from control during a request; a refused
 // session ends the session here too.
 func (d *daemon) controlRefusal(s *syncSession, what string, err error) *apiError {
+	if api.IsCode(err, api.CodeDeviceRevoked) {
+		d.refused(s, err)
+		return errf(http.StatusConflict, localapi.CodeSignedOut, "", "this device was removed from RunOS: run `runos vpn up` to sign in again with a new key")
+	}
 	if d.refused(s, err) {
 		return errf(http.StatusConflict, localapi.CodeSignedOut, "", "the session expired: run `runos vpn up` to sign in again")
 	}
@@ -222,7 +292,7 @@ func (d *daemon) endSession(ctx context.Context) (localapi.Status, *apiError) {
 			}
 		}
 		d.stopSyncLocked()
-		in.Prefs = store.Prefs{}
+		in.Prefs = store.Prefs{Control: in.Prefs.Control} // signed out, still following the same control
 		d.savePrefsLocked()
 		in.Map, in.Accounts, in.JoinErrs = nil, nil, nil
 		in.SessionEnded, in.SessionErr, in.ControlErr = false, "", ""

@@ -28,13 +28,17 @@ type control interface {
 	JoinCluster(ctx context.Context, deviceID, cid string) (*api.ClusterConfig, error)
 	LeaveCluster(ctx context.Context, deviceID, cid string) error
 	DeviceMap(ctx context.Context, deviceID string, since uint64, wait time.Duration) (*api.DeviceMap, error)
+	MyDevices(ctx context.Context) ([]api.DeviceDetail, error)
+	RemoveMyDevice(ctx context.Context, id string) error
 }
 
 // engine is the tunnel (vpnd/tunnel.Engine in production).
 type engine interface {
 	Apply(wgcfg.Config) error
+	SetPrivateKey(wgtypes.Key) error
 	Read() wgcfg.Report
 	Nudge()
+	Handshake(wgtypes.Key) error // send an initiation now (runos vpn doctor's probe)
 	Close() error
 	// NetworkChanged rebinds the sockets, re-handshakes every peer and
 	// re-opens each cluster's relay decision (a new network, a wake).
@@ -57,12 +61,13 @@ type daemon struct {
 	log        *slog.Logger
 	clock      func() time.Time
 	dir        store.Dir
-	public     wgtypes.Key // the device's public key: the only key that leaves the machine
+	public     wgtypes.Key // the device's public key: the only key that leaves the machine (mu: replaced after a revocation)
 	hostname   string
 	goos       string
 	eng        engine
 	dns        dnsplit.Configurator // nil: DNS mode off
 	newControl func(apiURL, token string) (control, error)
+	allowHTTP  bool          // sessions of an http:// control are accepted (--insecure-http)
 	mapWait    time.Duration // how long each map long-poll may be held
 	backoffMin time.Duration
 	backoffMax time.Duration
@@ -79,6 +84,8 @@ type daemon struct {
 	statusJS []byte // status without Seq, to tell a change
 	watchers map[*watcher]struct{}
 	sess     *syncSession // the sync of the current session; nil when none
+	refusals []string     // what the trust refused of the last map, as logged
+	counts   *counters    // the daemon's own metrics; nil: not counted (tests)
 }
 
 // appliedState remembers what was last applied, and when a failed attempt
@@ -184,6 +191,9 @@ func sameRoute(a, b dnsplit.Route) bool {
 // readLocked reads the device into the inputs. mu held.
 func (d *daemon) readLocked() {
 	r := d.eng.Read()
+	if d.counts != nil {
+		d.counts.observeDevice(r, d.tunnel.value)
+	}
 	if d.tunnel.err != "" {
 		r.Err = d.tunnel.err
 	}
@@ -199,6 +209,9 @@ func (d *daemon) publishLocked(st localapi.Status) {
 		return
 	}
 	d.statusJS = js
+	if d.counts != nil {
+		d.counts.observeStatus(d.status, st)
+	}
 	st.Seq = d.status.Seq + 1
 	d.status = st
 	for w := range d.watchers {

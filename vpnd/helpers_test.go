@@ -2,6 +2,8 @@ package vpnd
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -32,6 +34,14 @@ type fakeEngine struct {
 	rebinds   int // NetworkChanged calls
 	uplinkMTU int
 	closed    bool
+	key       wgtypes.Key // zero: the key the daemon started with (t0Key)
+}
+
+func (e *fakeEngine) SetPrivateKey(k wgtypes.Key) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.key = k
+	return nil
 }
 
 func newFakeEngine() *fakeEngine {
@@ -64,7 +74,11 @@ func (e *fakeEngine) Apply(c wgcfg.Config) error {
 func (e *fakeEngine) Read() wgcfg.Report {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := wgcfg.Report{Interface: "wgfake", Up: !e.closed, PublicKey: mustKey(t0Key).PublicKey(), Addresses: e.cfg.Addresses}
+	pub := mustKey(t0Key).PublicKey()
+	if e.key != (wgtypes.Key{}) {
+		pub = e.key.PublicKey()
+	}
+	r := wgcfg.Report{Interface: "wgfake", Up: !e.closed, PublicKey: pub, Addresses: e.cfg.Addresses}
 	for _, p := range e.peers {
 		r.Peers = append(r.Peers, p)
 	}
@@ -88,6 +102,20 @@ func (e *fakeEngine) SetUplinkMTU(mtu int) {
 	e.mu.Lock()
 	e.uplinkMTU = mtu
 	e.mu.Unlock()
+}
+
+func (e *fakeEngine) Handshake(k wgtypes.Key) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.peers[k]
+	if !ok {
+		return errors.New("no such peer")
+	}
+	if e.handshake {
+		r.LastHandshake = time.Now()
+		e.peers[k] = r
+	}
+	return nil
 }
 
 func (e *fakeEngine) Close() error {
@@ -118,6 +146,17 @@ type world struct {
 	url    string
 	caFile string
 	keys   map[string]wgtypes.Key // server keys by "cid/node"
+	tls    *tls.Config            // the server's, for a second address of the same control
+}
+
+// secondURL serves the same fake control on another address: to the
+// daemon, another control server.
+func (w *world) secondURL(t *testing.T) string {
+	ts := httptest.NewUnstartedServer(w.fc)
+	ts.TLS = w.tls
+	ts.StartTLS()
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	return ts.URL
 }
 
 func newWorld(t *testing.T) *world {
@@ -128,7 +167,7 @@ func newWorld(t *testing.T) *world {
 	ts.TLS = tlsCfg
 	ts.StartTLS()
 	t.Cleanup(func() { fc.Close(); ts.CloseClientConnections(); ts.Close() })
-	w := &world{fc: fc, url: ts.URL, caFile: caFile, keys: map[string]wgtypes.Key{}}
+	w := &world{fc: fc, url: ts.URL, caFile: caFile, keys: map[string]wgtypes.Key{}, tls: tlsCfg}
 	w.fc.AddCluster(api.Cluster{CID: "ky3", AID: "rjwrn", Name: "tc3-ky3", Domain: "ky3.rjwrn.example.com", UserVPN: "wireguard"},
 		w.vpn("ky3", "n1", "10.1.0.2:32768", "100.100.1"))
 	w.fc.AddCluster(api.Cluster{CID: "xym", AID: "rjwrn", Name: "tc2-xym", Domain: "xym.rjwrn.example.com", UserVPN: "wireguard"},
@@ -170,7 +209,7 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		clock: time.Now, dir: sd, public: key.PublicKey(), hostname: "laptop", goos: "linux",
 		eng: eng, mapWait: 2 * time.Second, backoffMin: 10 * time.Millisecond, backoffMax: 200 * time.Millisecond,
-		ctx: ctx, wakeRead: make(chan struct{}, 1),
+		ctx: ctx, wakeRead: make(chan struct{}, 1), counts: newCounters(time.Now()),
 		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, w.caFile) },
 	}
 	prefs, _ := sd.LoadPrefs()

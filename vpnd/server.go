@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/access"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/logring"
 )
 
 const maxBody = 64 << 10 // a session or a cid: far below this
@@ -29,6 +29,7 @@ type server struct {
 	d      *daemon
 	policy access.Policy
 	done   <-chan struct{} // closes every watch stream when the daemon stops
+	logs   *logring.Ring   // the daemon's recent log; nil: not kept
 }
 
 // connContext reads the caller's kernel-verified identity once per
@@ -40,18 +41,55 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.forCaller(s.d.Status(), r)) })
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		st := s.forCaller(s.d.Status(), r)
+		st.Metrics = s.d.metrics()
+		writeJSON(w, st)
+	})
+	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) {
+		// The log names users, devices and addresses: for those who may
+		// steer the daemon, like the log file the service keeps.
+		if d := s.policy.Decide(callerOf(r)); !d.Control {
+			writeErr(w, errf(http.StatusForbidden, localapi.CodeForbidden, d.Hint, "the daemon's log is for those who may steer it: %s", d.Reason))
+			return
+		}
+		writeJSON(w, logs(s.logs))
+	})
+	mux.HandleFunc("POST /v1/probe", func(w http.ResponseWriter, r *http.Request) {
+		var req localapi.ProbeRequest
+		err := decodeBody(r.Body, &req)
+		if err == nil {
+			err = api.CheckCID(req.CID)
+		}
+		if err != nil {
+			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
+			return
+		}
+		res, aerr := s.d.probe(r.Context(), req)
+		if aerr != nil {
+			writeErr(w, aerr)
+			return
+		}
+		writeJSON(w, res)
+	})
 	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, localapi.Version{Version: version.Version, Commit: version.Commit, Date: version.Date})
 	})
 	mux.HandleFunc("GET /v1/watch", s.watch)
 	mux.HandleFunc("POST /v1/session", func(w http.ResponseWriter, r *http.Request) {
-		req, err := parseSessionRequest(r.Body)
+		req, err := parseSessionRequest(r.Body, s.d.allowHTTP)
 		if err != nil {
 			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
 			return
 		}
-		s.answer(w, r)(s.d.setSession(r.Context(), req))
+		var refuse func(from, to string) *apiError // nil: the caller may change control
+		if !s.policy.Decide(callerOf(r)).ChangeControl {
+			refuse = func(from, to string) *apiError {
+				ref := s.policy.ChangeControlRefusal(from, to)
+				return &apiError{status: ref.Status, e: api.Error{Code: ref.Code, Message: ref.Message, Hint: ref.Hint}}
+			}
+		}
+		s.answer(w, r)(s.d.setSession(r.Context(), req, refuse))
 	})
 	mux.HandleFunc("DELETE /v1/session", func(w http.ResponseWriter, r *http.Request) {
 		s.answer(w, r)(s.d.endSession(r.Context()))
@@ -71,6 +109,17 @@ func (s *server) handler() http.Handler {
 			return
 		}
 		s.answer(w, r)(s.d.disconnect(r.Context(), req.CID))
+	})
+	mux.HandleFunc("GET /v1/devices", func(w http.ResponseWriter, r *http.Request) {
+		ds, aerr := s.d.myDevices(r.Context())
+		if aerr != nil {
+			writeErr(w, aerr)
+			return
+		}
+		writeJSON(w, ds)
+	})
+	mux.HandleFunc("DELETE /v1/devices/{id}", func(w http.ResponseWriter, r *http.Request) {
+		s.answer(w, r)(s.d.removeDevice(r.Context(), r.PathValue("id")))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, errf(http.StatusNotFound, localapi.CodeNotFound, "see the routes in vpnd/localapi", "no route %s %s", r.Method, r.URL.Path))
@@ -98,7 +147,7 @@ func callerOf(r *http.Request) access.Caller {
 // shows on the next status).
 func (s *server) forCaller(st localapi.Status, r *http.Request) localapi.Status {
 	d := s.policy.Decide(callerOf(r))
-	st.Access = &localapi.Access{Control: d.Control, Reason: d.Reason, Hint: d.Hint}
+	st.Access = &localapi.Access{Control: d.Control, ChangeControl: d.ChangeControl, Reason: d.Reason, Hint: d.Hint}
 	return st
 }
 
@@ -189,18 +238,21 @@ func decodeBody(r io.Reader, v any) error {
 	return nil
 }
 
-// parseSessionRequest checks a session handed over before anything uses it.
-func parseSessionRequest(r io.Reader) (localapi.SessionRequest, error) {
+// parseSessionRequest checks a session handed over before anything uses
+// it: an http:// control only when the daemon was started allowing it.
+func parseSessionRequest(r io.Reader, allowHTTP bool) (localapi.SessionRequest, error) {
 	var req localapi.SessionRequest
 	if err := decodeBody(r, &req); err != nil {
 		return req, err
 	}
-	u, err := url.Parse(req.APIURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
-		u.RawQuery != "" || u.Fragment != "" || strings.TrimRight(u.Path, "/") != "" {
-		return req, fmt.Errorf("apiUrl %q: want https://host[:port]", req.APIURL)
+	u, err := api.ParseControlURL(req.APIURL, allowHTTP)
+	if errors.Is(err, api.ErrPlainHTTP) {
+		return req, fmt.Errorf("apiUrl: %w; this daemon was not started with --%s", err, api.FlagInsecureHTTP)
 	}
-	req.APIURL = strings.TrimRight(req.APIURL, "/")
+	if err != nil {
+		return req, fmt.Errorf("apiUrl: %w", err)
+	}
+	req.APIURL = u
 	if req.AccessToken == "" {
 		return req, errors.New("accessToken is missing")
 	}

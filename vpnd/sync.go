@@ -85,6 +85,10 @@ func (d *daemon) syncLoop(ctx context.Context, s *syncSession) {
 // refused handles control refusing the session's token: the session is
 // over (expired), every cluster comes down, the wanted ones are kept.
 func (d *daemon) refused(s *syncSession, err error) bool {
+	if api.IsCode(err, api.CodeDeviceRevoked) {
+		d.current(s, func(in *state.Inputs) { d.revokedLocked(err) })
+		return true
+	}
 	if !api.IsCode(err, api.CodeSessionExpired) && !api.IsCode(err, api.CodeUnauthorized) {
 		return false
 	}
@@ -157,7 +161,7 @@ func (d *daemon) ensureDevice(ctx context.Context, s *syncSession) (string, erro
 	if id != "" {
 		return id, nil
 	}
-	dev, err := s.ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.public.String(), Name: d.hostname, OS: d.goos})
+	dev, err := s.ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.publicKey().String(), Name: d.hostname, OS: d.goos})
 	if err != nil {
 		return "", err
 	}
@@ -177,7 +181,7 @@ func (d *daemon) join(ctx context.Context, s *syncSession, id, cid string) error
 	case err == nil:
 		d.current(s, func(in *state.Inputs) { delete(in.JoinErrs, cid) })
 		return nil
-	case api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized):
+	case api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized) || api.IsCode(err, api.CodeDeviceRevoked):
 		return err
 	case errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable && ae.Status < 500:
 		msg := fmt.Sprintf("control refused to join %s: %v", cid, err)
@@ -204,14 +208,31 @@ func (d *daemon) applyMap(s *syncSession, m *api.DeviceMap) {
 		}
 		if old := in.Map; old == nil || old.Version != m.Version {
 			d.logMoves(old, m)
+			d.logRefusalsLocked(m)
 		}
 		in.Map = m
+		if in.ControlErr != "" && d.counts != nil {
+			d.counts.control++ // control answers again after a failure
+		}
 		in.ControlErr = ""
 		if e := m.Session.ExpiresAt; !e.IsZero() && !e.Equal(in.Prefs.ExpiresAt) {
 			in.Prefs.ExpiresAt = e // control is the authority on the session's end
 			d.savePrefsLocked()
 		}
 	})
+}
+
+// logRefusalsLocked logs what the daemon's trust refused of control's map,
+// each time that changes (the status shows it as long as it lasts). mu held.
+func (d *daemon) logRefusalsLocked(m *api.DeviceMap) {
+	r := state.Refusals(m, d.in.Trust)
+	if slices.Equal(r, d.refusals) {
+		return
+	}
+	d.refusals = r
+	for _, msg := range r {
+		d.log.Warn("refused what control sent", "control", d.in.Prefs.APIURL, "err", msg)
+	}
 }
 
 // logMoves logs a cluster's server changing node or key: a move.

@@ -28,6 +28,7 @@ import (
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/platform/netmon"
 	"github.com/runos/vpn/vpnd/access"
+	"github.com/runos/vpn/vpnd/logring"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
 	"github.com/runos/vpn/vpnd/tunnel"
@@ -39,11 +40,20 @@ type Config struct {
 	Socket    string // "" → platform.SocketPath()
 	CAFile    string // trusts control's CA; "" → $RUNOS_CA_FILE, else system roots
 	Interface string // "" → "wg1"
-	Logger    *slog.Logger
+	// AllowHTTP accepts sessions of an http:// control (--insecure-http,
+	// tests only: the token would travel in clear text).
+	AllowHTTP bool
+	// Trust bounds what control may configure on this machine: the routes
+	// (default: the VPN's pools) and DNS domains beyond each cluster's own.
+	Trust  state.Trust
+	Logger *slog.Logger
 	// DNS makes the split-DNS configurator; nil means DNS mode "off".
 	DNS func(iface string, log *slog.Logger) (dnsplit.Configurator, error)
 	// Cleanup is dnsplit's crash clean-up; nil: none.
 	Cleanup func(stateDir string, log *slog.Logger) error
+	// Logs keeps the daemon's recent log lines (the Logger writes to it as
+	// well) for GET /v1/logs; nil: none kept.
+	Logs *logring.Ring
 	// MTU is the tunnel's MTU (--mtu); 0: tunnel.DefaultMTU (1420).
 	MTU int
 	// NetMon starts the network monitor, which leaves out the interfaces
@@ -145,10 +155,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &daemon{
 		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
 		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
-		ctx: dctx, wakeRead: wakeRead, relayToken: relayToken,
-		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, cfg.CAFile) },
+		ctx: dctx, wakeRead: wakeRead, relayToken: relayToken, counts: newCounters(time.Now()),
+		allowHTTP: cfg.AllowHTTP,
+		newControl: func(apiURL, token string) (control, error) {
+			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
+		},
 	}
-	d.in = state.Inputs{Version: version.Version, Interface: eng.Name(), DNS: dnsStatus}
+	d.in = state.Inputs{Version: version.Version, Interface: eng.Name(), DNS: dnsStatus, Trust: cfg.Trust}
 	prefs, perr := dir.LoadPrefs()
 	if perr != nil {
 		log.Error("prefs", "err", perr)
@@ -175,7 +188,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	done := make(chan struct{})
 	srv := &http.Server{
-		Handler:           (&server{d: d, policy: access.SystemPolicy(dir.Path), done: done}).handler(),
+		Handler:           (&server{d: d, policy: access.SystemPolicy(dir.Path), done: done, logs: cfg.Logs}).handler(),
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

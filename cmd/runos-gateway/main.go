@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,8 +22,10 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/gateway"
+	"github.com/runos/vpn/gateway/metrics"
 	"github.com/runos/vpn/gateway/nodekey"
 	"github.com/runos/vpn/gateway/relay"
+	"github.com/runos/vpn/internal/secretfile"
 	"github.com/runos/vpn/internal/version"
 	"golang.zx2c4.com/wireguard/conn"
 )
@@ -48,6 +52,8 @@ type flags struct {
 	heartbeat                                           time.Duration
 	logLevel, logFormat                                 string
 	relayListen, relayCert, relayKey, relayRecord       string
+	insecureHTTP                                        bool
+	metricsAddr                                         string
 }
 
 type usageError struct{ error }
@@ -81,14 +87,18 @@ device's latest handshake, on every change and every --heartbeat.
 
 With --relay-listen, the node also serves the relay: WireGuard over HTTPS
 (a WebSocket on the relay path, /runos-vpn/relay) for devices on networks that
-let no UDP through. In production the node's ingress (Traefik, on 443) routes
-that path here; --relay-cert and --relay-key are the certificate it presents
-when it listens on TLS itself (as in the lab, on :443). A device is let in when
-control confirms its session and key and that it joined this cluster; its
-datagrams go into the same WireGuard server as UDP ones, ciphertext only.
+let no UDP through. The node's ingress (Traefik, on 443) routes that path here,
+terminating TLS: then --relay-listen is a loopback address and plain HTTP (the
+device's address comes from X-Forwarded-For). With --relay-cert and
+--relay-key the gateway speaks TLS itself, on any address. A device is let in
+when control confirms its session and key and that it joined this cluster;
+its datagrams go into the same WireGuard server as UDP ones, ciphertext only.
 
 Control's certificate is verified against --ca-file (default $RUNOS_CA_FILE,
-else the system roots). The token file holds the node's enrollment token.
+else the system roots); --control must be https:// (plain HTTP only with
+--insecure-http, for tests). The token file holds the node's enrollment
+token and must be readable by its owner only (chmod 600): any other mode
+is refused.
 
 SIGTERM or SIGINT stops serving: the interface, its address and route, and
 the DNS listener are removed before the process exits.`,
@@ -124,6 +134,8 @@ the DNS listener are removed before the process exits.`,
 	fl.StringVar(&f.relayKey, "relay-key", "", "PEM private key of --relay-cert")
 	fl.StringVar(&f.relayRecord, "relay-record", "", "")
 	_ = fl.MarkHidden("relay-record") // tests: record every relay stream's bytes in this directory
+	fl.BoolVar(&f.insecureHTTP, api.FlagInsecureHTTP, false, "allow an http:// --control (tests only: the enrollment token would travel in clear text)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd.SetVersionTemplate("runos-gateway {{.Version}}\n")
 	cmd.SetArgs(args)
@@ -156,6 +168,9 @@ func (f flags) check(getenv func(string) string) (caFile string, err error) {
 	if len(missing) > 0 {
 		return "", usagef("missing %s", strings.Join(missing, ", "))
 	}
+	if _, err := api.ParseControlURL(f.control, f.insecureHTTP); err != nil {
+		return "", usagef("--control: %v", err)
+	}
 	if err := checkIfname(f.iface); err != nil {
 		return "", usagef("--interface %q: %v", f.iface, err)
 	}
@@ -173,7 +188,9 @@ func (f flags) check(getenv func(string) string) (caFile string, err error) {
 		return "", usagef("--relay-cert and --relay-key go together, with --relay-listen")
 	}
 	if f.relayListen != "" && f.relayCert == "" {
-		return "", usagef("--relay-listen %s: give --relay-cert and --relay-key (the relay speaks HTTPS only)", f.relayListen)
+		if h, _, err := net.SplitHostPort(f.relayListen); err != nil || !isLoopback(h) {
+			return "", usagef("--relay-listen %s: plain HTTP only on a loopback address (behind the node's ingress); elsewhere give --relay-cert and --relay-key", f.relayListen)
+		}
 	}
 	if f.caFile != "" {
 		return f.caFile, nil
@@ -197,16 +214,13 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 		return err
 	}
 	log := newLogger(stderr, f.logLevel, f.logFormat)
-	token, err := readToken(f.tokenFile, log)
+	token, err := readToken(f.tokenFile)
 	if err != nil {
 		return err
 	}
-	client, err := api.NewClient(f.control, token, caFile)
+	client, err := api.NewClient(f.control, token, caFile, api.AllowHTTP(f.insecureHTTP))
 	if err != nil {
 		return usagef("--control: %v", err)
-	}
-	if strings.HasPrefix(f.control, "http://") {
-		log.Warn("control is plain HTTP: the enrollment token and the map travel unencrypted; use https:// outside a lab", "control", f.control)
 	}
 	key, created, err := nodekey.LoadOrCreate(f.stateDir, log)
 	if err != nil {
@@ -217,6 +231,16 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	}
 	log.Info("runos-gateway starting", "version", version.String(), "node", f.nodeID, "control", f.control,
 		"interface", f.iface, "heartbeat", f.heartbeat.String(), "publicKey", key.PublicKey().String())
+	var mets gateway.Metrics
+	if f.metricsAddr != "" {
+		m := metrics.New(time.Now)
+		stop, err := serveMetrics(f.metricsAddr, m, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		mets = m
+	}
 	var bind *relay.Bind
 	if f.relayListen != "" {
 		bind = relay.NewBind(conn.NewDefaultBind(), log)
@@ -228,6 +252,7 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	}
 	err = gateway.Run(ctx, gateway.Config{
 		Relay:     bind,
+		Metrics:   mets,
 		Control:   client,
 		NodeID:    f.nodeID,
 		Key:       key,
@@ -244,18 +269,29 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	return nil
 }
 
-// readToken reads the enrollment token, warning when others may read it.
-func readToken(path string, log *slog.Logger) (string, error) {
-	b, err := os.ReadFile(path)
+// serveMetrics serves /metrics on addr until stop.
+func serveMetrics(addr string, m *metrics.Gateway, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics serving", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() { _ = srv.Close() }, nil
+}
+
+// readToken reads the enrollment token, refusing a file others may read.
+func readToken(path string) (string, error) {
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return "", fmt.Errorf("--token-file: %w", err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
 		return "", fmt.Errorf("--token-file %s: want the node's enrollment token alone on one line", path)
-	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-		log.Warn("the token file is readable by other users; chmod 600 it", "path", path, "mode", st.Mode().Perm().String())
 	}
 	return tok, nil
 }
@@ -271,4 +307,14 @@ func checkIfname(s string) error {
 		}
 	}
 	return nil
+}
+
+// isLoopback reports whether host (from --relay-listen) is a loopback
+// address or name.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

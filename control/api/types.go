@@ -21,6 +21,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Hint    string `json:"hint,omitempty"`
+	// At is when what the error reports began, where that is known: a
+	// device's revocation, a token's expiry.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Error codes shared by server and clients.
@@ -79,6 +82,15 @@ const (
 // DefaultVPNPort is the UDP port of a cluster's WireGuard VPN server.
 const DefaultVPNPort = 32768
 
+// The VPN's address pools as runos-control hands them out by default
+// (--device-pool, --service-pool). The daemon accepts routes and addresses
+// from control only inside these, unless its own configuration says
+// otherwise (runos vpnd --allowed-routes).
+const (
+	DefaultDevicePool  = "100.96.0.0/16"  // one address per device
+	DefaultServicePool = "100.100.0.0/16" // one /24 per cluster's VPN service
+)
+
 // Me is GET /v1/me: who the bearer token belongs to.
 type Me struct {
 	User      string    `json:"user"` // email
@@ -112,6 +124,7 @@ type ClusterDetail struct {
 	DNSRecords    []DNSRecord  `json:"dnsRecords"`
 	Nodes         []Node       `json:"nodes"`
 	VPNServices   []VPNService `json:"vpnServices"`
+	DevicePool    *PoolUsage   `json:"devicePool,omitempty"` // operators only (access.go)
 }
 
 // Node is a node of a cluster.
@@ -164,6 +177,9 @@ type VPNService struct {
 	Address     string `json:"address"` // the server's address inside Subnet
 	Devices     int    `json:"devices"` // connected devices (joined, live session)
 	Version     uint64 `json:"version"` // for long-polling with ?since=
+	// LatestMoveID is the service's newest move (in flight or not), for
+	// following its progress (GET /v1/moves/{id}); "" if it never moved.
+	LatestMoveID string `json:"latestMoveId,omitempty"`
 	// RelayURL overrides the default relay URL devices are given
 	// (https://<ingress>/runos-vpn/relay); "" means the default. {ingress}
 	// in it stands for the hosting node's ingress address, so the relay
@@ -381,6 +397,7 @@ type RelayCheck struct {
 const (
 	ClientCLI     = "runos-cli"
 	ClientDesktop = "runos-desktop"
+	ClientConsole = "runos-console" // control's own web page, /console
 )
 
 // Query parameters of the long-polls.

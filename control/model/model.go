@@ -15,9 +15,12 @@ import (
 
 // Account is an account (aid).
 type Account struct {
-	AID               string
-	Name              string
-	OperatorTokenHash string // hex SHA-256 of the account's operator API token
+	AID  string
+	Name string
+	// OperatorTokenHash is where schema 1 kept the world file's operator
+	// token. Since migration 2 every operator token is an APIToken (the
+	// world file's too) and nothing writes or reads this.
+	OperatorTokenHash string
 }
 
 // User signs in with email and password.
@@ -99,19 +102,9 @@ func (n Node) Status(now time.Time, timeout time.Duration) string {
 	return api.NodeReady
 }
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
 // AddressKind says whether devices dialing addr reach a private or a public
-// address (docs/internals.md "Addresses"): private for RFC 1918, ULA,
-// CGNAT, link-local and loopback; public otherwise, documentation ranges
-// included.
-func AddressKind(addr netip.Addr) string {
-	a := addr.Unmap()
-	if a.IsPrivate() || cgnat.Contains(a) || a.IsLoopback() || a.IsLinkLocalUnicast() {
-		return api.AddressPrivate
-	}
-	return api.AddressPublic
-}
+// address: api.AddressKind, the one rule (docs/internals.md "Addresses").
+func AddressKind(addr netip.Addr) string { return api.AddressKind(addr) }
 
 // Dialable reports whether devices could dial addr at all: a unicast
 // address that is not loopback, link-local or unspecified.
@@ -179,6 +172,11 @@ type Device struct {
 	Address   netip.Addr
 	SessionID string // the session bound to the device (the last to register it)
 	CreatedAt time.Time
+
+	LastSeen      time.Time // control last heard from it (written at most every few minutes)
+	LastHandshake time.Time // the newest handshake any gateway reported for it
+	RevokedAt     time.Time // zero unless revoked (access.go)
+	RevokedBy     string
 }
 
 // Session states.

@@ -1,16 +1,17 @@
 package oauth
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/token"
 )
 
 // Limits on what a login form may carry; past them the attempt is wrong.
@@ -58,8 +59,10 @@ func one(vs url.Values, key string) (string, bool) {
 
 // parseAuthRequest checks an authorization request, in the order RFC 6749
 // §4.1.2.1 needs: client and redirect URI first (refused on a page), then
-// everything else (refused by redirect).
-func parseAuthRequest(vs url.Values) (authRequest, *authError) {
+// everything else (refused by redirect). The native apps redirect to a
+// loopback listener (RFC 8252); the console, control's own page, only to
+// consoleRedirect, exactly.
+func parseAuthRequest(vs url.Values, consoleRedirect string) (authRequest, *authError) {
 	var a authRequest
 	clientID, ok := one(vs, "client_id")
 	if !ok || clientID == "" {
@@ -72,7 +75,13 @@ func parseAuthRequest(vs url.Values) (authRequest, *authError) {
 	if !ok {
 		return a, &authError{desc: "redirect_uri is given more than once."}
 	}
-	redirect, err := checkRedirectURI(raw)
+	var redirect *url.URL
+	var err error
+	if clientID == api.ClientConsole {
+		redirect, err = checkConsoleRedirect(raw, consoleRedirect)
+	} else {
+		redirect, err = checkRedirectURI(raw)
+	}
 	if err != nil {
 		return a, &authError{desc: "This sign-in link is not valid: " + err.Error() + "."}
 	}
@@ -134,7 +143,7 @@ func (s *Server) authorizePage(w http.ResponseWriter, r *http.Request) {
 		s.renderMessage(w, http.StatusBadRequest, "Sign-in cannot start", "This sign-in link is garbled. Start the sign-in again from the RunOS app.")
 		return
 	}
-	a, aerr := parseAuthRequest(vs)
+	a, aerr := parseAuthRequest(vs, s.endpoint(ConsoleCallback))
 	if aerr != nil {
 		s.refuseAuth(w, r, a, aerr)
 		return
@@ -150,7 +159,7 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		s.renderMessage(w, http.StatusBadRequest, "Sign-in failed", "The form could not be read: "+err.Error()+".")
 		return
 	}
-	a, aerr := parseAuthRequest(vs)
+	a, aerr := parseAuthRequest(vs, s.endpoint(ConsoleCallback))
 	if aerr != nil {
 		s.refuseAuth(w, r, a, aerr)
 		return
@@ -173,8 +182,8 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	code, err := s.issueCode(r, a, user, now)
 	if err != nil {
-		s.log.Error("oauth: store authorization code", "err", err)
-		s.renderMessage(w, http.StatusInternalServerError, "Sign-in is unavailable", "RunOS could not finish the sign-in. Try again in a moment.")
+		id := s.internal(r, "store authorization code", err)
+		s.renderMessage(w, http.StatusInternalServerError, "Sign-in is unavailable", "RunOS could not finish the sign-in (request "+id+"). Try again in a moment.")
 		return
 	}
 	s.log.Info("oauth: signed in", "user", user, "client", a.ClientID, "addr", r.RemoteAddr)
@@ -202,12 +211,13 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		var err error
 		good, err = s.cfg.Backend.CheckPassword(r.Context(), username, password)
 		if err != nil {
-			s.log.Error("oauth: check password", "user", username, "err", err)
-			again(http.StatusInternalServerError, "RunOS could not check your password right now. Try again in a moment.")
+			id := s.internal(r, "check password", err, "user", username)
+			again(http.StatusInternalServerError, "RunOS could not check your password right now (request "+id+"). Try again in a moment.")
 			return "", false
 		}
 	}
 	if !good {
+		s.cfg.Metrics.Refused("wrong_password")
 		s.throttle.fail(username, r.RemoteAddr, now)
 		s.log.Info("oauth: wrong password", "user", username, "addr", r.RemoteAddr)
 		again(http.StatusOK, "Wrong email or password.")
@@ -225,6 +235,7 @@ func (s *Server) slowDown(w http.ResponseWriter, r *http.Request, now time.Time,
 		return false
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
+	s.cfg.Metrics.Refused("throttled")
 	s.log.Info("oauth: sign-in slowed down", "user", username, "addr", r.RemoteAddr, "wait", wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	again(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-in attempts. Wait %s and try again.", plural(secs, "second")))
@@ -240,9 +251,9 @@ func plural(n int, unit string) string {
 
 // issueCode stores a fresh single-use code under its hash and returns it.
 func (s *Server) issueCode(r *http.Request, a authRequest, user string, now time.Time) (string, error) {
-	code := randomToken()
+	code := token.New()
 	err := s.cfg.Store.PutAuthCode(r.Context(), AuthCode{
-		CodeHash:      hashSecret(code),
+		CodeHash:      token.Hash(code),
 		ClientID:      a.ClientID,
 		RedirectURI:   a.RedirectURI,
 		CodeChallenge: a.Challenge,
@@ -250,19 +261,6 @@ func (s *Server) issueCode(r *http.Request, a authRequest, user string, now time
 		ExpiresAt:     now.Add(s.cfg.CodeTTL),
 	})
 	return code, err
-}
-
-// randomToken is 32 random bytes, base64url without padding (internals.md).
-func randomToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// hashSecret is how codes are kept at rest: hex SHA-256.
-func hashSecret(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
 }
 
 // readFormValues reads a form body keeping repeated keys, so that the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/token"
 )
 
 // userCodeAlphabet has no vowels (no words spelled by accident) and no
@@ -69,9 +70,9 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.now()
-	deviceCode := randomToken()
+	deviceCode := token.New()
 	d := DeviceCode{
-		DeviceCodeHash: hashSecret(deviceCode),
+		DeviceCodeHash: token.Hash(deviceCode),
 		ClientID:       client,
 		ExpiresAt:      now.Add(s.cfg.DeviceCodeTTL),
 		Interval:       s.cfg.DeviceInterval,
@@ -90,8 +91,7 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("no free user code")
 	}
 	if err != nil {
-		s.log.Error("oauth: store device code", "err", err)
-		writeTokenError(w, errServer)
+		writeTokenError(w, s.serverError(r, "store device code", err))
 		return
 	}
 	verify := s.endpoint(api.PathDeviceVerify)
@@ -112,13 +112,12 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		return "", time.Time{}, badRequest("invalid_request", "device_code is missing")
 	}
 	ctx, now := r.Context(), s.now()
-	d, err := s.cfg.Store.DeviceCodeByHash(ctx, hashSecret(code))
+	d, err := s.cfg.Store.DeviceCodeByHash(ctx, token.Hash(code))
 	if errors.Is(err, ErrNotFound) {
 		return "", time.Time{}, badRequest("invalid_grant", "the device code is unknown or was already used")
 	}
 	if err != nil {
-		s.log.Error("oauth: read device code", "err", err)
-		return "", time.Time{}, errServer
+		return "", time.Time{}, s.serverError(r, "read device code", err)
 	}
 	if d.ClientID != client {
 		return "", time.Time{}, badRequest("invalid_grant", "the device code was issued to another client")
@@ -144,16 +143,14 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		if err := s.cfg.Store.DeleteDeviceCode(ctx, d.DeviceCodeHash); errors.Is(err, ErrNotFound) {
 			return "", time.Time{}, badRequest("invalid_grant", "the device code was already used")
 		} else if err != nil {
-			s.log.Error("oauth: delete device code", "err", err)
-			return "", time.Time{}, errServer
+			return "", time.Time{}, s.serverError(r, "delete device code", err)
 		}
-		return s.startSession(r, d.User, client)
+		return s.startSession(r, d.User, client, "")
 	}
 	if err := s.cfg.Store.UpdateDeviceCode(ctx, d); errors.Is(err, ErrNotFound) {
 		return "", time.Time{}, badRequest("invalid_grant", "the device code was already used")
 	} else if err != nil {
-		s.log.Error("oauth: update device code", "err", err)
-		return "", time.Time{}, errServer
+		return "", time.Time{}, s.serverError(r, "update device code", err)
 	}
 	if early {
 		return "", time.Time{}, badRequest("slow_down", "polling faster than the interval; wait 5 seconds more between polls")

@@ -8,6 +8,9 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/reqid"
 )
 
 //go:embed page.html
@@ -54,8 +57,8 @@ func (s *Server) writePage(w http.ResponseWriter, status int, p page, formAction
 	p.CSS = template.CSS(pageCSS)
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, p); err != nil {
-		s.log.Error("oauth: render page", "err", err)
-		http.Error(w, "sign-in page failed to render", http.StatusInternalServerError)
+		s.log.Error("oauth: render page", "requestId", w.Header().Get(reqid.Header), "err", err)
+		http.Error(w, "sign-in page failed to render (request "+w.Header().Get(reqid.Header)+")", http.StatusInternalServerError)
 		return
 	}
 	h := w.Header()
@@ -88,13 +91,20 @@ func (s *Server) renderMessage(w http.ResponseWriter, status int, title, text st
 	s.writePage(w, status, p, "")
 }
 
+func loginIntro(clientID string) string {
+	if clientID == api.ClientConsole {
+		return "Sign in to see and manage your VPN in the RunOS console."
+	}
+	return "Sign in to connect " + clientName(clientID) + " on this computer."
+}
+
 // renderLogin shows the login form of an authorization request, with a
 // fresh CSRF token bound to it and this browser.
 func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int, a authRequest, username, errMsg string) {
 	nonce := s.csrfNonce(w, r)
 	p := page{
 		Title:    "Sign in to RunOS",
-		Intro:    "Sign in to connect " + clientName(a.ClientID) + " on this computer.",
+		Intro:    loginIntro(a.ClientID),
 		Error:    errMsg,
 		Action:   "/oauth/authorize",
 		AskLogin: true,
@@ -110,5 +120,9 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 		},
 		Buttons: []button{{Value: "login", Label: "Sign in"}, {Value: "cancel", Label: "Cancel", Secondary: true}},
 	}
-	s.writePage(w, status, p, " "+loopbackOrigin(a.redirect))
+	formAction := " " + loopbackOrigin(a.redirect)
+	if a.ClientID == api.ClientConsole {
+		formAction = "" // back to control itself: 'self'
+	}
+	s.writePage(w, status, p, formAction)
 }

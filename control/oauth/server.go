@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/reqid"
 )
 
 // Config configures a Server. Zero tunables take the defaults below.
@@ -39,7 +39,22 @@ type Config struct {
 	// Secret keys the login pages' CSRF tokens. Replicas behind one
 	// address must share it; nil: 32 random bytes for this process.
 	Secret []byte
+
+	// Metrics counts sign-ins and refusals (control/metrics); nil: none.
+	Metrics Metrics
 }
+
+// Metrics receives the sign-ins the token endpoint issues, by grant type,
+// and the attempts refused, by reason (a fixed set of words, never who).
+type Metrics interface {
+	SignedIn(grant string)
+	Refused(reason string)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) SignedIn(string) {}
+func (noMetrics) Refused(string)  {}
 
 // Server is the authorization server. It is safe for concurrent use.
 type Server struct {
@@ -56,7 +71,12 @@ type Server struct {
 var clients = map[string]string{
 	api.ClientCLI:     "the RunOS CLI",
 	api.ClientDesktop: "RunOS Desktop",
+	api.ClientConsole: "the RunOS console",
 }
+
+// ConsoleCallback is where the console's sign-in comes back to, on
+// control itself: the one redirect URI its client may use (control/console).
+const ConsoleCallback = "/console/callback"
 
 // New checks cfg, fills in defaults and returns a Server.
 func New(cfg Config) (*Server, error) {
@@ -73,6 +93,9 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.PageTTL, 15*time.Minute)
 	setDefault(&cfg.FailureDelay, time.Second)
 	setDefault(&cfg.MaxFailureDelay, 5*time.Minute)
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
 	if cfg.UserFailures <= 0 {
 		cfg.UserFailures = 5
 	}
@@ -136,17 +159,19 @@ func setDefault(d *time.Duration, v time.Duration) {
 
 // checkIssuer accepts an http(s) base URL with no path, query or fragment
 // (RFC 8414 §2), since the endpoints are served at fixed paths from its root.
+// Whether plain HTTP may be served is runos-control's --insecure-http to
+// decide; here either scheme is a well-formed issuer.
 func checkIssuer(s string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimSuffix(s, "/"))
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
-		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, fmt.Errorf("oauth: issuer %q: want https://host[:port] with no path", s)
+	base, err := api.ParseControlURL(s, true)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: issuer: %w", err)
 	}
-	return u, nil
+	return url.Parse(base)
 }
 
 // Handler serves /oauth/* and /.well-known/oauth-authorization-server.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Each request gets an id (control/reqid) unless an outer handler gave it one.
+func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
 
 func (s *Server) endpoint(path string) string { return s.issuer.String() + path }
 

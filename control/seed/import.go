@@ -47,7 +47,9 @@ func Import(ctx context.Context, st store.Store, w api.World, opt Options) (Summ
 	hashes := map[string]string{}
 	err := st.View(ctx, func(r store.Reader) error {
 		for _, u := range w.Users {
-			if _, err := r.User(u.Email); err == nil || !errors.Is(err, store.ErrNotFound) {
+			if there, err := exists(r.User(u.Email)); err != nil {
+				return fmt.Errorf("user %s: %w", u.Email, err)
+			} else if there {
 				continue
 			}
 			if u.PasswordHash != "" {
@@ -80,16 +82,15 @@ func Import(ctx context.Context, st store.Store, w api.World, opt Options) (Summ
 			}
 		}
 		for _, a := range w.Accounts {
-			acc := model.Account{AID: a.AID, Name: a.Name}
-			if a.OperatorToken != "" {
-				acc.OperatorTokenHash = token.Hash(a.OperatorToken)
-			}
-			if _, err := tx.Account(a.AID); err == nil {
+			if there, err := exists(tx.Account(a.AID)); err != nil {
+				return fmt.Errorf("account %s: %w", a.AID, err)
+			} else if there {
 				sum.Existing++
-				continue
-			}
-			if _, err := count(tx.PutAccount(acc)); err != nil {
+			} else if _, err := count(tx.PutAccount(model.Account{AID: a.AID, Name: a.Name})); err != nil {
 				return err
+			}
+			if err := importToken(tx, a, opt.Now, count); err != nil {
+				return fmt.Errorf("account %s: %w", a.AID, err)
 			}
 		}
 		for _, u := range w.Users {
@@ -112,6 +113,32 @@ func Import(ctx context.Context, st store.Store, w api.World, opt Options) (Summ
 	return sum, err
 }
 
+// WorldTokenName is the name of the API token the world file gives an
+// account (runos tokens list shows it; runos tokens revoke world-file ends it).
+const WorldTokenName = "world-file"
+
+// importToken makes the account's world-file operator token an API token,
+// unless a token with the same secret exists already (revoked or not: a
+// revoked world token stays revoked across restarts with the same file).
+func importToken(tx store.Writer, a api.WorldAccount, now time.Time, count func(error) (bool, error)) error {
+	if a.OperatorToken == "" {
+		return nil
+	}
+	hash := token.Hash(a.OperatorToken)
+	if _, err := tx.APITokenByHash(hash); err == nil {
+		_, err := count(store.ErrExists)
+		return err
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	// A live token of that name with another secret (the world file's
+	// token was changed) is what exists: it is left as it is, like every
+	// other entry, until it is revoked.
+	_, err := count(tx.PutAPIToken(model.APIToken{ID: token.ID("tok"), AID: a.AID, Name: WorldTokenName, Hash: hash,
+		CreatedAt: now, CreatedBy: "world file", ExpiresAt: a.OperatorTokenExpiresAt.UTC()}))
+	return err
+}
+
 func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(error) (bool, error)) error {
 	userVPN := c.UserVPN
 	if userVPN == "" && c.VPNService != nil {
@@ -121,7 +148,9 @@ func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(
 	for i, d := range c.CustomDomains {
 		domains[i] = model.NormalizeDomain(d)
 	}
-	if _, err := tx.Cluster(c.CID); err == nil {
+	if there, err := exists(tx.Cluster(c.CID)); err != nil {
+		return err
+	} else if there {
 		count(store.ErrExists)
 	} else if created, err := count(tx.PutCluster(model.Cluster{CID: c.CID, AID: c.AID, Name: c.Name, DomainRoot: c.DomainRoot,
 		IsConfigured: c.IsConfigured, UserVPN: userVPN, CustomDomains: domains})); err != nil {
@@ -130,7 +159,9 @@ func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(
 		tx.Touch(hub.Cluster(c.CID))
 	}
 	for _, n := range c.Nodes {
-		if _, err := tx.Node(c.CID, n.NID); err == nil {
+		if there, err := exists(tx.Node(c.CID, n.NID)); err != nil {
+			return fmt.Errorf("node %s: %w", n.NID, err)
+		} else if there {
 			count(store.ErrExists)
 			continue
 		}
@@ -153,7 +184,9 @@ func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(
 	if s == nil {
 		return nil
 	}
-	if _, err := tx.Service(s.ID); err == nil {
+	if there, err := exists(tx.Service(s.ID)); err != nil {
+		return fmt.Errorf("VPN service %s: %w", s.ID, err)
+	} else if there {
 		count(store.ErrExists)
 		return nil
 	}
@@ -184,6 +217,19 @@ func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(
 	}
 	tx.Touch(hub.Service(s.ID), hub.Cluster(c.CID), hub.Gateway(c.CID, s.NodeID))
 	return nil
+}
+
+// exists reads a lookup's answer: there, not there, or a read that failed
+// (which must fail the import: taking it for "already there" would skip
+// what the world file asks for and report success).
+func exists[T any](_ T, err error) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	}
+	return false, err
 }
 
 func parseOrZero(s string) netip.Addr {

@@ -32,8 +32,9 @@ func TestRegisterDevice(t *testing.T) {
 		t.Fatalf("second device = %+v, %v", d2, err)
 	}
 	// Another user's key: conflict, nothing changes.
+	bob := e.signIn("bob@example.com") // a sign-in is a change (its audit entry)
 	before := e.version()
-	_, err = e.signIn("bob@example.com").RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: k, Name: "x", OS: "linux"})
+	_, err = bob.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: k, Name: "x", OS: "linux"})
 	wantCode(t, err, 409, api.CodeConflict)
 	if e.version() != before {
 		t.Fatal("a refused registration changed something")
@@ -122,7 +123,9 @@ func TestJoinLeaveAndMaps(t *testing.T) {
 	}
 	_, err = d.c.JoinCluster(ctx, d.dev.ID, "zzz")
 	wantCode(t, err, 404, api.CodeNotFound)
-	_, err = e.signIn("bob@example.com").JoinCluster(ctx, d.dev.ID, "ky3")
+	bob := e.signIn("bob@example.com")
+	before = e.version() // bob's sign-in is a change
+	_, err = bob.JoinCluster(ctx, d.dev.ID, "ky3")
 	wantCode(t, err, 404, api.CodeNotFound) // not bob's device
 	if e.version() != before {
 		t.Fatal("a refused join changed something")

@@ -75,6 +75,11 @@ func (s *Server) serviceDoc(r store.Reader, svc model.Service, now time.Time) (a
 	if d.Devices, err = r.PeerCount(svc.CID, now); err != nil {
 		return d, err
 	}
+	if m, err := r.LatestMove(svc.ID); err == nil {
+		d.LatestMoveID = m.ID
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return d, err
+	}
 	d.Version, err = r.TopicVersion(hub.Service(svc.ID))
 	return d, err
 }

@@ -58,6 +58,9 @@ func (s *Server) expireSessions() {
 	for _, sess := range expired {
 		s.log.Info("session expired", "session", sess.ID, "user", sess.User, "at", sess.ExpiresAt)
 	}
+	if len(expired) > 0 {
+		s.afterSessionsClosed()
+	}
 	var next time.Time
 	var ok bool
 	if err := s.st.View(ctx, func(r store.Reader) error {

@@ -46,6 +46,7 @@ import (
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/sqlitestore"
 	"github.com/runos/vpn/control/token"
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // BenchmarkMoveFanOut measures the push of one change, a move's switch, to
@@ -302,9 +303,7 @@ func median(v []float64) float64 {
 // TestFanOutHelper is the devices' side of BenchmarkMoveFanOut, run in its
 // own process; it skips unless the benchmark started it.
 func TestFanOutHelper(t *testing.T) {
-	if os.Getenv("RUNOS_FANOUT_HELPER") != "1" {
-		t.Skip("run by BenchmarkMoveFanOut")
-	}
+	testenv.OnlyAsHelper(t, "RUNOS_FANOUT_HELPER", "BenchmarkMoveFanOut's own process")
 	raiseNoFile(t)
 	data, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_TOKENS"))
 	pemData, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_CA"))

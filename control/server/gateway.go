@@ -20,7 +20,7 @@ import (
 // handleGatewayMap is a gateway's long-poll: what its node must serve.
 func (s *Server) handleGatewayMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	cid, nid := p.node.CID, p.node.NID
-	s.longPoll(w, r, func(ctx context.Context) (doc, *api.Error) {
+	s.longPoll(w, r, "gateway_map", p, func(ctx context.Context, _ *principal) (doc, *api.Error) {
 		var m api.GatewayMap
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			var err error
@@ -28,7 +28,7 @@ func (s *Server) handleGatewayMap(w http.ResponseWriter, r *http.Request, p *pri
 			return err
 		})
 		if err != nil {
-			return doc{}, s.asError(err)
+			return doc{}, s.asError(ctx, err)
 		}
 		return doc{body: m, version: m.Version, topics: []*hub.Topic{s.hub.Topic(hub.Gateway(cid, nid))}}, nil
 	})
@@ -140,6 +140,7 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 	now := s.now()
 	src := sourceAddr(r)
 	var after func()
+	fresh := s.hs.fresh(p.node.CID, rep.Handshakes, now)
 	err := s.update(r.Context(), func(tx store.Writer) error {
 		n, err := tx.Node(p.node.CID, p.node.NID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -161,6 +162,15 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		svcs, err := tx.Services(n.CID)
 		if err != nil {
 			return err
+		}
+		if len(fresh) > 0 {
+			c, err := tx.Cluster(n.CID)
+			if err != nil {
+				return err
+			}
+			if err := recordHandshakes(tx, n.CID, c.AID, fresh); err != nil {
+				return err
+			}
 		}
 		if before.Ingress() != n.Ingress() {
 			tx.Touch(hub.Cluster(n.CID))
@@ -191,6 +201,7 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		s.fail(w, r, err)
 		return
 	}
+	s.hs.written(p.node.CID, fresh)
 	if after != nil {
 		after()
 	}

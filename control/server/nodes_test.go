@@ -29,7 +29,12 @@ func TestAddService(t *testing.T) {
 	wantCode(t, err, 404, api.CodeNotFound)
 	_, err = e.op.AddVPNService(ctx, "abc", api.AddVPNServiceRequest{TargetNodeID: "n1"})
 	wantCode(t, err, 400, api.CodeInvalid)
-	_, err = e.signIn("bob@example.com").AddVPNService(ctx, "abc", api.AddVPNServiceRequest{Name: "wg", TargetNodeID: "n1"})
+	if e.version() != before {
+		t.Fatal("a refused add changed something")
+	}
+	bob := e.signIn("bob@example.com")
+	before = e.version() // bob's sign-in is a change
+	_, err = bob.AddVPNService(ctx, "abc", api.AddVPNServiceRequest{Name: "wg", TargetNodeID: "n1"})
 	wantCode(t, err, 403, api.CodeForbidden)
 	if e.version() != before {
 		t.Fatal("a refused add changed something")

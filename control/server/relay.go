@@ -52,6 +52,11 @@ func (s *Server) handleRelayCheck(w http.ResponseWriter, r *http.Request, p *pri
 		} else if err != nil {
 			return err
 		}
+		if d.Revoked() {
+			e := errDeviceRevoked(d.RevokedAt)
+			e.Status = http.StatusForbidden
+			return e
+		}
 		cids, err := rd.DeviceClusters(d.ID)
 		if err != nil {
 			return err

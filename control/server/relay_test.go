@@ -101,6 +101,22 @@ func TestRelayCheck(t *testing.T) {
 	_, err = e.client("bad-gateway-token").RelayCheck(ctx, req)
 	wantCode(t, err, 401, api.CodeUnauthorized)
 
+	// A revoked device is refused (its session ended with it).
+	other2 := e.newDevice("ada@example.com", "spare")
+	if _, err := other2.c.JoinCluster(ctx, other2.dev.ID, "ky3"); err != nil {
+		t.Fatal(err)
+	}
+	req2 := api.RelayCheckRequest{Token: other2.c.Token, PublicKey: other2.key.PublicKey().String()}
+	if _, err := gw.RelayCheck(ctx, req2); err != nil {
+		t.Fatalf("before the revocation: %v", err)
+	}
+	if _, err := e.op.RevokeDevice(ctx, other2.dev.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.RelayCheck(ctx, req2); wantCodeOf(err) == nil || wantCodeOf(err).Status != 403 {
+		t.Errorf("revoked device: %v, want a 403", err)
+	}
+
 	// The session lapses: refused with session_expired.
 	e.clk.Advance(25 * time.Hour)
 	_, err = gw.RelayCheck(ctx, req)

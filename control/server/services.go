@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/rules"
@@ -55,7 +56,7 @@ func (s *Server) handleServices(w http.ResponseWriter, r *http.Request, p *princ
 // handleService is GET of one service, long-pollable for --follow.
 func (s *Server) handleService(w http.ResponseWriter, r *http.Request, p *principal) {
 	cid, id := r.PathValue("cid"), r.PathValue("id")
-	s.longPoll(w, r, func(ctx context.Context) (doc, *api.Error) {
+	s.longPoll(w, r, "service", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		var d api.VPNService
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			if _, err := cluster(rd, p, cid, false); err != nil {
@@ -69,23 +70,10 @@ func (s *Server) handleService(w http.ResponseWriter, r *http.Request, p *princi
 			return err
 		})
 		if err != nil {
-			return doc{}, s.asError(err)
+			return doc{}, s.asError(ctx, err)
 		}
 		return doc{body: d, version: d.Version, topics: []*hub.Topic{s.hub.Topic(hub.Service(id))}}, nil
 	})
-}
-
-// asError is fail's mapping for code that must return an *api.Error.
-func (s *Server) asError(err error) *api.Error {
-	var e *api.Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("%v", err)
-	}
-	s.log.Error("request failed", "err", err)
-	return &api.Error{Status: 500, Code: "internal", Message: "internal error: " + err.Error()}
 }
 
 func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *principal) {
@@ -152,6 +140,10 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 			}
 		}
 		tx.Touch(hub.Service(svc.ID), hub.Cluster(c.CID), hub.Gateway(c.CID, target.NID))
+		if err := s.record(tx, r, p, audit.Entry{AIDs: []string{c.AID}, Kind: audit.ServiceAdded, CID: c.CID, Target: svc.ID,
+			Outcome: fmt.Sprintf("%s on %s, port %d, subnet %s: installing", svc.Name, svc.NodeID, svc.Port, svc.Subnet)}); err != nil {
+			return err
+		}
 		out, err = s.serviceDoc(tx, svc, now)
 		out.Version, _ = tx.GlobalVersion()
 		out.Version++ // the version this change commits as

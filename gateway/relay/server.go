@@ -40,6 +40,9 @@ type Server struct {
 	// --relay-record flag of runos-gateway, for the end-to-end test that
 	// the relay carries ciphertext only).
 	RecordDir string
+	// BehindProxy: requests come through the node's ingress (on
+	// loopback), which names the device in X-Forwarded-For.
+	BehindProxy bool
 }
 
 // checkTimeout bounds the question to control.
@@ -71,7 +74,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: relaywire.HeaderDeviceKey + ": want the device's WireGuard public key (base64)"})
 		return
 	}
-	remote, _ := netip.ParseAddrPort(r.RemoteAddr)
+	remote := s.remote(r)
 	cctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
 	device, err := s.Check(cctx, token, key)
 	cancel()
@@ -152,4 +155,26 @@ func refuse(w http.ResponseWriter, e *api.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: e})
+}
+
+// remote is the device's address as far as the relay can tell: the TCP
+// peer, or, behind the node's ingress on loopback, the last address the
+// ingress put in X-Forwarded-For (its port unknown: 0).
+func (s *Server) remote(r *http.Request) netip.AddrPort {
+	ap, _ := netip.ParseAddrPort(r.RemoteAddr)
+	if !s.BehindProxy || !ap.Addr().IsLoopback() {
+		return ap
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	if len(xff) == 0 {
+		return ap
+	}
+	last := xff[len(xff)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	if a, err := netip.ParseAddr(strings.TrimSpace(last)); err == nil {
+		return netip.AddrPortFrom(a.Unmap(), 0)
+	}
+	return ap
 }

@@ -107,6 +107,7 @@ func upCmd() *cobra.Command {
 		skip    []string
 		noUDP   bool
 		record  bool
+		metrics bool
 	)
 	c := &cobra.Command{
 		Use:   "up",
@@ -118,14 +119,15 @@ laptop, and returns when all of them answer. It writes DIR/env.json (addresses,
 credentials, sockets) for scripts and tests. If anything fails, what was made is
 removed again.`,
 		Example: `  sudo runos-lab up --dir /tmp/lab
-  sudo runos-lab up --dir /tmp/lab --clients 3 --session-ttl 2m`,
+  sudo runos-lab up --dir /tmp/lab --clients 3 --session-ttl 2m
+  sudo runos-lab up --dir /tmp/lab --metrics`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if clients < 1 || clients > lab.MaxClients {
 				return fmt.Errorf("--clients %d: want 1 to %d laptops", clients, lab.MaxClients)
 			}
 			l, err := lab.Up(cmd.Context(), lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl,
-				BinDir: bin, Skip: skip, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose),
+				BinDir: bin, Skip: skip, Metrics: metrics, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose),
 				BlockUDP: noUDP, RecordRelay: record})
 			if err != nil {
 				return err
@@ -139,6 +141,7 @@ removed again.`,
 	c.Flags().DurationVar(&ttl, "session-ttl", 0, "how long a sign-in lasts (control's --session-ttl; 0: control's default, 24h)")
 	c.Flags().StringVar(&bin, "bin", "", "directory with runos, runos-control, runos-gateway, runos-lab (default: this program's)")
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every step to stderr")
+	c.Flags().BoolVar(&metrics, "metrics", false, "control and the gateways serve Prometheus metrics, scraped by Debian's prometheus on the control host (its URL in runos-lab status)")
 	c.Flags().StringSliceVar(&skip, "skip", nil, "programs not to start (tests of the lab itself)")
 	_ = c.Flags().MarkHidden("skip")
 	c.Flags().BoolVar(&noUDP, "block-udp", false, "start every laptop behind a network that lets no UDP through to the nodes (runos-lab block … udp)")
@@ -147,6 +150,10 @@ removed again.`,
 }
 
 func printUsage(w io.Writer, e *lab.Env) {
+	if e.PrometheusURL != "" {
+		fmt.Fprintf(w, "\nPrometheus: %s (inside the lab: runos-lab exec --dir %s control -- curl -s '%s/api/v1/query?query=runos_control_moves_total')\n",
+			e.PrometheusURL, e.Dir, e.PrometheusURL)
+	}
 	fmt.Fprintf(w, `
 The lab is up. Control: %s (CA %s). User %s.
 Try:

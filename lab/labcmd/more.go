@@ -3,6 +3,7 @@
 package labcmd
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/internal/relaywire"
 	"github.com/runos/vpn/lab"
 )
 
@@ -40,7 +42,12 @@ func statusCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
-			fmt.Fprintf(out, "lab %s in %s (ready: %v), control %s\n\n", st.Prefix, st.Dir, st.Ready, st.APIURL)
+			fmt.Fprintf(out, "lab %s in %s (ready: %v), control %s\n", st.Prefix, st.Dir, st.Ready, st.APIURL)
+			if st.PrometheusURL != "" {
+				fmt.Fprintf(out, "prometheus %s (scraping control and every gateway; reach it inside the lab: runos-lab exec --dir %s control -- curl %s/api/v1/targets)\n",
+					st.PrometheusURL, st.Dir, st.PrometheusURL)
+			}
+			fmt.Fprintln(out)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "HOST\tNETNS\tADDRESSES\tPROCESSES")
 			for _, h := range st.Hosts {
@@ -105,7 +112,7 @@ each command shown with its real output. Then it removes the lab, unless --keep.
 }
 
 func webappCmd() *cobra.Command {
-	var cid, nid, listen string
+	var cid, nid, listen, tlsListen, domain, relayUp, relayCert, relayKey string
 	c := &cobra.Command{
 		Use:    "webapp",
 		Short:  "The web app on port 80 of every lab node (stands in for Traefik)",
@@ -117,8 +124,26 @@ func webappCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "webapp: cluster=%s node=%s on %s\n", cid, nid, ln.Addr())
-			srv := &http.Server{Handler: lab.WebApp(cid, nid), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: lab.WithRelay(lab.WebApp(cid, nid), relayUp, relaywire.Path), ReadHeaderTimeout: 10 * time.Second}
 			go func() { <-cmd.Context().Done(); srv.Close() }()
+			if tlsListen != "" {
+				// HTTPS as Traefik serves it on 443, with a certificate of
+				// its own (as Traefik's default one is before cert-manager's).
+				var rc *tls.Certificate
+				if relayCert != "" {
+					c, err := tls.LoadX509KeyPair(relayCert, relayKey)
+					if err != nil {
+						return fmt.Errorf("--relay-cert: %w", err)
+					}
+					rc = &c
+				}
+				tln, err := lab.WebAppTLSListener(tlsListen, cid, domain, rc)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "webapp: HTTPS on %s\n", tln.Addr())
+				go func() { _ = srv.Serve(tln) }()
+			}
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
@@ -128,6 +153,11 @@ func webappCmd() *cobra.Command {
 	c.Flags().StringVar(&cid, "cluster", "", "the node's cluster (cid)")
 	c.Flags().StringVar(&nid, "node", "", "the node (nid)")
 	c.Flags().StringVar(&listen, "listen", ":80", "address to listen on")
+	c.Flags().StringVar(&tlsListen, "tls-listen", "", "also serve HTTPS (a self-signed certificate) on this address")
+	c.Flags().StringVar(&domain, "domain", "", "the cluster's domain, named in the HTTPS certificate")
+	c.Flags().StringVar(&relayUp, "relay-upstream", "", "route the relay's path ("+relaywire.Path+") to the gateway's relay at this address, as Traefik does")
+	c.Flags().StringVar(&relayCert, "relay-cert", "", "the certificate HTTPS presents to clients that name no server (devices dialling the node's address)")
+	c.Flags().StringVar(&relayKey, "relay-key", "", "the private key of --relay-cert")
 	_ = c.MarkFlagRequired("cluster")
 	_ = c.MarkFlagRequired("node")
 	return c

@@ -167,3 +167,16 @@ func (c *Client) Watch(ctx context.Context, fn func(*Status) bool) error {
 	}
 	return io.ErrUnexpectedEOF
 }
+
+// Logs returns the daemon's recent log lines (root, the operator and the
+// runos group only).
+func (c *Client) Logs(ctx context.Context) (*Logs, error) {
+	var l Logs
+	return &l, c.do(ctx, http.MethodGet, "/v1/logs", nil, &l)
+}
+
+// Probe asks the daemon for a fresh handshake with cid's server now.
+func (c *Client) Probe(ctx context.Context, r ProbeRequest) (*ProbeResult, error) {
+	var p ProbeResult
+	return &p, c.do(ctx, http.MethodPost, "/v1/probe", r, &p)
+}

@@ -15,6 +15,11 @@
 //	                             accepted the join (the handshake follows: watch for peerUp)
 //	POST   /v1/disconnect        ConnectRequest: leave a cluster
 //	GET    /v1/version           Version
+//	GET    /v1/devices           []control/api.DeviceDetail: the signed-in user's devices (asked of control)
+//	DELETE /v1/devices/{id}      remove one of them on control (revoked and deleted; devices.go)
+//	GET    /v1/logs              Logs: the daemon's recent log lines (root, the operator, the runos group)
+//	POST   /v1/probe             ProbeRequest: a fresh WireGuard handshake with a cluster's server
+//	                             now; answers ProbeResult (diagnostics: runos vpn doctor)
 //
 // Reading (GET) is open to every local user; changing state is for root,
 // the operator recorded at install and members of the runos group. Every
@@ -31,6 +36,10 @@ const (
 	SessionSignedIn  = "signed-in"
 	SessionSignedOut = "signed-out"
 	SessionExpired   = "expired"
+	// SessionRevoked: the device was removed from RunOS (an operator
+	// revoked it, or its user removed it): its key is refused, so
+	// `runos vpn up` signs in again with a new one.
+	SessionRevoked = "revoked"
 )
 
 // Cluster connection states.
@@ -46,8 +55,11 @@ const HandshakeFresh = 180 * time.Second
 
 // Status is the daemon's whole observable state, derived by one function.
 type Status struct {
-	Seq      uint64          `json:"seq"` // increases on every change
-	Version  string          `json:"version"`
+	Seq     uint64 `json:"seq"` // increases on every change
+	Version string `json:"version"`
+	// Control is the control server the daemon follows (kept after
+	// sign-out); "" before the first sign-in.
+	Control  string          `json:"control,omitempty"`
 	Session  Session         `json:"session"`
 	Tunnel   Tunnel          `json:"tunnel"`
 	DNS      DNS             `json:"dns"`
@@ -59,6 +71,10 @@ type Status struct {
 	// refuses its changes; nil from a daemon that predates the field (then
 	// only a refusal tells).
 	Access *Access `json:"access,omitempty"`
+	// Metrics are the daemon's counters since it started, in GET
+	// /v1/status answers only: they change with every packet, so the
+	// derived status (and the watch stream) leaves them out.
+	Metrics *Metrics `json:"metrics,omitempty"`
 }
 
 // Warning codes. Clients decide by the code, never by a message's words;
@@ -67,6 +83,7 @@ const (
 	WarnSessionExpiring = "session-expiring" // the session ends within the hour
 	WarnSessionExpired  = "session-expired"  // the session lapsed: clusters stay down until `runos vpn up`
 	WarnDNS             = "dns"              // split DNS failed; the same error is in DNS.Error
+	WarnDeviceRevoked   = "device-revoked"   // the device was removed from RunOS: `runos vpn up` signs in again with a new key
 	// WarnCaptivePortal: the network holds back UDP and HTTPS until its
 	// sign-in page is done (plain HTTP is redirected to it).
 	WarnCaptivePortal = "captive-portal"
@@ -103,19 +120,23 @@ func (w *Warning) UnmarshalJSON(b []byte) error {
 type Access struct {
 	// Control: the caller may change state (hand over a session, connect,
 	// disconnect, down); false: it may only read.
-	Control bool   `json:"control"`
-	Reason  string `json:"reason,omitempty"` // why, in the daemon's words
-	Hint    string `json:"hint,omitempty"`   // without control: what grants it
+	Control bool `json:"control"`
+	// ChangeControl: the caller may also point the daemon at another
+	// control server (root and the operator recorded at install).
+	ChangeControl bool   `json:"changeControl,omitempty"`
+	Reason        string `json:"reason,omitempty"` // why, in the daemon's words
+	Hint          string `json:"hint,omitempty"`   // without control: what grants it
 }
 
 // Session is the sign-in the daemon holds.
 type Session struct {
-	State     string    `json:"state"`     // signed-in, signed-out or expired
+	State     string    `json:"state"`     // signed-in, signed-out, expired or revoked
 	User      string    `json:"user"`      // "" when signed out
 	ExpiresAt time.Time `json:"expiresAt"` // null when signed out (see MarshalJSON)
 	APIURL    string    `json:"apiUrl,omitempty"`
 	DeviceID  string    `json:"deviceId,omitempty"`
-	Error     string    `json:"error,omitempty"` // e.g. control unreachable
+	Error     string    `json:"error,omitempty"`    // e.g. control unreachable
+	RevokedAt time.Time `json:"revokedAt,omitzero"` // state revoked: when the device was removed
 }
 
 // Tunnel is the wg1 interface.
@@ -132,6 +153,11 @@ type DNS struct {
 	Mode   string `json:"mode"`             // e.g. systemd-resolved, resolv.conf, resolver-files, nrpt, off
 	Reason string `json:"reason,omitempty"` // why that mode was chosen
 	Error  string `json:"error,omitempty"`
+	// Rewrites is how often another program (NetworkManager, a DHCP
+	// client, resolvconf) rewrote the resolver configuration behind the
+	// daemon within the last ten minutes; the daemon re-applied it each
+	// time until it gave up (then Error says so).
+	Rewrites int `json:"rewrites,omitempty"`
 }
 
 // Network is the laptop's uplink as the daemon last saw it change.

@@ -24,6 +24,7 @@ const (
 func Derive(in *Inputs) localapi.Status {
 	st := localapi.Status{
 		Version: in.Version,
+		Control: in.Prefs.Control,
 		Session: deriveSession(in),
 		Tunnel:  deriveTunnel(in),
 		DNS:     deriveDNS(in.DNS),
@@ -33,7 +34,7 @@ func Derive(in *Inputs) localapi.Status {
 		st.Network.Uplink = in.Network.String()
 	}
 	live := sessionState(in) == signedIn
-	cs := joined(in.Map)
+	cs := joined(in.Map, in.Trust)
 	names := map[string]string{}
 	cids := slices.Clone(in.Prefs.Wanted)
 	for _, a := range in.Accounts {
@@ -71,6 +72,10 @@ func deriveSession(in *Inputs) localapi.Session {
 	switch sessionState(in) {
 	case signedOut:
 		return s
+	case revoked:
+		s.State, s.RevokedAt, s.Error = localapi.SessionRevoked, in.Prefs.RevokedAt, in.Prefs.RevokedWhy
+		s.User, s.APIURL = in.Prefs.User, in.Prefs.APIURL
+		return s
 	case expired:
 		s.State = localapi.SessionExpired
 		s.Error = in.SessionErr
@@ -96,7 +101,7 @@ func deriveTunnel(in *Inputs) localapi.Tunnel {
 	if in.Device.PublicKey != (wgtypes.Key{}) && in.Device.Up {
 		t.PublicKey = in.Device.PublicKey.String()
 	}
-	if _, err := deviceAddress(in.Map); err != nil && sessionState(in) == signedIn && t.Error == "" {
+	if _, err := deviceAddress(in.Map, in.Trust); err != nil && sessionState(in) == signedIn && t.Error == "" {
 		t.Error = err.Error()
 	}
 	return t
@@ -106,7 +111,7 @@ func deriveDNS(s dnsplit.Status) localapi.DNS {
 	if s.Mode == "" {
 		return localapi.DNS{Mode: "off", Reason: "no split-DNS configurator", Error: s.Error}
 	}
-	return localapi.DNS{Mode: s.Mode, Reason: s.Reason, Error: s.Error}
+	return localapi.DNS{Mode: s.Mode, Reason: s.Reason, Error: s.Error, Rewrites: s.Rewrites}
 }
 
 // deriveCluster fills in a wanted cluster's connection while the session is live.
@@ -123,10 +128,12 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 	v := c.cc.VPN
 	cst.Server = localapi.Server{NodeID: v.NodeID, Endpoint: v.Endpoint, PublicKey: v.PublicKey, Address: v.Address}
 	cst.Subnet = v.Subnet
-	cst.DNS = localapi.ClusterDNS{Server: v.DNS, Domains: slices.Clone(v.Domains)}
+	cst.DNS = localapi.ClusterDNS{Server: v.DNS, Domains: slices.Clone(c.domains)}
 	if cst.DNS.Domains == nil {
 		cst.DNS.Domains = []string{}
 	}
+	// What the trust refused shows until something more urgent does.
+	cst.Error = strings.Join(c.refused, "; ")
 	switch {
 	case c.err != nil:
 		cst.State = localapi.ClusterError
@@ -137,7 +144,7 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 		cst.Error = "waiting for the cluster's VPN server to come up"
 		return
 	}
-	if _, err := deviceAddress(in.Map); err != nil || in.Map.Device.Address == "" {
+	if _, err := deviceAddress(in.Map, in.Trust); err != nil || in.Map.Device.Address == "" {
 		cst.State = localapi.ClusterConnecting
 		return
 	}
@@ -176,6 +183,10 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 func warnings(in *Inputs) []localapi.Warning {
 	var w []localapi.Warning
 	switch sessionState(in) {
+	case revoked:
+		w = append(w, localapi.Warning{Code: localapi.WarnDeviceRevoked,
+			Message: fmt.Sprintf("this device was removed from RunOS at %s: run `runos vpn up` to sign in again with a new key (your clusters reconnect)",
+				in.Prefs.RevokedAt.UTC().Format("2006-01-02 15:04 UTC"))})
 	case expired:
 		msg := "the session expired"
 		if e := in.Prefs.ExpiresAt; !e.IsZero() && !in.SessionEnded {

@@ -37,6 +37,10 @@ type Inputs struct {
 	Device wgcfg.Report   // what the WireGuard device reports
 	DNS    dnsplit.Status // the split-DNS configurator; Mode "" means off
 
+	// Trust: which routes and DNS domains of control's are accepted (the
+	// daemon's configuration; the zero value is the VPN's default pools).
+	Trust Trust
+
 	// Network is the uplink as platform/netmon last reported it, and
 	// when it changed (zero before a change was seen).
 	Network          netmon.State
@@ -57,10 +61,13 @@ const (
 	signedOut session = iota
 	signedIn
 	expired
+	revoked // control removed the device (Prefs.RevokedAt)
 )
 
 func sessionState(in *Inputs) session {
 	switch {
+	case !in.Prefs.RevokedAt.IsZero():
+		return revoked
 	case in.Prefs.AccessToken == "":
 		return signedOut
 	case in.SessionEnded:

@@ -75,6 +75,19 @@ func (d Dir) Key() (wgtypes.Key, error) {
 	}
 }
 
+// NewKey replaces the device's private key with a fresh one: control
+// refuses a revoked device's key, so the next registration needs another.
+func (d Dir) NewKey() (wgtypes.Key, error) {
+	k, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		return wgtypes.Key{}, fmt.Errorf("generate device key: %w", err)
+	}
+	if err := WriteFile(filepath.Join(d.Path, KeyFile), []byte(k.String()+"\n")); err != nil {
+		return wgtypes.Key{}, err
+	}
+	return k, nil
+}
+
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
 		b = b[:len(b)-1]
@@ -86,12 +99,20 @@ func trimSpace(b []byte) []byte {
 // and the clusters the user wants. A restart with a valid session reconnects
 // the same clusters without a browser.
 type Prefs struct {
+	// Control is the control server the daemon follows: set by the first
+	// session handed over and kept after sign-out, so that only root or
+	// the operator recorded at install can point the daemon elsewhere.
+	Control     string    `json:"control,omitempty"`
 	APIURL      string    `json:"apiUrl,omitempty"`
 	AccessToken string    `json:"accessToken,omitempty"`
 	ExpiresAt   time.Time `json:"expiresAt,omitzero"`
 	User        string    `json:"user,omitempty"`
 	DeviceID    string    `json:"deviceId,omitempty"`
 	Wanted      []string  `json:"wanted,omitempty"` // cids, sorted
+	// RevokedAt: control removed this device (its key is refused); the
+	// session is gone and the key was replaced, until the next sign-in.
+	RevokedAt  time.Time `json:"revokedAt,omitzero"`
+	RevokedWhy string    `json:"revokedWhy,omitempty"` // control's words
 }
 
 // Clone returns a deep copy.
@@ -120,6 +141,9 @@ func (d Dir) LoadPrefs() (Prefs, error) {
 	}
 	slices.Sort(pr.Wanted)
 	pr.Wanted = slices.Compact(pr.Wanted)
+	if pr.Control == "" {
+		pr.Control = pr.APIURL // prefs of a daemon that predates the field
+	}
 	return pr, nil
 }
 

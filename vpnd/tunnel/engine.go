@@ -277,7 +277,7 @@ func (e *Engine) Read() wgcfg.Report {
 	r.PublicKey = dev.PublicKey
 	paths := e.paths()
 	for _, p := range dev.Peers {
-		pr := wgcfg.PeerReport{PublicKey: p.PublicKey, LastHandshake: p.LastHandshakeTime}
+		pr := wgcfg.PeerReport{PublicKey: p.PublicKey, LastHandshake: p.LastHandshakeTime, RxBytes: p.ReceiveBytes, TxBytes: p.TransmitBytes}
 		if p.Endpoint != nil {
 			pr.Endpoint = p.Endpoint.AddrPort()
 		}

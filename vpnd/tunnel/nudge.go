@@ -62,18 +62,3 @@ func (e *Engine) Nudge() {
 	}
 	e.log.Debug("no handshake yet: re-created peers", "interface", e.name, "peers", len(pcs)/2)
 }
-
-// Rehandshake asks wireguard-go for a handshake with these peers now (it
-// sends at most one per peer every 5 s, its REKEY_TIMEOUT): after a network
-// change or a wake from sleep, and as the relay Bind's UDP probe.
-// (Issue 14 needed it before issue 10's version of it landed: the smallest
-// one, through wireguard-go's own SendHandshakeInitiation.)
-func (e *Engine) Rehandshake(keys ...wgtypes.Key) {
-	for _, k := range keys {
-		if p := e.lookupPeer(k); p != nil {
-			if err := p.SendHandshakeInitiation(false); err != nil {
-				e.log.Debug("re-handshake", "interface", e.name, "peer", k.String(), "err", err)
-			}
-		}
-	}
-}

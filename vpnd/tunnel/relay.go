@@ -63,7 +63,7 @@ func (e *Engine) rehandshakeAt(ep netip.AddrPort) {
 		}
 	}
 	e.mu.Unlock()
-	e.Rehandshake(keys...)
+	e.handshakeAll(keys)
 }
 
 // paths reads the Bind's decisions, by peer. e.mu held.
@@ -108,8 +108,18 @@ func (e *Engine) NetworkChanged() error {
 			p.ExpireCurrentKeypairs()
 		}
 	}
-	e.Rehandshake(keys...)
+	e.handshakeAll(keys)
 	return err
+}
+
+// handshakeAll asks wireguard-go for a handshake with each peer now
+// (Handshake; wireguard-go sends at most one per peer every 5 s).
+func (e *Engine) handshakeAll(keys []wgtypes.Key) {
+	for _, k := range keys {
+		if err := e.Handshake(k); err != nil {
+			e.log.Debug("handshake", "interface", e.name, "peer", k.String(), "err", err)
+		}
+	}
 }
 
 // lookupPeer is wireguard-go's peer of key (nil when it has none).

@@ -42,6 +42,8 @@ type PeerReport struct {
 	Endpoint      netip.AddrPort
 	LastHandshake time.Time // zero: never
 	AddedAt       time.Time // when the engine configured this peer (for "no handshake yet")
+	RxBytes       int64     // received from the peer since it was configured (the device's counter)
+	TxBytes       int64     // sent to the peer since it was configured
 	Path          PathReport
 }
 

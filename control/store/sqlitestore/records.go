@@ -97,15 +97,6 @@ func (t *tx) Account(aid string) (model.Account, error) {
 	return a, one(err, "account "+aid)
 }
 
-func (t *tx) AccountByOperatorToken(hash string) (model.Account, error) {
-	var a model.Account
-	var h sql.NullString
-	err := t.q.QueryRowContext(t.ctx, "SELECT aid, name, operator_token_hash FROM accounts WHERE operator_token_hash = ?", hash).
-		Scan(&a.AID, &a.Name, &h)
-	a.OperatorTokenHash = h.String
-	return a, one(err, "operator token")
-}
-
 func (t *tx) PutAccount(a model.Account) error {
 	_, err := t.exec("INSERT INTO accounts (aid, name, operator_token_hash) VALUES (?, ?, ?)",
 		a.AID, a.Name, nullable(a.OperatorTokenHash))
