@@ -100,12 +100,24 @@ func TestVPNDFlags(t *testing.T) {
 	h.run("vpnd", "--allowed-routes", "0.0.0.0/1x").want(t, ExitUsage, nil, []string{`--allowed-routes "0.0.0.0/1x"`})
 	h.run("vpnd", "--allowed-dns-domains", "com").want(t, ExitUsage, nil, []string{`--allowed-dns-domains "com": want a domain of two labels`})
 
+	// No config to be found (a service with no home): the default MTU,
+	// not a daemon that will not start.
+	home, xdg, cfg := h.env["HOME"], h.env["XDG_CONFIG_HOME"], h.env["RUNOS_CONFIG"]
+	delete(h.env, "HOME")
+	delete(h.env, "XDG_CONFIG_HOME")
+	delete(h.env, "RUNOS_CONFIG")
+	h.run("vpnd").want(t, 0, nil, []string{"the mtu config key was not read"})
+	h.env["HOME"], h.env["XDG_CONFIG_HOME"], h.env["RUNOS_CONFIG"] = home, xdg, cfg
+	if c := h.vpnd.runs[len(h.vpnd.runs)-1]; c.MTU != 0 {
+		t.Errorf("mtu %d without a config", c.MTU)
+	}
+
 	// --mtu, else the mtu key of the config.
 	h.run("vpnd", "--mtu", "1380").want(t, 0, nil, nil)
 	h.run("vpnd", "--mtu", "900").want(t, 2, nil, []string{"--mtu: invalid mtu 900: want 1280 to 9000"})
 	h.run("config", "set", "mtu", "1300").want(t, 0, nil, nil)
 	h.run("vpnd").want(t, 0, nil, nil)
-	if n := len(h.vpnd.runs); n != 5 || h.vpnd.runs[3].MTU != 1380 || h.vpnd.runs[4].MTU != 1300 {
+	if n := len(h.vpnd.runs); n != 6 || h.vpnd.runs[4].MTU != 1380 || h.vpnd.runs[5].MTU != 1300 {
 		t.Errorf("mtu from the flag and the config: %d runs", n)
 	}
 }

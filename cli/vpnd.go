@@ -107,12 +107,15 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 		return vpnd.Config{}, usagef("--interface must not be empty")
 	}
 	mtu := f.mtu
+	var mtuErr error // the config could not be read: the default, said in the log
 	if mtu != 0 {
 		if err := config.CheckMTU(mtu); err != nil {
 			return vpnd.Config{}, usagef("--mtu: %v", err)
 		}
 	} else if e, err := a.effective(); err != nil {
-		return vpnd.Config{}, err
+		// A service may run with no home and no config at all: the
+		// daemon starts with the default rather than not at all.
+		mtuErr = err
 	} else {
 		mtu = e.MTU
 	}
@@ -155,6 +158,9 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 	// bugreport (GET /v1/logs), whatever the service does with the output.
 	ring := logring.New(logring.DefaultLines)
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(ring, out), &slog.HandlerOptions{Level: lvl}))
+	if mtuErr != nil {
+		log.Warn("the mtu config key was not read; the tunnel's MTU is the default (give --mtu to set it)", "err", mtuErr)
+	}
 	return vpnd.Config{
 		StateDir:  stateDir,
 		Socket:    a.socketPath(),
