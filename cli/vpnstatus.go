@@ -23,12 +23,17 @@ func (a *app) vpnStatusCmd() *cobra.Command {
 		Short: "Show the tunnel, the session and each cluster",
 		Long: `Show what the daemon holds: the session (who, until when), the tunnel
 wg1, split DNS, and each cluster with its state, whether its peer is up
-(peerUp: a live WireGuard handshake within the last 180 s, read from the
-tunnel, not assumed), its path (direct: WireGuard over UDP; relay: over the
-node's HTTPS relay, where the network lets no UDP through), the last
-handshake, and the VPN server it dials.
+(peerUp: the VPN server answers, read from the tunnel, not assumed: a
+WireGuard handshake within the last 180 s, since the last network change or
+wake, and nothing sent to it left unanswered for 15 s; when it stops
+answering the cluster says so, e.g. "no answer from n1 at 10.77.0.21:32768
+for 17 s"), its path (direct: WireGuard over UDP; relay: over the node's
+HTTPS relay, where the network lets no UDP through), the last handshake,
+and the VPN server it dials.
 
 During the last hour of a sign-in it warns; run runos vpn up to renew.
+A sign-out or disconnect control did not hear yet (it was unreachable) is
+shown as pending at control: the daemon retries until control answers.
 The Control line is the control server the daemon follows (only root and
 the operator recorded at install may point it at another). A user who may
 only read (not root, the operator recorded at install or a member of the

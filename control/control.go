@@ -24,6 +24,7 @@ import (
 	"github.com/runos/vpn/control/metrics"
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/server"
 	"github.com/runos/vpn/control/store"
@@ -230,7 +231,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           mets.Wrap(mux),
+		// The request id first: it copies the request to carry the id, and
+		// the metrics must see the request the API's mux then labels with
+		// its route pattern (a copy made above them would keep only "/v1/").
+		Handler:           reqid.Handler(mets.Wrap(mux)),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

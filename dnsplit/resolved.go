@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runos/vpn/internal/fault"
 )
 
 // resolvedMode gives the tunnel's link its own DNS servers and routing-only
@@ -150,9 +152,11 @@ func (m *resolvedMode) set(ctx context.Context, routes []Route) error {
 	if err := m.r.SetLinkDNS(ctx, idx, linkServers); err != nil {
 		return fail("SetLinkDNS", err)
 	}
+	fault.Point("resolved-link-dns")
 	if err := m.r.SetLinkDomains(ctx, idx, domains); err != nil {
 		return fail("SetLinkDomains", err)
 	}
+	fault.Point("resolved-link-domains")
 	// Without this, resolved may also send names outside the cluster
 	// domains to the tunnel. Older resolved (< 240) lacks the call; the
 	// routing-only domains then keep it off the default route anyway.

@@ -23,6 +23,7 @@ import (
 	"github.com/runos/vpn/gateway/clusterdns"
 	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/gateway/wgserver"
+	"github.com/runos/vpn/internal/backoff"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -111,8 +112,9 @@ type agent struct {
 	applyErr error           // why want is not (fully) in effect here (retried)
 	stateErr error           // why the server could not be read
 	watch    watch
-	retry    *backoff
+	retry    *backoff.Backoff
 	publicIP atomic.Pointer[string]
+	started  time.Time                        // this run's start, in every report: a new one tells devices to handshake again
 	traffic  map[wgtypes.Key]wgserver.Traffic // the counters at the last read of this server (metrics)
 }
 
@@ -149,7 +151,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
-	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: newBackoff()}
+	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: backoff.New(backoff.DefaultMin, backoff.DefaultMax), started: time.Now().UTC()}
 	return a.run(ctx)
 }
 
@@ -193,11 +195,11 @@ func (a *agent) run(ctx context.Context) error {
 		}
 		if a.applyErr != nil {
 			if retryC == nil {
-				retryTimer = time.NewTimer(a.retry.delay())
+				retryTimer = time.NewTimer(a.retry.Next())
 				retryC = retryTimer.C
 			}
 		} else {
-			a.retry.reset()
+			a.retry.Reset()
 			if retryTimer != nil {
 				retryTimer.Stop()
 				retryTimer, retryC = nil, nil
@@ -392,6 +394,7 @@ func (a *agent) report() api.GatewayReport {
 	in := reportInputs{
 		publicKey: a.pub,
 		version:   a.cfg.Version,
+		startedAt: a.started,
 		state:     a.state,
 		errs:      []error{a.mapErr, a.applyErr, a.stateErr},
 	}

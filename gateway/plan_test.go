@@ -179,23 +179,6 @@ func TestNewHandshakes(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	b := newBackoff()
-	b.rand = func(n int64) int64 { return n - 1 } // the top of each range
-	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000}
-	for i, w := range want {
-		w *= time.Millisecond
-		if d := b.delay(); d != w {
-			t.Fatalf("delay %d = %v, want %v", i, d, w)
-		}
-	}
-	b.reset()
-	b.rand = func(int64) int64 { return 0 } // the bottom: half
-	if d := b.delay(); d != 50*time.Millisecond {
-		t.Fatalf("after reset, lowest delay %v", d)
-	}
-}
-
 func TestMailboxKeepsLatest(t *testing.T) {
 	m := newMailbox[int]()
 	for i := range 5 {

@@ -38,6 +38,7 @@ type engine interface {
 	SetPrivateKey(wgtypes.Key) error
 	Read() wgcfg.Report
 	Nudge()
+	Probe()
 	Handshake(wgtypes.Key) error // send an initiation now (runos vpn doctor's probe)
 	Close() error
 	// NetworkChanged rebinds the sockets, re-handshakes every peer and
@@ -47,11 +48,8 @@ type engine interface {
 	SetUplinkMTU(mtu int)
 }
 
-const (
-	slowRead   = 5 * time.Second       // device reads while every wanted peer is up
-	fastRead   = 50 * time.Millisecond // while some wanted peer has no fresh handshake
-	retryApply = time.Second           // after a failed Apply or DNS Set, with no new plan
-)
+// retryApply is when a failed Apply or DNS Set is tried again, with no new plan.
+const retryApply = time.Second
 
 // daemon holds the inputs of the state derivation and applies what it
 // derives. Every change goes through update: set an input, then update
@@ -72,9 +70,11 @@ type daemon struct {
 	backoffMin time.Duration
 	backoffMax time.Duration
 
-	ctx        context.Context // the daemon's lifetime
-	wakeRead   chan struct{}
-	relayToken *atomic.Pointer[string] // the session's token, for the relays; nil in tests without one
+	ctx         context.Context // the daemon's lifetime
+	wakeRead    chan struct{}
+	wakePending chan struct{}           // something was added to the pending changes (pending.go)
+	sendingMu   sync.Mutex              // held while a pending change is sent to control
+	relayToken  *atomic.Pointer[string] // the session's token, for the relays; nil in tests without one
 
 	mu       sync.Mutex
 	in       state.Inputs
@@ -226,10 +226,11 @@ func (d *daemon) Status() localapi.Status {
 	return d.status
 }
 
-// readLoop reads the device every 50 ms while a wanted cluster has no fresh
-// handshake and every 5 s otherwise (local reads of the device, not network
-// polls), and wakes for the next instant at which time alone changes the
-// status (a handshake going stale, the session lapsing).
+// readLoop reads the device on state.ReadEvery's schedule (local reads of
+// the device, not network polls: every second while all is up, faster while
+// a handshake is awaited), nudges and probes the peers that need it, and
+// wakes for the next instant at which time alone changes the status (a
+// handshake going stale, a server falling silent, the session lapsing).
 func (d *daemon) readLoop(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -242,15 +243,11 @@ func (d *daemon) readLoop(ctx context.Context) {
 		}
 		d.mu.Lock()
 		d.in.Now = d.clock()
-		if state.FastRead(&d.in) {
-			d.eng.Nudge()
-		}
+		d.eng.Nudge()
 		d.readLocked()
 		d.updateLocked()
-		wait := slowRead
-		if state.FastRead(&d.in) {
-			wait = fastRead
-		}
+		d.eng.Probe()
+		wait := state.ReadEvery(&d.in)
 		if next := state.NextChange(&d.in); !next.IsZero() {
 			wait = min(wait, max(next.Sub(d.in.Now), time.Millisecond))
 		}

@@ -18,7 +18,8 @@ import (
 const (
 	probeDefault = 6 * time.Second // past wireguard-go's retry after RekeyTimeout
 	probeMax     = 15 * time.Second
-	rekeyTimeout = 5 * time.Second // device.RekeyTimeout
+	rekeyTimeout = 5 * time.Second       // device.RekeyTimeout
+	probeRead    = 50 * time.Millisecond // how often the probe looks for its handshake
 )
 
 // metrics is the daemon's counters now.
@@ -115,7 +116,7 @@ func (d *daemon) probe(ctx context.Context, req localapi.ProbeRequest) (localapi
 			return res, nil
 		case <-wt.ready:
 			wt.take()
-		case <-time.After(fastRead):
+		case <-time.After(probeRead):
 			d.kickRead() // a handshake changes no status when the peer was up already
 		}
 	}

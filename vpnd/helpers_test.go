@@ -104,6 +104,8 @@ func (e *fakeEngine) SetUplinkMTU(mtu int) {
 	e.mu.Unlock()
 }
 
+func (e *fakeEngine) Probe() {}
+
 func (e *fakeEngine) Handshake(k wgtypes.Key) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -209,7 +211,7 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		clock: time.Now, dir: sd, public: key.PublicKey(), hostname: "laptop", goos: "linux",
 		eng: eng, mapWait: 2 * time.Second, backoffMin: 10 * time.Millisecond, backoffMax: 200 * time.Millisecond,
-		ctx: ctx, wakeRead: make(chan struct{}, 1), counts: newCounters(time.Now()),
+		ctx: ctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1), counts: newCounters(time.Now()),
 		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, w.caFile) },
 	}
 	prefs, _ := sd.LoadPrefs()
@@ -222,7 +224,9 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 	}
 	d.mu.Unlock()
 	done := make(chan struct{})
-	go func() { d.readLoop(ctx); close(done) }()
+	pendingDone := make(chan struct{})
+	go func() { d.pendingLoop(ctx); close(pendingDone) }()
+	go func() { d.readLoop(ctx); <-pendingDone; close(done) }()
 	td := &testDaemon{daemon: d, eng: eng, dir: sd, cancel: cancel, done: done}
 	t.Cleanup(td.stop)
 	return td

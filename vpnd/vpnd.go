@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &daemon{
 		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
 		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
-		ctx: dctx, wakeRead: wakeRead, relayToken: relayToken, counts: newCounters(time.Now()),
+		ctx: dctx, wakeRead: wakeRead, wakePending: make(chan struct{}, 1), relayToken: relayToken, counts: newCounters(time.Now()),
 		allowHTTP: cfg.AllowHTTP,
 		newControl: func(apiURL, token string) (control, error) {
 			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
@@ -198,9 +198,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	eng.OnHandshake(d.kickRead)
 	readDone := make(chan struct{})
-	go func() { d.readLoop(dctx); close(readDone) }()
+	pendingDone := make(chan struct{})
+	go func() { d.pendingLoop(dctx); close(pendingDone) }()
+	go func() { d.readLoop(dctx); <-pendingDone; close(readDone) }()
 	watching := d.watchNetworkAndSleep(dctx, cfg, eng.Name()) // netchange.go
 	waitMemory := startMemoryWatch(dctx, log, eng.Name())     // gives memory back after bursts of traffic (trim.go)
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),

@@ -288,6 +288,10 @@ type VPNConfig struct {
 	DNS       string   `json:"dns"`      // cluster DNS server (the VPN server's address)
 	Domains   []string `json:"domains"`  // names that resolve through the tunnel
 	Ready     bool     `json:"ready"`
+	// ServerStartedAt is when the serving node's gateway last started:
+	// when it changes while the key stays, the server has forgotten every
+	// device's session and devices handshake again at once.
+	ServerStartedAt time.Time `json:"serverStartedAt,omitzero"`
 	// Relay is the HTTPS URL of the hosting node's relay (WireGuard over
 	// a WebSocket on 443, for networks that let no UDP through): by
 	// default https://<ingress>/runos-vpn/relay, else the service's
@@ -374,6 +378,10 @@ type GatewayReport struct {
 	MapVersion uint64          `json:"mapVersion"` // the GatewayMap this report reflects
 	Error      string          `json:"error,omitempty"`
 	Handshakes []PeerHandshake `json:"handshakes,omitempty"`
+	// StartedAt is when this gateway process started (the same in every
+	// report of one run): a new value for the hosting node tells its
+	// devices the server restarted.
+	StartedAt time.Time `json:"startedAt,omitzero"`
 }
 
 // RelayCheckRequest is POST /v1/gateway/relay-check: the gateway of the

@@ -68,6 +68,7 @@ type Node struct {
 	LastHeartbeat       time.Time
 	GatewayKey          string // the gateway's public key, as last reported
 	GatewayVersion      string
+	GatewayStartedAt    time.Time // when its gateway last started, as it reported while listening
 }
 
 // IsControlPlane reports whether the node carries the control-plane role.
@@ -92,9 +93,15 @@ func (n Node) Ingress() netip.Addr {
 	return n.Public()
 }
 
+// WithHeartbeat returns n with its last heartbeat at t.
+func (n Node) WithHeartbeat(t time.Time) Node {
+	n.LastHeartbeat = t
+	return n
+}
+
 // Status is derived from the heartbeats: ready while they arrive,
 // no_heartbeat once timeout has passed since the last one (or before the
-// first).
+// first). rules.Heartbeats adds control's own outage to it.
 func (n Node) Status(now time.Time, timeout time.Duration) string {
 	if n.LastHeartbeat.IsZero() || now.Sub(n.LastHeartbeat) >= timeout {
 		return api.NodeNoHeartbeat

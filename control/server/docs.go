@@ -49,7 +49,7 @@ func (s *Server) nodeDoc(n model.Node, svcs []model.Service, now time.Time) api.
 	}
 	return api.Node{
 		NID: n.NID, CID: n.CID, Name: n.Name, Roles: roles,
-		Status:            n.Status(now, s.cfg.HeartbeatTimeout),
+		Status:            s.heartbeats().Status(n, now),
 		IngressIP:         addrString(n.Ingress()),
 		DeclaredIngressIP: addrString(n.DeclaredIngress),
 		PublicIP:          addrString(n.Public()),
@@ -113,6 +113,7 @@ func vpnConfig(c model.Cluster, svcs []model.Service, host model.Node) (api.VPNC
 	}
 	v.Relay = rules.RelayURL(host, svc)
 	v.Ready = svc.State == api.ServiceServing && v.PublicKey != "" && v.Endpoint != ""
+	v.ServerStartedAt = host.GatewayStartedAt
 	return v, true
 }
 

@@ -153,6 +153,13 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		if rep.PublicKey != "" {
 			n.GatewayKey = rep.PublicKey
 		}
+		// A gateway that started again is serving again only once it
+		// listens: then its devices are told to handshake at once (the
+		// restarted server has forgotten their sessions).
+		restarted := rep.Listening && !rep.StartedAt.IsZero() && !rep.StartedAt.Equal(n.GatewayStartedAt)
+		if restarted {
+			n.GatewayStartedAt = rep.StartedAt.UTC()
+		}
 		if src.IsValid() && !src.IsLoopback() {
 			n.DetectedIP = src
 		}
@@ -172,7 +179,7 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 				return err
 			}
 		}
-		if before.Ingress() != n.Ingress() {
+		if before.Ingress() != n.Ingress() || restarted && hostsVPN(svcs, n.NID) {
 			tx.Touch(hub.Cluster(n.CID))
 			for _, svc := range svcs {
 				tx.Touch(hub.Service(svc.ID))

@@ -64,7 +64,7 @@ func (s *Server) handleStartMove(w http.ResponseWriter, r *http.Request, p *prin
 		tx.Touch(hub.Move(m.ID), hub.Service(mc.svc.ID))
 		entry := audit.Entry{AIDs: []string{mc.c.AID}, Kind: audit.MoveRequested, CID: mc.c.CID, Target: m.ID,
 			Outcome: fmt.Sprintf("%s from %s to %s: devices will be given %s (%s)", mc.svc.ID, mc.from.NID, mc.to.NID, plan.Endpoint, plan.AddressKind)}
-		if st := mc.to.Status(now, s.cfg.HeartbeatTimeout); st != api.NodeReady {
+		if st := s.heartbeats().Status(mc.to, now); st != api.NodeReady {
 			m.State, m.FinishedAt = api.MoveFailed, now
 			m.Error = fmt.Sprintf("%s is %s: its gateway is not running, so it cannot bring the server up; the move failed and no device was told anything",
 				mc.to.NID, st)
@@ -76,6 +76,13 @@ func (s *Server) handleStartMove(w http.ResponseWriter, r *http.Request, p *prin
 			return tx.PutMove(m)
 		}
 		step(&m, now, "asked %s's gateway to bring the server up (standby, with every current peer)", mc.to.NID)
+		if s.heartbeats().Unheard(mc.to) {
+			// Control came up moments ago: the target counts as ready on
+			// its heartbeats before the outage, and the move waits for its
+			// first report (within the prepare deadline) to know.
+			step(&m, now, "control started %s ago and has not heard from %s since: waiting for its gateway's first report (up to %s)",
+				now.Sub(s.upSince).Round(time.Second), mc.to.NID, s.cfg.MoveReadyTimeout)
+		}
 		tx.Touch(hub.Gateway(mc.c.CID, mc.to.NID))
 		if err := s.record(tx, r, p, entry); err != nil {
 			return err
@@ -155,8 +162,13 @@ func (s *Server) moveReadyTimeout(id string) {
 		if err != nil || m.State != api.MovePreparing {
 			return err
 		}
-		failMove(tx, &m, now, fmt.Sprintf("%s's gateway did not report the server listening within %s: the move failed and no device was told anything",
-			m.TargetNodeID, s.cfg.MoveReadyTimeout))
+		why := fmt.Sprintf("%s's gateway did not report the server listening within %s: the move failed and no device was told anything",
+			m.TargetNodeID, s.cfg.MoveReadyTimeout)
+		if n, err := tx.Node(m.CID, m.TargetNodeID); err == nil && s.heartbeats().Unheard(n) {
+			why = fmt.Sprintf("%s's gateway has not reported since control started %s ago (is it running?) and did not bring the server up within %s: "+
+				"the move failed and no device was told anything", m.TargetNodeID, now.Sub(s.upSince).Round(time.Second), s.cfg.MoveReadyTimeout)
+		}
+		failMove(tx, &m, now, why)
 		if err := tx.UpdateMove(m); err != nil {
 			return err
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/reqid"
+	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
 )
 
@@ -79,6 +80,10 @@ type Server struct {
 	seen     *throttle  // devices' last contact, written at most every seenEvery
 	hs       handshakes // the handshakes last written, per cluster and key
 	pool     poolWatch  // whether the device pool's near-full warning was logged
+
+	// upSince is when this server came up: heartbeats could not arrive
+	// before it (rules.Heartbeats).
+	upSince time.Time
 
 	mu      sync.Mutex
 	timers  map[string]clock.Timer
@@ -141,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 		devices: devices, services: services,
 		timers:  map[string]clock.Timer{},
 		closeCh: make(chan struct{}),
+		upSince: cfg.Clock.Now(),
 		used:    newThrottle(usedEvery, 10_000),
 		seen:    newThrottle(seenEvery, 200_000),
 		hs:      handshakes{m: map[string]time.Time{}},
@@ -289,3 +295,8 @@ func (s *Server) bg() (context.Context, context.CancelFunc) {
 }
 
 func (s *Server) now() time.Time { return s.clock.Now() }
+
+// heartbeats is how node status is decided (rules.Heartbeats).
+func (s *Server) heartbeats() rules.Heartbeats {
+	return rules.Heartbeats{Timeout: s.cfg.HeartbeatTimeout, Since: s.upSince}
+}

@@ -273,7 +273,7 @@ func (s *Server) planMove(rd store.Reader, p *principal, cid, id string, req api
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return api.MovePlan{}, mc, err
 	}
-	plan, e := rules.PlanMove(svc, from, to, s.now(), s.cfg.HeartbeatTimeout, s.cfg.MoveReadyTimeout)
+	plan, e := rules.PlanMove(svc, from, to, s.now(), s.heartbeats(), s.cfg.MoveReadyTimeout)
 	if e != nil {
 		return api.MovePlan{}, mc, e
 	}

@@ -239,6 +239,14 @@ func notices(s State, now time.Time) []Item {
 	return out
 }
 
+func capitalizeFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	return strings.ToUpper(string(r)) + s[n:]
+}
+
 func lowerFirst(s string) string {
 	if s == "" {
 		return s
@@ -328,6 +336,11 @@ func trouble(s State, c localapi.ClusterStatus) string {
 			return localapi.CaptivePortalMessage
 		}
 		if !c.PeerUp {
+			if c.Error != "" {
+				// What the daemon observed, e.g. "no answer from n1 at
+				// 10.77.0.21:32768 for 17 s".
+				return c.Error
+			}
 			return "no handshake"
 		}
 	case localapi.ClusterError:
@@ -381,6 +394,8 @@ func rowTooltip(c localapi.ClusterStatus) string {
 		return fmt.Sprintf("Connected through %s over its HTTPS relay (%s): %s", c.Server.NodeID, c.Relay, c.PathReason)
 	case c.State == localapi.ClusterConnected && c.PeerUp:
 		return fmt.Sprintf("Connected through %s (%s)", c.Server.NodeID, c.Server.Endpoint)
+	case c.State == localapi.ClusterConnected && c.Error != "":
+		return capitalizeFirst(c.Error) + "; the tunnel to " + c.CID + " carries nothing until it answers again"
 	case c.State == localapi.ClusterConnected:
 		return fmt.Sprintf("No WireGuard handshake with %s (%s) in the last %s", c.Server.NodeID, c.Server.Endpoint, localapi.HandshakeFresh)
 	case c.Error != "":

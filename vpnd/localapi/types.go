@@ -84,6 +84,10 @@ const (
 	WarnSessionExpired  = "session-expired"  // the session lapsed: clusters stay down until `runos vpn up`
 	WarnDNS             = "dns"              // split DNS failed; the same error is in DNS.Error
 	WarnDeviceRevoked   = "device-revoked"   // the device was removed from RunOS: `runos vpn up` signs in again with a new key
+	// Done here, not yet at control (it was unreachable): the daemon
+	// retries until control answers, or the session lapses anyway.
+	WarnSignOutPending = "sign-out-pending" // "sign-out pending at control: …"
+	WarnLeavePending   = "leave-pending"    // "leaving xym pending at control: …"
 	// WarnCaptivePortal: the network holds back UDP and HTTPS until its
 	// sign-in page is done (plain HTTP is redirected to it).
 	WarnCaptivePortal = "captive-portal"
@@ -200,7 +204,7 @@ type ClusterStatus struct {
 	Name   string `json:"name,omitempty"`
 	State  string `json:"state"`  // connecting, connected, disconnected or error
 	Wanted bool   `json:"wanted"` // the user asked for it
-	PeerUp bool   `json:"peerUp"` // handshake within HandshakeFresh and since the last network change or wake, read from the device
+	PeerUp bool   `json:"peerUp"` // the server answers: a handshake within HandshakeFresh, since the last network change or wake, and no 15 s silence while sending, read from the device
 	// Path is how the cluster's WireGuard datagrams travel: PathDirect
 	// (UDP) or PathRelay (the node's HTTPS relay); "" while no peer is
 	// configured. PathReason says why it took that path.

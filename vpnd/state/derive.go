@@ -9,6 +9,7 @@ import (
 
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/store"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -57,6 +58,8 @@ func Derive(in *Inputs) localapi.Status {
 			DNS: localapi.ClusterDNS{Domains: []string{}}}
 		if wanted && live {
 			deriveCluster(in, &cst, cs[cid])
+		} else if p, ok := pendingLeave(in, cid); ok {
+			cst.Error = pendingText(in, p)
 		}
 		st.Clusters = append(st.Clusters, cst)
 	}
@@ -157,9 +160,13 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 	}
 	cst.State = localapi.ClusterConnected
 	cst.LastHandshake = r.LastHandshake
-	cst.PeerUp = live(in, r.LastHandshake)
+	cst.PeerUp = up(in, r)
 	cst.Path, cst.PathReason, cst.Relay = r.Path.Path, r.Path.Reason, r.Path.Relay
 	if cst.PeerUp {
+		return
+	}
+	if quiet, silent := silence(r, in.Now); silent && fresh(r.LastHandshake, in.Now) {
+		cst.Error = fmt.Sprintf("no answer from %s at %s for %d s", v.NodeID, v.Endpoint, int(quiet/time.Second))
 		return
 	}
 	switch {
@@ -207,11 +214,45 @@ func warnings(in *Inputs) []localapi.Warning {
 	if in.DNS.Error != "" {
 		w = append(w, localapi.Warning{Code: localapi.WarnDNS, Message: "dns: " + in.DNS.Error})
 	}
+	for _, p := range in.Prefs.Pending {
+		code := localapi.WarnSignOutPending
+		if p.Kind == store.PendingLeave {
+			code = localapi.WarnLeavePending
+		}
+		w = append(w, localapi.Warning{Code: code, Message: pendingText(in, p)})
+	}
 	if p := captive(in); p != "" {
 		w = append(w, localapi.Warning{Code: localapi.WarnCaptivePortal,
 			Message: captiveMessage(p) + ": open any web page in a browser to sign in to the network; the VPN connects once it lets traffic through"})
 	}
 	return w
+}
+
+// pendingLeave finds a pending leave of cid.
+func pendingLeave(in *Inputs, cid string) (store.Pending, bool) {
+	for _, p := range in.Prefs.Pending {
+		if p.Kind == store.PendingLeave && slices.Contains(p.Clusters, cid) {
+			return p, true
+		}
+	}
+	return store.Pending{}, false
+}
+
+// pendingText says what control has not heard, why, and what happens next.
+func pendingText(in *Inputs, p store.Pending) string {
+	what := "sign-out"
+	if p.Kind == store.PendingLeave {
+		what = "leaving " + strings.Join(p.Clusters, ", ")
+	}
+	why := in.PendingErrs[p.Key()]
+	if why == "" {
+		why = "control has not answered yet"
+	}
+	s := fmt.Sprintf("%s pending at control: %s; the daemon retries until control answers", what, why)
+	if !p.ExpiresAt.IsZero() && p.Kind == store.PendingSignOut {
+		s += fmt.Sprintf(" (the session lapses on its own at %s)", p.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	return s
 }
 
 // captive is the captive portal some wanted cluster's path met, "" when none.
@@ -220,7 +261,7 @@ func captive(in *Inputs) string {
 		return ""
 	}
 	for _, p := range in.Device.Peers {
-		if p.Path.Captive != "" && !live(in, p.LastHandshake) {
+		if p.Path.Captive != "" && !up(in, p) {
 			return p.Path.Captive
 		}
 	}

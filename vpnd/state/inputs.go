@@ -33,6 +33,9 @@ type Inputs struct {
 	Accounts   []api.Cluster     // GET /v1/clusters: the account's clusters
 	ControlErr string            // the last exchange with control failed: why ("" when it worked)
 	JoinErrs   map[string]string // by cid: control refused or failed the join
+	// PendingErrs says why each of Prefs.Pending (by its Key) did not
+	// reach control yet.
+	PendingErrs map[string]string
 
 	Device wgcfg.Report   // what the WireGuard device reports
 	DNS    dnsplit.Status // the split-DNS configurator; Mode "" means off

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 
 	"golang.zx2c4.com/wireguard/conn"
-	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/vpnd/relay"
@@ -38,7 +37,7 @@ func (e *Engine) newBind(key wgtypes.Key, opt Options) *relay.Bind {
 		Key:         key.PublicKey(),
 		Token:       token,
 		TLS:         opt.RelayTLS,
-		Rehandshake: e.rehandshakeAt,
+		Rehandshake: e.probeUDP,
 		OnChange:    opt.OnPathChange,
 	})
 }
@@ -53,8 +52,9 @@ func dests(cfg wgcfg.Config) []relay.Dest {
 	return out
 }
 
-// rehandshakeAt re-handshakes the peer at ep (the Bind's probe).
-func (e *Engine) rehandshakeAt(ep netip.AddrPort) {
+// probeUDP sends one initiation to the peer at ep as it is (Handshake: its
+// session goes on meanwhile), the Bind's UDP probe.
+func (e *Engine) probeUDP(ep netip.AddrPort) {
 	e.mu.Lock()
 	var keys []wgtypes.Key
 	for _, p := range e.applied.Peers {
@@ -85,30 +85,21 @@ func (e *Engine) paths() map[wgtypes.Key]wgcfg.PathReport {
 // NetworkChanged is the daemon's answer to a new network (an address or
 // the default route changed, or the machine woke): wireguard-go's sockets
 // are bound again (so replies leave from the new address), each cluster's
-// relay decision is open again, and every peer re-handshakes at once with
-// its current keys expired: a server that forgot them (a long sleep) or a
-// path that lost them (a new NAT) never gets packets it cannot read, and
-// wireguard-go's 5-second spacing of handshakes cannot hold the new one
-// back. Packets wait for the handshake (one round trip).
+// relay decision is open again, and every peer handshakes afresh at once
+// (Rehandshake: re-created, so a server that forgot its keys after a long
+// sleep, or a path that lost them behind a new NAT, never gets packets it
+// cannot read, and wireguard-go's 5-second spacing of handshakes cannot
+// hold the new one back). Packets wait for the handshake (one round trip).
 func (e *Engine) NetworkChanged() error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return nil
 	}
-	keys := make([]wgtypes.Key, 0, len(e.applied.Peers))
-	for _, p := range e.applied.Peers {
-		keys = append(keys, p.PublicKey)
-	}
 	e.mu.Unlock()
 	err := e.dev.BindUpdate()
 	e.bind.NetworkChanged()
-	for _, k := range keys {
-		if p := e.lookupPeer(k); p != nil {
-			p.ExpireCurrentKeypairs()
-		}
-	}
-	e.handshakeAll(keys)
+	e.Rehandshake()
 	return err
 }
 
@@ -120,9 +111,4 @@ func (e *Engine) handshakeAll(keys []wgtypes.Key) {
 			e.log.Debug("handshake", "interface", e.name, "peer", k.String(), "err", err)
 		}
 	}
-}
-
-// lookupPeer is wireguard-go's peer of key (nil when it has none).
-func (e *Engine) lookupPeer(k wgtypes.Key) *device.Peer {
-	return e.dev.LookupPeer(device.NoisePublicKey(k))
 }

@@ -215,6 +215,9 @@ CREATE TABLE audit_accounts (
 	PRIMARY KEY (aid, entry_id)
 ) WITHOUT ROWID;
 `,
-	// 3: a VPN service's relay URL override (issue 14).
-	3: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
+	// 3: when a node's gateway last started (issue 10): devices handshake
+	// again at once when the serving one restarts.
+	3: `ALTER TABLE nodes ADD COLUMN gateway_started INTEGER NOT NULL DEFAULT 0;`,
+	// 4: a VPN service's relay URL override (issue 14).
+	4: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
 }
