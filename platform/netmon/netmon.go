@@ -1,9 +1,10 @@
 // Package netmon tells the daemon when the laptop's network changes: its
 // default route (which uplink, through which router) or its addresses, as
 // when it moves from one Wi-Fi to another, from Wi-Fi to a phone's hotspot
-// or to a wired dock. Each OS reports changes its own way (Linux: netlink
-// address, route and link updates; macOS: the routing socket; Windows: the
-// IP Helper notifications through winipcfg), always as a hint that
+// or to a wired dock. Each OS reports changes its own way (Linux: netlink's
+// address, route and link notifications, the state read back with
+// vishvananda/netlink; macOS: the routing socket; Windows: the IP Helper
+// notifications through winipcfg), always as a hint that
 // something may have changed; the common part here re-reads the state,
 // waits for a burst of hints to settle and reports a Change only when the
 // state differs, leaving out the tunnel's own interface so that the

@@ -1,9 +1,12 @@
 package netmon
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"runtime"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -11,18 +14,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// linuxSource follows netlink's address, route and link updates; the state
-// is read back with netlink too (the main routing table's default routes
-// and every interface's global addresses).
+// linuxSource takes netlink's address, route and link notifications as
+// hints (one route socket subscribed to their groups, read into one
+// buffer: the tunnel's own route changes arrive here too, and must cost
+// nothing), and reads the state back with vishvananda/netlink (the main
+// routing table's default routes and every interface's global addresses).
 type linuxSource struct {
-	h     *netlink.Handle
-	hint  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	addrs chan netlink.AddrUpdate
-	rts   chan netlink.RouteUpdate
-	links chan netlink.LinkUpdate
+	h    *netlink.Handle
+	f    *os.File // the notification socket, non-blocking: Close wakes the reader
+	hint chan struct{}
+	once sync.Once
 }
+
+// groups are the notifications that can change the state.
+const groups = unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR |
+	unix.RTMGRP_IPV4_ROUTE | unix.RTMGRP_IPV6_ROUTE
 
 func newSource() (source, error) { return newLinuxSource(netns.None()) }
 
@@ -33,48 +39,57 @@ func newLinuxSource(ns netns.NsHandle) (*linuxSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
-	s := &linuxSource{h: h, hint: make(chan struct{}, 1), done: make(chan struct{}),
-		addrs: make(chan netlink.AddrUpdate, 64), rts: make(chan netlink.RouteUpdate, 64), links: make(chan netlink.LinkUpdate, 64)}
-	var nsp *netns.NsHandle
-	if ns.IsOpen() {
-		nsp = &ns
+	fd, err := socketIn(ns)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("netlink notifications: %w", err)
 	}
-	onErr := func(error) { s.poke() } // a lost subscription: re-read (the recheck keeps it honest)
-	if err := netlink.AddrSubscribeWithOptions(s.addrs, s.done, netlink.AddrSubscribeOptions{Namespace: nsp, ErrorCallback: onErr}); err != nil {
-		s.close()
-		return nil, fmt.Errorf("netlink address updates: %w", err)
-	}
-	if err := netlink.RouteSubscribeWithOptions(s.rts, s.done, netlink.RouteSubscribeOptions{Namespace: nsp, ErrorCallback: onErr}); err != nil {
-		s.close()
-		return nil, fmt.Errorf("netlink route updates: %w", err)
-	}
-	if err := netlink.LinkSubscribeWithOptions(s.links, s.done, netlink.LinkSubscribeOptions{Namespace: nsp, ErrorCallback: onErr}); err != nil {
-		s.close()
-		return nil, fmt.Errorf("netlink link updates: %w", err)
-	}
+	s := &linuxSource{h: h, f: os.NewFile(uintptr(fd), "netlink"), hint: make(chan struct{}, 1)}
 	go s.pump()
 	return s, nil
 }
 
-// pump turns every update into a hint; which one it was does not matter,
-// the state is read again.
-func (s *linuxSource) pump() {
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-s.addrs:
-		case <-s.rts:
-		case <-s.links:
+// socketIn opens the notification socket inside ns (a socket belongs to
+// the namespace it was made in).
+func socketIn(ns netns.NsHandle) (int, error) {
+	if ns.IsOpen() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			return -1, err
 		}
-		s.poke()
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			return -1, err
+		}
+		defer func() { _ = netns.Set(orig) }() // back where the thread was
 	}
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: groups}); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
-func (s *linuxSource) poke() {
-	select {
-	case s.hint <- struct{}{}:
-	default:
+// pump turns every notification into a hint; which one it was does not
+// matter, the state is read again. An overrun socket (ENOBUFS) is a hint
+// too.
+func (s *linuxSource) pump() {
+	buf := make([]byte, 64<<10)
+	for {
+		_, err := s.f.Read(buf)
+		if err != nil && !errors.Is(err, unix.ENOBUFS) {
+			return // closed
+		}
+		select {
+		case s.hint <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -82,7 +97,7 @@ func (s *linuxSource) hints() <-chan struct{} { return s.hint }
 
 func (s *linuxSource) close() error {
 	s.once.Do(func() {
-		close(s.done)
+		_ = s.f.Close()
 		s.h.Close()
 	})
 	return nil
