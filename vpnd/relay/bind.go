@@ -315,20 +315,33 @@ func (b *Bind) observeUDP(fn conn.ReceiveFunc) conn.ReceiveFunc {
 		if len(dests) == 0 {
 			return n, err
 		}
+		// One note per run of datagrams from the same destination (a
+		// batch is mostly one peer's): a handshake response in it, else
+		// the type of its first.
 		now := b.cfg.Now()
 		var last netip.AddrPort
 		var d *dest
+		typ := byte(0)
+		flush := func() {
+			if d != nil {
+				d.received(now, typ, false)
+			}
+		}
+		first := true
 		for i := 0; i < n; i++ {
 			if sizes[i] == 0 {
 				continue
 			}
-			if ap := addrPortOf(eps[i]); ap != last || d == nil {
-				last, d = ap, dests[ap]
+			t := relaywire.MessageType(bufs[i][:sizes[i]])
+			if ap := addrPortOf(eps[i]); first || ap != last {
+				flush()
+				last, d, typ, first = ap, dests[ap], t, false
 			}
-			if d != nil {
-				d.received(now, relaywire.MessageType(bufs[i][:sizes[i]]), false)
+			if t == relaywire.MsgResponse {
+				typ = t
 			}
 		}
+		flush()
 		return n, err
 	}
 }
