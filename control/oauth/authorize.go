@@ -1,16 +1,16 @@
 package oauth
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runos/vpn/control/token"
 )
 
 // Limits on what a login form may carry; past them the attempt is wrong.
@@ -194,7 +194,8 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		again(http.StatusOK, "Enter your email and password.")
 		return "", false
 	}
-	if s.slowDown(w, r, now, username, again) {
+	a, slowed := s.slowDown(w, r, now, username, again)
+	if slowed {
 		return "", false
 	}
 	good := false
@@ -208,27 +209,34 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		}
 	}
 	if !good {
-		s.throttle.fail(username, r.RemoteAddr, now)
+		// Counted already, when the attempt reserved its place.
 		s.log.Info("oauth: wrong password", "user", username, "addr", r.RemoteAddr)
 		again(http.StatusOK, "Wrong email or password.")
 		return "", false
 	}
-	s.throttle.succeed(username)
+	a.ok(r.Context(), now)
 	return username, true
 }
 
-// slowDown answers with how long to wait, and returns true, when attempts
-// for username (may be empty) from this address must wait.
-func (s *Server) slowDown(w http.ResponseWriter, r *http.Request, now time.Time, username string, again func(int, string)) bool {
-	wait := s.throttle.wait(username, r.RemoteAddr, now)
+// slowDown reserves an attempt for username (may be empty) from this
+// address. When attempts must wait it answers with how long (429 and
+// Retry-After) and returns slowed=true; otherwise the caller settles the
+// returned attempt with ok when it was right (a wrong one stays counted).
+func (s *Server) slowDown(w http.ResponseWriter, r *http.Request, now time.Time, username string, again func(int, string)) (*attempt, bool) {
+	wait, a, err := s.reserve(r.Context(), username, r.RemoteAddr, now)
+	if err != nil {
+		s.log.Error("oauth: count a sign-in attempt", "user", username, "err", err)
+		again(http.StatusServiceUnavailable, "RunOS cannot check sign-ins right now. Try again in a moment.")
+		return nil, true
+	}
 	if wait <= 0 {
-		return false
+		return a, false
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
 	s.log.Info("oauth: sign-in slowed down", "user", username, "addr", r.RemoteAddr, "wait", wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	again(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-in attempts. Wait %s and try again.", plural(secs, "second")))
-	return true
+	return nil, true
 }
 
 func plural(n int, unit string) string {
@@ -240,9 +248,9 @@ func plural(n int, unit string) string {
 
 // issueCode stores a fresh single-use code under its hash and returns it.
 func (s *Server) issueCode(r *http.Request, a authRequest, user string, now time.Time) (string, error) {
-	code := randomToken()
+	code := token.New()
 	err := s.cfg.Store.PutAuthCode(r.Context(), AuthCode{
-		CodeHash:      hashSecret(code),
+		CodeHash:      token.Hash(code),
 		ClientID:      a.ClientID,
 		RedirectURI:   a.RedirectURI,
 		CodeChallenge: a.Challenge,
@@ -250,19 +258,6 @@ func (s *Server) issueCode(r *http.Request, a authRequest, user string, now time
 		ExpiresAt:     now.Add(s.cfg.CodeTTL),
 	})
 	return code, err
-}
-
-// randomToken is 32 random bytes, base64url without padding (internals.md).
-func randomToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// hashSecret is how codes are kept at rest: hex SHA-256.
-func hashSecret(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
 }
 
 // readFormValues reads a form body keeping repeated keys, so that the

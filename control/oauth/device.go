@@ -3,13 +3,16 @@ package oauth
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/token"
 )
 
 // userCodeAlphabet has no vowels (no words spelled by accident) and no
@@ -69,9 +72,25 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.now()
-	deviceCode := randomToken()
+	// Anyone may ask, so each address gets a few codes per window, and
+	// the codes pending at once are capped: a flood costs a counter's
+	// update, not a row per request, and sign-ins of others go on.
+	wait, err := s.deviceCodeLimit(r.Context(), r.RemoteAddr, now)
+	if err != nil {
+		s.log.Error("oauth: count device codes", "err", err)
+		writeTokenError(w, errServer)
+		return
+	}
+	if wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeTokenError(w, &tokenError{status: http.StatusTooManyRequests, code: "slow_down",
+			desc: fmt.Sprintf("too many device sign-ins started from this address; try again in %s", plural(secs, "second"))})
+		return
+	}
+	deviceCode := token.New()
 	d := DeviceCode{
-		DeviceCodeHash: hashSecret(deviceCode),
+		DeviceCodeHash: token.Hash(deviceCode),
 		ClientID:       client,
 		ExpiresAt:      now.Add(s.cfg.DeviceCodeTTL),
 		Interval:       s.cfg.DeviceInterval,
@@ -85,9 +104,16 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if errors.Is(err, ErrNotFound) {
-		err = s.cfg.Store.PutDeviceCode(r.Context(), d)
+		err = s.cfg.Store.PutDeviceCode(r.Context(), d, now, s.cfg.MaxPendingDevices)
 	} else if err == nil {
 		err = errors.New("no free user code")
+	}
+	if errors.Is(err, ErrTooMany) {
+		s.log.Warn("oauth: device code refused: too many pending", "max", s.cfg.MaxPendingDevices, "addr", r.RemoteAddr)
+		w.Header().Set("Retry-After", "60")
+		writeTokenError(w, &tokenError{status: http.StatusServiceUnavailable, code: "temporarily_unavailable",
+			desc: "too many device sign-ins are pending; try again in a minute"})
+		return
 	}
 	if err != nil {
 		s.log.Error("oauth: store device code", "err", err)
@@ -112,12 +138,27 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		return "", time.Time{}, badRequest("invalid_request", "device_code is missing")
 	}
 	ctx, now := r.Context(), s.now()
-	d, err := s.cfg.Store.DeviceCodeByHash(ctx, hashSecret(code))
+	// One step records the poll (and a slow-down) without rewriting the
+	// decision, so an approval made while this poll runs is never lost.
+	early := false
+	d, err := s.cfg.Store.PollDeviceCode(ctx, token.Hash(code), func(d DeviceCode) (time.Time, time.Duration) {
+		if d.ClientID != client {
+			return d.LastPoll, d.Interval // refused below; not a poll of this code
+		}
+		// Polls arrive up to a network jitter early even from a
+		// well-behaved client ticking at the interval, so a quarter of it
+		// is forgiven.
+		early = !d.LastPoll.IsZero() && now.Sub(d.LastPoll) < d.Interval-d.Interval/4
+		if early {
+			return now, d.Interval + 5*time.Second // RFC 8628 §3.5: for this and all later polls
+		}
+		return now, d.Interval
+	})
 	if errors.Is(err, ErrNotFound) {
 		return "", time.Time{}, badRequest("invalid_grant", "the device code is unknown or was already used")
 	}
 	if err != nil {
-		s.log.Error("oauth: read device code", "err", err)
+		s.log.Error("oauth: record a device code poll", "err", err)
 		return "", time.Time{}, errServer
 	}
 	if d.ClientID != client {
@@ -131,13 +172,6 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		_ = s.cfg.Store.DeleteDeviceCode(ctx, d.DeviceCodeHash)
 		return "", time.Time{}, badRequest("access_denied", "the sign-in was denied in the browser")
 	}
-	// Polls arrive up to a network jitter early even from a well-behaved
-	// client ticking at the interval, so a quarter of it is forgiven.
-	early := !d.LastPoll.IsZero() && now.Sub(d.LastPoll) < d.Interval-d.Interval/4
-	d.LastPoll = now
-	if early {
-		d.Interval += 5 * time.Second // RFC 8628 §3.5: for this and all later polls
-	}
 	if d.Approved && !early {
 		// Deleting first makes the approval redeemable once, even when two
 		// polls race: only the one whose delete succeeds gets a session.
@@ -148,12 +182,6 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 			return "", time.Time{}, errServer
 		}
 		return s.startSession(r, d.User, client)
-	}
-	if err := s.cfg.Store.UpdateDeviceCode(ctx, d); errors.Is(err, ErrNotFound) {
-		return "", time.Time{}, badRequest("invalid_grant", "the device code was already used")
-	} else if err != nil {
-		s.log.Error("oauth: update device code", "err", err)
-		return "", time.Time{}, errServer
 	}
 	if early {
 		return "", time.Time{}, badRequest("slow_down", "polling faster than the interval; wait 5 seconds more between polls")

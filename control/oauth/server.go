@@ -36,8 +36,17 @@ type Config struct {
 	FailureDelay    time.Duration
 	MaxFailureDelay time.Duration
 
+	// POST /oauth/device/code takes anyone's request: each source address
+	// gets DeviceCodesPerAddr codes per DeviceCodeWindow (then 429 with
+	// Retry-After), and at most MaxPendingDevices codes are pending at once.
+	// Defaults: 20 per 10m, 10,000.
+	DeviceCodesPerAddr int
+	DeviceCodeWindow   time.Duration
+	MaxPendingDevices  int
+
 	// Secret keys the login pages' CSRF tokens. Replicas behind one
-	// address must share it; nil: 32 random bytes for this process.
+	// address must share it (control takes it from the store); nil: 32
+	// random bytes for this process.
 	Secret []byte
 }
 
@@ -48,7 +57,7 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	secret   []byte
-	throttle *throttle
+	pol      throttlePolicy
 	mux      *http.ServeMux
 }
 
@@ -78,6 +87,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.AddrFailures <= 0 {
 		cfg.AddrFailures = 20
+	}
+	setDefault(&cfg.DeviceCodeWindow, 10*time.Minute)
+	if cfg.DeviceCodesPerAddr <= 0 {
+		cfg.DeviceCodesPerAddr = 20
+	}
+	if cfg.MaxPendingDevices <= 0 {
+		cfg.MaxPendingDevices = 10000
 	}
 	// The memory store keeps entries for at most two hours; longer
 	// lifetimes would also make a stolen code worth more.
@@ -109,12 +125,12 @@ func New(cfg Config) (*Server, error) {
 		log:    cfg.Logger,
 		now:    cfg.Now,
 		secret: secret,
-		throttle: newThrottle(throttlePolicy{
+		pol: throttlePolicy{
 			userFree: cfg.UserFailures,
 			addrFree: cfg.AddrFailures,
 			base:     cfg.FailureDelay,
 			max:      cfg.MaxFailureDelay,
-		}),
+		},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.PathAuthorize, s.authorizePage)

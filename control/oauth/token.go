@@ -9,6 +9,8 @@ import (
 	"math"
 	"net/http"
 	"time"
+
+	"github.com/runos/vpn/control/token"
 )
 
 // Grant types of the token endpoint.
@@ -139,7 +141,7 @@ func (s *Server) grantCode(r *http.Request, p params, client string) (string, ti
 	}
 	// Taking the code consumes it whatever happens next: one who presents
 	// it with the wrong verifier or redirect URI must not get a second try.
-	ac, err := s.cfg.Store.TakeAuthCode(r.Context(), hashSecret(code))
+	ac, err := s.cfg.Store.TakeAuthCode(r.Context(), token.Hash(code))
 	if errors.Is(err, ErrNotFound) {
 		return "", time.Time{}, badRequest("invalid_grant", "the code is unknown or was already used; sign in again")
 	}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/token"
 )
 
 func codeForm(code, verifier, redirect string) url.Values {
@@ -132,7 +133,7 @@ func TestCodesStoredHashed(t *testing.T) {
 	ms := h.oauth.cfg.Store.(*memStore)
 	ms.mu.Lock()
 	for k, e := range ms.codes {
-		if k == code || e.v.CodeHash == code || k != hashSecret(code) {
+		if k == code || e.v.CodeHash == code || k != token.Hash(code) {
 			t.Errorf("store key %q for code %q", k, code)
 		}
 	}

@@ -149,8 +149,10 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 		}
 		tx.Touch(hub.Service(svc.ID), hub.Cluster(c.CID), hub.Gateway(c.CID, target.NID))
 		out, err = s.serviceDoc(tx, svc, now)
-		out.Version, _ = tx.GlobalVersion()
-		out.Version++ // the version this change commits as
+		if err != nil {
+			return err
+		}
+		out.Version, err = tx.CommitVersion()
 		return err
 	})
 	if err != nil {

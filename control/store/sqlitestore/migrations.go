@@ -159,5 +159,25 @@ CREATE TABLE oauth_device_codes (
 	interval_ns      INTEGER NOT NULL,
 	last_poll        INTEGER NOT NULL
 ) WITHOUT ROWID;
+`,	2: `
+CREATE INDEX topics_version ON topics(version);
+
+CREATE TABLE secrets (
+	name  TEXT PRIMARY KEY,
+	value BLOB NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE throttle (
+	key        TEXT PRIMARY KEY,
+	n          INTEGER NOT NULL,
+	first      INTEGER NOT NULL,
+	last       INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX throttle_expiry ON throttle(expires_at);
+
+CREATE INDEX oauth_codes_expiry ON oauth_codes(expires_at);
+CREATE INDEX oauth_device_codes_expiry ON oauth_device_codes(expires_at);
+CREATE INDEX services_installing ON services(state) WHERE state = 'installing';
 `,
 }
