@@ -52,13 +52,13 @@ type Config struct {
 
 // Server is the authorization server. It is safe for concurrent use.
 type Server struct {
-	cfg      Config
-	issuer   *url.URL
-	log      *slog.Logger
-	now      func() time.Time
-	secret   []byte
-	pol      throttlePolicy
-	mux      *http.ServeMux
+	cfg    Config
+	issuer *url.URL
+	log    *slog.Logger
+	now    func() time.Time
+	secret []byte
+	pol    throttlePolicy
+	mux    *http.ServeMux
 }
 
 // clients are the public clients control knows (no secrets: RFC 8252 §8.4).

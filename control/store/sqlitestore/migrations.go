@@ -159,7 +159,7 @@ CREATE TABLE oauth_device_codes (
 	interval_ns      INTEGER NOT NULL,
 	last_poll        INTEGER NOT NULL
 ) WITHOUT ROWID;
-`,	2: `
+`, 2: `
 CREATE INDEX topics_version ON topics(version);
 
 CREATE TABLE secrets (
