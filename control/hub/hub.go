@@ -11,8 +11,11 @@
 // Registering before reading is what makes it race-free: a commit after the
 // read is published after the registration, so it wakes the watch.
 //
-// With several control replicas, each replica's hub is fed the same changes
-// (PostgreSQL LISTEN/NOTIFY); nothing here assumes one process.
+// With several control replicas over PostgreSQL, each replica's hub gets
+// its own changes from its server after each commit and every other
+// replica's from control/notify (LISTEN/NOTIFY, with a catch-up read after
+// a reconnect); Publish takes the same change more than once, and changes
+// out of order, without waking anyone wrongly or going backwards.
 package hub
 
 import (

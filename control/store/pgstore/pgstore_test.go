@@ -84,8 +84,13 @@ func TestServerDownAndBack(t *testing.T) {
 	}
 	pg.Stop()
 	for name, op := range map[string]func(context.Context) error{
-		"view":   func(ctx context.Context) error { return s.View(ctx, func(r store.Reader) error { _, err := r.GlobalVersion(); return err }) },
-		"update": func(ctx context.Context) error { _, err := s.Update(ctx, func(w store.Writer) error { w.Touch("x"); return nil }); return err },
+		"view": func(ctx context.Context) error {
+			return s.View(ctx, func(r store.Reader) error { _, err := r.GlobalVersion(); return err })
+		},
+		"update": func(ctx context.Context) error {
+			_, err := s.Update(ctx, func(w store.Writer) error { w.Touch("x"); return nil })
+			return err
+		},
 		"ping":   s.Ping,
 		"grants": func(ctx context.Context) error { _, err := s.Grants().DeviceCodeByHash(ctx, "h"); return err },
 	} {
@@ -136,9 +141,9 @@ func TestLeaseGoesWithTheConnection(t *testing.T) {
 
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
-		"postgres://runos:s3cret@db:5432/runos":             "postgres://runos:xxxxx@db:5432/runos",
+		"postgres://runos:s3cret@db:5432/runos":            "postgres://runos:xxxxx@db:5432/runos",
 		"postgres://db/runos?password=s3cret&sslmode=none": "postgres://db/runos?password=xxxxx&sslmode=none",
-		"postgres://db/runos":                               "postgres://db/runos",
+		"postgres://db/runos":                              "postgres://db/runos",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
