@@ -37,6 +37,7 @@ type Hub struct {
 	global   atomic.Uint64
 	topics   map[string]*Topic
 	watching int // registered watches
+	hooks    []func(version uint64, topics []string)
 }
 
 // Topic is one topic's state in the hub. A long-poll keeps the topics of
@@ -130,10 +131,22 @@ func (h *Hub) Publish(version uint64, topics []string) {
 			}
 		}
 	}
+	hooks := h.hooks
 	h.mu.Unlock()
 	for _, w := range fired {
 		close(w.c)
 	}
+	for _, f := range hooks {
+		f(version, topics)
+	}
+}
+
+// OnPublish calls f after every Publish, in the publisher's goroutine, so
+// f must only take note (control's server re-arms timers from it).
+func (h *Hub) OnPublish(f func(version uint64, topics []string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hooks = append(h.hooks, f)
 }
 
 // Global is the version of the latest change published.

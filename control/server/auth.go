@@ -192,6 +192,9 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 		return nil
 	})
 	if err != nil {
+		if errors.Is(err, store.ErrUnavailable) {
+			return nil, errStoreUnavailable
+		}
 		return nil, &api.Error{Status: 500, Code: "internal", Message: "authenticate: " + err.Error()}
 	}
 	if apiErr != nil {
@@ -278,6 +281,8 @@ func (s *Server) CreateSession(ctx context.Context, email, clientID string) (str
 			return err
 		}
 		sess.User = u.Email // as the store spells it, whatever case was typed
+		// Told, so that the replica acting on timers (timers.go) arms its expiry.
+		w.Touch(hub.Session(sess.ID))
 		return w.PutSession(sess)
 	})
 	if err != nil {

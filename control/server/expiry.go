@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"time"
 
 	"github.com/runos/vpn/control/model"
@@ -22,7 +23,7 @@ const expiryKey = "session-expiry"
 func (s *Server) armExpiry(at time.Time) {
 	s.mu.Lock()
 	armed := s.expiry
-	if !armed.IsZero() && !at.Before(armed) {
+	if !s.leading || !armed.IsZero() && !at.Before(armed) {
 		s.mu.Unlock()
 		return
 	}
@@ -58,6 +59,15 @@ func (s *Server) expireSessions() {
 	for _, sess := range expired {
 		s.log.Info("session expired", "session", sess.ID, "user", sess.User, "at", sess.ExpiresAt)
 	}
+	s.mu.Lock()
+	s.expiry = time.Time{}
+	s.mu.Unlock()
+	s.armNextExpiry(ctx)
+}
+
+// armNextExpiry arms the expiry timer for the earliest expiry of a live
+// session, or the earliest forgetting of an ended one.
+func (s *Server) armNextExpiry(ctx context.Context) {
 	var next time.Time
 	var ok bool
 	if err := s.st.View(ctx, func(r store.Reader) error {
@@ -77,11 +87,8 @@ func (s *Server) expireSessions() {
 		return err
 	}); err != nil {
 		s.log.Error("next session expiry", "err", err)
-		next, ok = now.Add(time.Minute), true // try again soon rather than never
+		next, ok = s.now().Add(time.Minute), true // try again soon rather than never
 	}
-	s.mu.Lock()
-	s.expiry = time.Time{}
-	s.mu.Unlock()
 	if ok {
 		s.armExpiry(next)
 	}

@@ -77,6 +77,11 @@ func errRefused(msg, hint string) *api.Error {
 	return &api.Error{Status: 409, Code: api.CodeRefused, Message: msg, Hint: hint}
 }
 
+// errStoreUnavailable answers while the database cannot be reached: the
+// client retries (its backoff), and nothing was changed.
+var errStoreUnavailable = &api.Error{Status: 503, Code: api.CodeUnavailable, Message: "store unavailable",
+	Hint: "control cannot reach its database right now; retry in a moment"}
+
 func errForbidden(msg, hint string) *api.Error {
 	return &api.Error{Status: 403, Code: api.CodeForbidden, Message: msg, Hint: hint}
 }
@@ -91,6 +96,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, e)
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, errNotFound("%v", err))
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, errStoreUnavailable)
 	default:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, &api.Error{Status: 500, Code: "internal", Message: "internal error: " + err.Error(),

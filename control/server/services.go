@@ -84,6 +84,10 @@ func (s *Server) asError(err error) *api.Error {
 	if errors.Is(err, store.ErrNotFound) {
 		return errNotFound("%v", err)
 	}
+	if errors.Is(err, store.ErrUnavailable) {
+		s.log.Warn("store unavailable", "err", err)
+		return errStoreUnavailable
+	}
 	s.log.Error("request failed", "err", err)
 	return &api.Error{Status: 500, Code: "internal", Message: "internal error: " + err.Error()}
 }

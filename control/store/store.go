@@ -65,8 +65,13 @@ type Store interface {
 	// holder's connection to the database is, and released by Release or
 	// when the process dies, so that another replica takes it at once.
 	Lease(ctx context.Context, name string) (Lease, error)
+	// TryLease is Lease without waiting: ErrHeld when another holds it.
+	TryLease(ctx context.Context, name string) (Lease, error)
 	Close() error
 }
+
+// ErrHeld is returned by TryLease for a lease another replica holds.
+var ErrHeld = errors.New("lease held by another replica")
 
 // Lease is a held lease (Store.Lease).
 type Lease interface {

@@ -277,16 +277,34 @@ func (s *Store) Conn(ctx context.Context) (*pgx.Conn, error) {
 // process dies. The holder checks its connection every leaseCheck and
 // counts the lease lost when it fails.
 func (s *Store) Lease(ctx context.Context, name string) (store.Lease, error) {
+	return s.lease(ctx, name, true)
+}
+
+// TryLease is Lease without waiting (pg_try_advisory_lock).
+func (s *Store) TryLease(ctx context.Context, name string) (store.Lease, error) {
+	return s.lease(ctx, name, false)
+}
+
+func (s *Store) lease(ctx context.Context, name string, wait bool) (store.Lease, error) {
 	c, err := s.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", "runos-lease:"+name); err != nil {
+	fn := "pg_try_advisory_lock"
+	if wait {
+		fn = "pg_advisory_lock"
+	}
+	got := true
+	err = c.QueryRow(ctx, "SELECT "+fn+"(hashtextextended($1, 0))::text <> 'false'", "runos-lease:"+name).Scan(&got)
+	if err != nil || !got {
 		c.Close(context.Background())
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case err != nil:
+			return nil, fmt.Errorf("lease %s: %w", name, classify(err))
 		}
-		return nil, fmt.Errorf("lease %s: %w", name, classify(err))
+		return nil, store.ErrHeld
 	}
 	l := &lease{s: s, c: c, lost: make(chan struct{}), stop: make(chan struct{})}
 	s.mu.Lock()

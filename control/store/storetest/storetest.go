@@ -574,6 +574,9 @@ func testLease(t *testing.T, open func(*testing.T) store.Store) {
 		t.Fatal("a second replica got the lease while the first held it")
 	}
 	cancel()
+	if _, err := c.TryLease(ctx, "timers"); !errors.Is(err, store.ErrHeld) {
+		t.Fatalf("TryLease while a holds it: %v, want ErrHeld", err)
+	}
 	select {
 	case <-got:
 		t.Fatal("b got the lease while a held it")
@@ -598,4 +601,9 @@ func testLease(t *testing.T, open func(*testing.T) store.Store) {
 	lc := <-got
 	<-lb.Lost()
 	lc.Release()
+	ld, err := a.TryLease(ctx, "timers")
+	if err != nil {
+		t.Fatalf("TryLease of a free lease: %v", err)
+	}
+	ld.Release()
 }
