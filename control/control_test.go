@@ -77,14 +77,17 @@ func run(t *testing.T, cfg Config) (string, func() error) {
 		t.Fatal(err)
 	}
 	cfg.Listener = ln
-	cfg.Issuer = "https://" + ln.Addr().String()
+	if cfg.Issuer == "" {
+		cfg.Issuer = "https://" + ln.Addr().String()
+	}
 	ready := make(chan string, 1)
 	cfg.Ready = func(u string) { ready <- u }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
 	select {
-	case u := <-ready:
+	case <-ready:
+		u := "https://" + ln.Addr().String()
 		var once sync.Once
 		var rerr error
 		stop := func() error {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/runos/vpn/control/model"
@@ -55,6 +56,15 @@ func (s *Server) expireSessions() {
 	})
 	if err != nil {
 		s.log.Error("expire sessions", "err", err)
+		if errors.Is(err, store.ErrUnavailable) {
+			// The database is back in a moment (a restart, a failover):
+			// lapsed sessions must leave the gateways as soon as it is.
+			s.mu.Lock()
+			s.expiry = time.Time{}
+			s.mu.Unlock()
+			s.armExpiry(now.Add(time.Second))
+			return
+		}
 	}
 	for _, sess := range expired {
 		s.log.Info("session expired", "session", sess.ID, "user", sess.User, "at", sess.ExpiresAt)
