@@ -35,7 +35,7 @@ type Config struct {
 	Listen       string // ":443"
 	TLSCert      string
 	TLSKey       string
-	InsecureHTTP bool // serve plain HTTP; only with this set
+	InsecureHTTP bool   // serve plain HTTP; only with this set
 	DB           string // the SQLite file: Store sqlite:DB
 	Store        string // sqlite:PATH or postgres://…; "" means sqlite:DB
 	Seed         string // world file; "" imports nothing

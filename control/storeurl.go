@@ -86,4 +86,6 @@ func openStore(ctx context.Context, cfg *Config, now func() time.Time, log *slog
 	}
 }
 
-func isUnavailable(err error) bool { return err != nil && strings.Contains(err.Error(), store.ErrUnavailable.Error()) }
+func isUnavailable(err error) bool {
+	return err != nil && strings.Contains(err.Error(), store.ErrUnavailable.Error())
+}

@@ -209,7 +209,9 @@ func (s *Store) Lease(ctx context.Context, name string) (store.Lease, error) {
 }
 
 // TryLease is Lease: it never waits.
-func (s *Store) TryLease(ctx context.Context, name string) (store.Lease, error) { return s.Lease(ctx, name) }
+func (s *Store) TryLease(ctx context.Context, name string) (store.Lease, error) {
+	return s.Lease(ctx, name)
+}
 
 type lease struct {
 	once sync.Once
