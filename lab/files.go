@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +45,11 @@ func (l *Lab) writeFiles() error {
 			return err
 		}
 	}
-	pki, err := NewPKI(l.topo.ControlIP, l.now())
+	var replicaIPs []netip.Addr
+	for _, h := range l.topo.ControlHosts() {
+		replicaIPs = append(replicaIPs, h.Addrs[WAN])
+	}
+	pki, err := NewPKI(l.topo.ControlIP, l.now(), replicaIPs...)
 	if err != nil {
 		return err
 	}
@@ -81,6 +86,11 @@ func (l *Lab) writeFiles() error {
 				return err
 			}
 		}
+		if h.Kind == KindDatabase {
+			if err := l.makeDatabaseDir(); err != nil {
+				return err
+			}
+		}
 		files = append(files, struct {
 			path string
 			b    []byte
@@ -106,6 +116,17 @@ func (l *Lab) writeFiles() error {
 				mode os.FileMode
 			}{l.dnsmasqConf(), []byte(l.dnsmasqConfText()), 0o644})
 		}
+	}
+	if l.topo.Replicas > 1 {
+		files = append(files, struct {
+			path string
+			b    []byte
+			mode os.FileMode
+		}{l.haproxyConf(), []byte(l.haproxyConfText()), 0o600}, struct {
+			path string
+			b    []byte
+			mode os.FileMode
+		}{l.haproxyPEM(), append(append([]byte{}, pki.CertPEM...), pki.KeyPEM...), 0o600})
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, f.b, f.mode); err != nil {
@@ -164,6 +185,15 @@ func (l *Lab) writeEnv() error {
 	}
 	if l.ttl > 0 {
 		e.SessionTTL = l.ttl.String()
+	}
+	e.Store, e.ControlReplicas = t.Store, t.Replicas
+	if t.Replicas > 1 {
+		for _, h := range t.ControlHosts() {
+			e.Replicas = append(e.Replicas, EnvReplica{Host: h.Name, URL: "https://" + h.Addrs[WAN].String()})
+		}
+	}
+	if t.Store == StorePostgres {
+		e.Database = &EnvDatabase{Host: "db", URL: l.databaseURL()}
 	}
 	for name, a := range t.PublicRecords() {
 		e.Resolver.Records[name] = a.String()

@@ -34,6 +34,12 @@ type Options struct {
 	// Skip names programs not to start (control, gateway, webapp,
 	// dnsmasq, vpnd): for tests of the lab itself.
 	Skip []string
+	// Store is control's store: sqlite (the default) or postgres (Debian's
+	// PostgreSQL on host db); ControlReplicas how many runos-control
+	// replicas serve behind HAProxy at control's address (more than one
+	// needs postgres).
+	Store           string
+	ControlReplicas int
 }
 
 // Lab is a lab being built or running, rooted at its directory.
@@ -95,6 +101,12 @@ func (o *Options) fill() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Store == "" {
+		o.Store = StoreSQLite
+	}
+	if o.ControlReplicas == 0 {
+		o.ControlReplicas = 1
 	}
 	if o.SessionTTL < 0 {
 		return fmt.Errorf("--session-ttl %s: must not be negative", o.SessionTTL)
@@ -166,8 +178,11 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := claimDir(o.Dir); err != nil {
 		return nil, err
 	}
-	topo, err := DefaultTopology(o.Clients)
+	topo, err := TopologyFor(o.Clients, o.Store, o.ControlReplicas)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkReplicaTools(topo); err != nil {
 		return nil, err
 	}
 	l := &Lab{dir: o.Dir, bin: o.BinDir, names: NamesFor(o.Dir), topo: topo, ttl: o.SessionTTL,
@@ -195,6 +210,12 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	l.step("mount namespaces: private /etc/resolv.conf, /run/wireguard, /run/runos per host")
 	if err := l.buildMountNamespaces(ctx); err != nil {
 		return nil, err
+	}
+	if topo.Store == StorePostgres {
+		l.step("database: PostgreSQL cluster for host db in %s", l.pgHostDir())
+		if err := l.initDatabase(ctx); err != nil {
+			return nil, fmt.Errorf("database: %w", err)
+		}
 	}
 	if err := l.startAll(ctx); err != nil {
 		return nil, err

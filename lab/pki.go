@@ -28,7 +28,10 @@ type PKI struct {
 // for its address (clients verify it: nothing in the lab skips TLS
 // verification). Certificates are valid from an hour before now (clock
 // skew between namespaces is nil, but a paused VM is not) for 30 days.
-func NewPKI(controlIP netip.Addr, now time.Time) (*PKI, error) {
+//
+// With several replicas, each one's own address is in the certificate too:
+// HAProxy re-terminates TLS and checks each replica's with the lab's CA.
+func NewPKI(controlIP netip.Addr, now time.Time, replicaIPs ...netip.Addr) (*PKI, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -66,7 +69,7 @@ func NewPKI(controlIP netip.Addr, now time.Time) (*PKI, error) {
 		NotAfter:     now.Add(30 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{controlIP.AsSlice()},
+		IPAddresses:  ips(controlIP, replicaIPs),
 		DNSNames:     []string{"control.lab.runos"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
@@ -87,3 +90,13 @@ func NewPKI(controlIP netip.Addr, now time.Time) (*PKI, error) {
 // tlsPair parses the control certificate and key as a TLS pair (a check
 // that they belong together).
 func tlsPair(p *PKI) (tls.Certificate, error) { return tls.X509KeyPair(p.CertPEM, p.KeyPEM) }
+
+func ips(first netip.Addr, more []netip.Addr) []net.IP {
+	out := []net.IP{first.AsSlice()}
+	for _, a := range more {
+		if a != first {
+			out = append(out, a.AsSlice())
+		}
+	}
+	return out
+}
