@@ -193,7 +193,7 @@ func (l *Lab) haproxyConfText() string {
 global
 	log stdout format raw local0
 	stats socket %s mode 600 level admin
-	maxconn 40000
+	maxconn 8000
 
 defaults
 	mode http

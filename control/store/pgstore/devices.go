@@ -63,8 +63,7 @@ func deviceArgs(d model.Device) []any {
 }
 
 func (t *tx) PutDevice(d model.Device) error {
-	_, err := t.exec("INSERT INTO devices ("+deviceCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", append([]any{d.ID}, deviceArgs(d)...)...)
-	return constraint(err, "device "+d.ID)
+	return t.insert("device "+d.ID, "INSERT INTO devices ("+deviceCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", append([]any{d.ID}, deviceArgs(d)...)...)
 }
 
 func (t *tx) UpdateDevice(d model.Device) error {
@@ -161,9 +160,8 @@ func (t *tx) FirstEnded() (time.Time, bool, error) {
 }
 
 func (t *tx) PutSession(s model.Session) error {
-	_, err := t.exec("INSERT INTO sessions ("+sessionCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+	return t.insert("session "+s.ID, "INSERT INTO sessions ("+sessionCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 		s.ID, s.TokenHash, s.User, s.ClientID, s.State, ts(s.CreatedAt), ts(s.ExpiresAt), ts(s.EndedAt))
-	return constraint(err, "session "+s.ID)
 }
 
 func (t *tx) UpdateSession(s model.Session) error {

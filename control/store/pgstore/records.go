@@ -50,6 +50,21 @@ func (t *tx) CommitVersion() (uint64, error) {
 	return t.global + 1, nil
 }
 
+// insert runs an INSERT that refuses a taken unique key with ErrExists
+// without failing the statement (ON CONFLICT DO NOTHING): PostgreSQL
+// aborts a transaction at its first error, and a change may go on after
+// ErrExists, as on SQLite (importing a world file that exists in part).
+func (t *tx) insert(what, sql string, args ...any) error {
+	tag, err := t.exec(sql+" ON CONFLICT DO NOTHING", args...)
+	if err != nil {
+		return constraint(err, what)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", what, store.ErrExists)
+	}
+	return nil
+}
+
 func (t *tx) exec(sql string, args ...any) (pgconn.CommandTag, error) {
 	return t.q.Exec(t.ctx, sql, args...)
 }
@@ -181,8 +196,7 @@ func (t *tx) AccountByOperatorToken(hash string) (model.Account, error) {
 }
 
 func (t *tx) PutAccount(a model.Account) error {
-	_, err := t.exec("INSERT INTO accounts (aid, name, operator_token_hash) VALUES ($1, $2, $3)", a.AID, a.Name, nullable(a.OperatorTokenHash))
-	return constraint(err, "account "+a.AID)
+	return t.insert("account "+a.AID, "INSERT INTO accounts (aid, name, operator_token_hash) VALUES ($1, $2, $3)", a.AID, a.Name, nullable(a.OperatorTokenHash))
 }
 
 func (t *tx) User(email string) (model.User, error) {
@@ -199,12 +213,12 @@ func (t *tx) User(email string) (model.User, error) {
 }
 
 func (t *tx) PutUser(u model.User) error {
-	if _, err := t.exec("INSERT INTO users (email, password_hash, operator) VALUES ($1, $2, $3)", u.Email, u.PasswordHash, u.Operator); err != nil {
-		return constraint(err, "user "+u.Email)
+	if err := t.insert("user "+u.Email, "INSERT INTO users (email, password_hash, operator) VALUES ($1, $2, $3)", u.Email, u.PasswordHash, u.Operator); err != nil {
+		return err
 	}
 	for _, aid := range u.Accounts {
-		if _, err := t.exec("INSERT INTO user_accounts (email, aid) VALUES ($1, $2)", u.Email, aid); err != nil {
-			return constraint(err, "user "+u.Email+" in account "+aid)
+		if err := t.insert("user "+u.Email+" in account "+aid, "INSERT INTO user_accounts (email, aid) VALUES ($1, $2)", u.Email, aid); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -236,9 +250,8 @@ func (t *tx) Clusters(aids []string) ([]model.Cluster, error) {
 }
 
 func (t *tx) PutCluster(c model.Cluster) error {
-	_, err := t.exec("INSERT INTO clusters ("+clusterCols+") VALUES ($1, $2, $3, $4, $5, $6, $7)",
+	return t.insert("cluster "+c.CID, "INSERT INTO clusters ("+clusterCols+") VALUES ($1, $2, $3, $4, $5, $6, $7)",
 		c.CID, c.AID, c.Name, c.DomainRoot, c.IsConfigured, c.UserVPN, jsonText(nonNil(c.CustomDomains)))
-	return constraint(err, "cluster "+c.CID)
 }
 
 func (t *tx) UpdateCluster(c model.Cluster) error {
@@ -284,9 +297,8 @@ func nodeArgs(n model.Node) []any {
 }
 
 func (t *tx) PutNode(n model.Node) error {
-	_, err := t.exec("INSERT INTO nodes ("+nodeCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+	return t.insert("node "+n.NID+" of cluster "+n.CID, "INSERT INTO nodes ("+nodeCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
 		append([]any{n.CID, n.NID}, nodeArgs(n)...)...)
-	return constraint(err, "node "+n.NID+" of cluster "+n.CID)
 }
 
 func (t *tx) UpdateNode(n model.Node) error {

@@ -81,9 +81,8 @@ func serviceArgs(s model.Service) []any {
 }
 
 func (t *tx) PutService(s model.Service) error {
-	_, err := t.exec("INSERT INTO services ("+serviceCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+	return t.insert("service "+s.ID, "INSERT INTO services ("+serviceCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
 		append([]any{s.ID}, serviceArgs(s)...)...)
-	return constraint(err, "service "+s.ID)
 }
 
 func (t *tx) UpdateService(s model.Service) error {
@@ -137,9 +136,8 @@ func moveArgs(m model.Move) []any {
 }
 
 func (t *tx) PutMove(m model.Move) error {
-	_, err := t.exec("INSERT INTO moves ("+moveCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+	return t.insert("move "+m.ID, "INSERT INTO moves ("+moveCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
 		append([]any{m.ID}, moveArgs(m)...)...)
-	return constraint(err, "move "+m.ID)
 }
 
 func (t *tx) UpdateMove(m model.Move) error {

@@ -179,6 +179,20 @@ func testVersions(t *testing.T, open func(*testing.T) store.Store) {
 	}); !errors.Is(err, store.ErrExists) {
 		t.Fatalf("duplicate enrollment token: %v", err)
 	}
+	// A change goes on after ErrExists, and commits what it did after it
+	// (importing a world file that exists in part).
+	update(t, s, func(w store.Writer) error {
+		if err := w.PutAccount(model.Account{AID: "rjwrn"}); !errors.Is(err, store.ErrExists) {
+			t.Errorf("duplicate account inside a change: %v", err)
+		}
+		return w.PutAccount(model.Account{AID: "after", Name: "A"})
+	})
+	view(t, s, func(r store.Reader) error {
+		if a, err := r.Account("after"); err != nil || a.Name != "A" {
+			t.Errorf("account put after an ErrExists: %+v, %v", a, err)
+		}
+		return nil
+	})
 	// Missing records are ErrNotFound, also for updates.
 	if _, err := s.Update(ctx, func(w store.Writer) error { return w.UpdateNode(model.Node{CID: "ky3", NID: "n9"}) }); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("update of a missing node: %v", err)
