@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/pgtest"
 	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
 )
@@ -29,7 +30,18 @@ type world struct {
 // ends (after printing the end of every log if the test failed).
 func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 	t.Helper()
+	return newWorldWith(t, lab.Options{Clients: clients, SessionTTL: ttl})
+}
+
+// newWorldWith is newWorld with more of the lab's options (Dir and BinDir
+// are the test's).
+func newWorldWith(t testing.TB, o lab.Options) *world {
+	t.Helper()
 	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "curl")
+	if o.Store == lab.StorePostgres {
+		pgtest.Require(t)
+		netnstest.Require(t, "haproxy", "setpriv")
+	}
 	if tt, ok := t.(*testing.T); ok {
 		tt.Parallel() // benchmarks run alone, for quieter numbers
 	}
@@ -37,7 +49,8 @@ func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl, BinDir: binDir, Progress: &progress})
+	o.Dir, o.BinDir, o.Progress = dir, binDir, &progress
+	l, err := lab.Up(ctx, o)
 	if err != nil {
 		t.Fatalf("lab up: %v\n%s", err, progress.String())
 	}

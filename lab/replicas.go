@@ -198,8 +198,9 @@ global
 defaults
 	mode http
 	log global
-	# accept time, replica, status, total ms, method, URI, RunOS-Replica
-	log-format "%%Ts.%%ms srv=%%s status=%%ST tt=%%Ta %%HM %%{+Q}HU hdr=%%hs"
+	# accepted (s.ms), replica, status, ms idle before the request and in
+	# all until its answer's end, retries, method, URI, RunOS-Replica
+	log-format "%%Ts.%%ms srv=%%s status=%%ST ti=%%Ti tt=%%Tt rc=%%rc %%HM %%{+Q}HU hdr=%%hs"
 	timeout connect 2s
 	timeout client 330s
 	timeout server 330s
@@ -264,19 +265,32 @@ func (l *Lab) Balancer(ctx context.Context, command string) (string, error) {
 	return out.String(), nil
 }
 
-// databaseReady: the server accepts the replicas' password over the lab's
-// network.
-func (l *Lab) databaseReady(ctx context.Context) error {
+// Database connects to the lab's PostgreSQL as the replicas do (from host
+// db's network), for tests that look at what the replicas share.
+func (l *Lab) Database(ctx context.Context) (*pgx.Conn, error) {
+	if l.topo.Store != StorePostgres {
+		return nil, fmt.Errorf("this lab's control keeps SQLite (runos-lab up --store postgres)")
+	}
 	cfg, err := pgx.ParseConfig(l.databaseURL())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return l.Dial(ctx, "db", network, addr)
 	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("database on db: %w", err)
+		return nil, fmt.Errorf("database on db: %w", err)
+	}
+	return c, nil
+}
+
+// databaseReady: the server accepts the replicas' password over the lab's
+// network.
+func (l *Lab) databaseReady(ctx context.Context) error {
+	c, err := l.Database(ctx)
+	if err != nil {
+		return err
 	}
 	defer c.Close(ctx)
 	return c.Ping(ctx)

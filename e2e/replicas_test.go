@@ -1,0 +1,282 @@
+//go:build !windows
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/lab"
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+// Issue 13: control past one machine. Each test runs a lab with PostgreSQL
+// on host db, three runos-control replicas (control-1…3) and HAProxy at
+// control's address, the one URL every daemon, gateway and CLI uses.
+
+func replicasWorld(t *testing.T, clients int, ttl time.Duration) *world {
+	t.Helper()
+	return newWorldWith(t, lab.Options{Clients: clients, SessionTTL: ttl, Store: lab.StorePostgres, ControlReplicas: 3})
+}
+
+var replicaHosts = []string{"control-1", "control-2", "control-3"}
+
+// steer makes HAProxy send new requests only to the replicas named (the
+// others drain: requests they hold go on, and they stay healthy).
+func (w *world) steer(ready ...string) {
+	w.t.Helper()
+	for _, h := range replicaHosts {
+		state := "drain"
+		for _, r := range ready {
+			if r == h {
+				state = "ready"
+			}
+		}
+		if _, err := w.lab.Balancer(context.Background(), "set server replicas/"+h+" state "+state); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// deviceID is the id control gave a laptop's device, looked up by its
+// WireGuard public key in the replicas' database.
+func (w *world) deviceID(laptop string) string {
+	w.t.Helper()
+	key := strings.TrimSpace(w.stdout(laptop, nil, "wg", "show", "wg1", "public-key"))
+	ctx := context.Background()
+	db, err := w.lab.Database(ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	var id string
+	if err := db.QueryRow(ctx, "SELECT id FROM devices WHERE public_key = $1", key).Scan(&id); err != nil {
+		w.t.Fatalf("device of %s (key %s): %v", laptop, key, err)
+	}
+	return id
+}
+
+// request is one line of HAProxy's request log.
+type request struct {
+	at      time.Time // accepted
+	end     time.Time // answered
+	srv     string    // the replica that answered
+	status  int
+	retries int
+	method  string
+	uri     string
+}
+
+var logLine = regexp.MustCompile(`^(\d+)\.(\d+) srv=(\S+) status=(-?\d+) ti=(-?\d+) tt=(-?\d+) rc=(-?\d+) (\S+) "([^"]*)"`)
+
+func (w *world) balancerLog() []request {
+	w.t.Helper()
+	f, err := os.Open(w.lab.BalancerLog())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []request
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		m := logLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		sec, _ := strconv.ParseInt(m[1], 10, 64)
+		ms, _ := strconv.ParseInt(m[2], 10, 64)
+		status, _ := strconv.Atoi(m[4])
+		ti, _ := strconv.Atoi(m[5])
+		tt, _ := strconv.Atoi(m[6])
+		rc, _ := strconv.Atoi(m[7])
+		accepted := time.Unix(sec, ms*int64(time.Millisecond))
+		out = append(out, request{at: accepted.Add(time.Duration(max(ti, 0)) * time.Millisecond),
+			end: accepted.Add(time.Duration(tt) * time.Millisecond), srv: m[3], status: status,
+			retries: rc, method: m[8], uri: m[9]})
+	}
+	return out
+}
+
+// heldAt is the laptop device's map long-poll that was open at t: accepted
+// before it, answered after it.
+func (w *world) heldAt(device string, t time.Time) (request, bool) {
+	for _, r := range w.balancerLog() {
+		if r.method == "GET" && strings.Contains(r.uri, "/v1/devices/"+device+"/map") && !r.at.After(t) && !r.end.Before(t) {
+			return r, true
+		}
+	}
+	return request{}, false
+}
+
+// logged finds the first line of a replica's log holding all of the words
+// and returns its time.
+func (w *world) logged(host string, words ...string) (time.Time, bool) {
+	b, _ := os.ReadFile(fmt.Sprintf("%s/logs/%s.control.log", w.env.Dir, host))
+	for _, line := range strings.Split(string(b), "\n") {
+		ok := true
+		for _, word := range words {
+			ok = ok && strings.Contains(line, word)
+		}
+		if !ok {
+			continue
+		}
+		if i := strings.Index(line, "time="); i >= 0 {
+			f := strings.Fields(line[i+5:])
+			if t, err := time.Parse(time.RFC3339Nano, f[0]); err == nil {
+				return t, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// moveID runs the operator's move and returns the move's id as control
+// logged it.
+func (w *world) moveAll(target string, laptops []string) moveResult {
+	w.t.Helper()
+	m, out, err := w.move(target)
+	if err != nil || m.State != "done" {
+		w.t.Fatalf("move to %s: %+v %v\n%s", target, m, err, out)
+	}
+	for _, h := range laptops {
+		w.waitStatus(h, 15*time.Second, "on "+target+" with peerUp", upOn(target, "ky3"))
+	}
+	return m
+}
+
+// TestReplicasPushAndFailover: two laptops whose long-polls sit on replicas
+// 2 and 3 follow a move committed on replica 1 (pushed across replicas,
+// shown by which replica held each poll); then the replica holding the
+// laptops' polls is killed with SIGKILL and a move still reaches them
+// without their status going to error; then every replica but one is
+// killed, one by one, with a move after each.
+func TestReplicasPushAndFailover(t *testing.T) {
+	w := replicasWorld(t, 2, 0)
+	laptops := []string{w.env.Clients[0].Host, w.env.Clients[1].Host}
+
+	// The laptops sign in and connect while control-1 takes no new
+	// requests: their polls sit on control-2 and control-3.
+	w.steer("control-2", "control-3")
+	for _, h := range laptops {
+		w.must(h, nil, "runos", "vpn", "up", "--cid", "ky3")
+		w.waitStatus(h, 30*time.Second, "connected to ky3 on n1", upOn("n1", "ky3"))
+	}
+	devices := map[string]string{}
+	for _, h := range laptops {
+		devices[h] = w.deviceID(h)
+	}
+	// Now only control-1 takes new requests: the move, the target
+	// gateway's report that switches it, are committed there.
+	w.steer("control-1")
+	w.moveAll("n2", laptops)
+	switched, ok := w.logged("control-1", `msg="move switching"`, "to=n2")
+	if !ok {
+		t.Fatal("control-1 did not commit the switch")
+	}
+	for h, dev := range devices {
+		r, ok := w.heldAt(dev, switched)
+		if !ok {
+			t.Fatalf("%s: no long-poll of device %s open at the switch (%s)", h, dev, switched.Format(time.RFC3339Nano))
+		}
+		if r.srv == "control-1" {
+			t.Fatalf("%s's long-poll was on control-1, where the switch was committed: not a push across replicas", h)
+		}
+		t.Logf("%s: switch committed on control-1 at %s; its long-poll held by %s since %s answered %s later",
+			h, switched.Format("15:04:05.000"), r.srv, r.at.Format("15:04:05.000"), r.end.Sub(switched))
+	}
+
+	// Every new poll goes to control-2; a move puts the laptops' next polls
+	// there, then the others take requests again and control-2 is killed.
+	w.steer("control-2")
+	w.moveAll("n1", laptops)
+	w.steer(replicaHosts...)
+	errs := watchErrors(t, w, laptops)
+	killed := time.Now()
+	if err := w.lab.Stop("control-2", "control", syscall.SIGKILL, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for h, dev := range devices {
+		if r, ok := w.heldAt(dev, killed); ok && r.srv != "control-2" && r.retries == 0 {
+			t.Logf("%s: the poll open at the kill was on %s", h, r.srv)
+		}
+	}
+	w.moveAll("n2", laptops)
+	for h, d := range errs() {
+		if d > 5*time.Second {
+			t.Errorf("%s: a cluster in error for %s after a replica died", h, d)
+		}
+	}
+	// Kill the rest but one, a move after each.
+	target := "n1"
+	for _, h := range []string{"control-1"} {
+		if err := w.lab.Stop(h, "control", syscall.SIGKILL, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		w.moveAll(target, laptops)
+		target = map[string]string{"n1": "n2", "n2": "n1"}[target]
+	}
+	if _, ok := w.lab.Proc("control-3", "control"); !ok {
+		t.Fatal("control-3 not running")
+	}
+}
+
+// watchErrors follows the laptops' status streams and returns a function
+// giving, per laptop, the longest time any of its clusters was in error.
+func watchErrors(t *testing.T, w *world, laptops []string) func() map[string]time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	type span struct {
+		since time.Time
+		max   time.Duration
+	}
+	spans := map[string]*span{}
+	done := make(chan struct{}, len(laptops))
+	var mu = make(chan struct{}, 1)
+	mu <- struct{}{}
+	for _, h := range laptops {
+		spans[h] = &span{}
+		go func() {
+			defer func() { done <- struct{}{} }()
+			_ = w.daemon(h).Watch(ctx, func(s *localapi.Status) bool {
+				inError := false
+				for _, c := range s.Clusters {
+					inError = inError || c.State == localapi.ClusterError
+				}
+				<-mu
+				sp := spans[h]
+				now := time.Now()
+				switch {
+				case inError && sp.since.IsZero():
+					sp.since = now
+				case !inError && !sp.since.IsZero():
+					sp.max = max(sp.max, now.Sub(sp.since))
+					sp.since = time.Time{}
+				}
+				mu <- struct{}{}
+				return true
+			})
+		}()
+	}
+	t.Cleanup(cancel)
+	return func() map[string]time.Duration {
+		cancel()
+		for range laptops {
+			<-done
+		}
+		out := map[string]time.Duration{}
+		for h, sp := range spans {
+			out[h] = sp.max
+			if !sp.since.IsZero() {
+				out[h] = max(sp.max, time.Since(sp.since))
+			}
+		}
+		return out
+	}
+}
