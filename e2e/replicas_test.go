@@ -280,3 +280,124 @@ func watchErrors(t *testing.T, w *world, laptops []string) func() map[string]tim
 		return out
 	}
 }
+
+// leaseHolder is the replica holding the timers' lease: the database's
+// advisory lock and the application_name of the connection holding it.
+func (w *world) leaseHolder() string {
+	w.t.Helper()
+	ctx := context.Background()
+	db, err := w.lab.Database(ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	var name string
+	if err := db.QueryRow(ctx, `SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted`).Scan(&name); err != nil {
+		w.t.Fatalf("the timers' lease holder: %v", err)
+	}
+	return name
+}
+
+// TestReplicasLeaseTakeoverOnSessionLapse: the replica holding the timers'
+// lease is killed just before a session lapses; another takes the lease
+// over and the session's device still leaves every gateway within a few
+// seconds of the lapse.
+func TestReplicasLeaseTakeoverOnSessionLapse(t *testing.T) {
+	w := replicasWorld(t, 1, 40*time.Second)
+	laptop := w.env.Client.Host
+	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
+	st := w.waitStatus(laptop, 30*time.Second, "connected to ky3", upOn("n1", "ky3"))
+	key := strings.TrimSpace(w.stdout(laptop, nil, "wg", "show", "wg1", "public-key"))
+	if !strings.Contains(w.gatewayPeers("ky3-n1"), key) {
+		t.Fatal("the laptop is not a peer of ky3-n1")
+	}
+	holder := w.leaseHolder()
+	expires := st.Session.ExpiresAt
+	t.Logf("session lapses at %s; %s holds the timers' lease", expires.Format("15:04:05.000"), holder)
+	time.Sleep(time.Until(expires.Add(-2 * time.Second)))
+	if err := w.lab.Stop(holder, "control", syscall.SIGKILL, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(20*time.Second, "the lapsed session's device gone from ky3-n1", func() bool {
+		return !strings.Contains(w.gatewayPeers("ky3-n1"), key)
+	})
+	gone := time.Now()
+	t.Logf("peer gone from ky3-n1 %s after the lapse", gone.Sub(expires).Round(time.Millisecond))
+	if d := gone.Sub(expires); d > 5*time.Second {
+		t.Errorf("the lapsed session's device left ky3-n1 %s after the lapse, want within a few seconds", d)
+	}
+	next := w.leaseHolder()
+	if next == holder {
+		t.Fatalf("the lease is still %s's after it was killed", holder)
+	}
+	if _, ok := w.logged(next, "timers: this replica acts"); !ok {
+		t.Errorf("%s took the lease without saying so", next)
+	}
+}
+
+// TestReplicasDatabaseOutage: PostgreSQL stops for 10 s. API calls get a
+// clear 503 "store unavailable", the tunnel keeps carrying traffic, and
+// when the database is back everything resumes (a move reaches the
+// laptop) with no replica restarted.
+func TestReplicasDatabaseOutage(t *testing.T) {
+	w := replicasWorld(t, 1, 0)
+	laptop := w.env.Client.Host
+	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
+	st := w.waitStatus(laptop, 30*time.Second, "connected to ky3", upOn("n1", "ky3"))
+	c, _ := cluster(st, "ky3")
+	page := "http://" + c.Server.Address + "/"
+	pids := map[string]int{}
+	for _, h := range replicaHosts {
+		pids[h] = w.pidOf(h, "control")
+	}
+	op, err := w.lab.APIClient(laptop, w.env.OperatorToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	if err := w.lab.Stop("db", "postgres", syscall.SIGINT, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	_, err = op.Clusters(ctx)
+	if err == nil || !strings.Contains(err.Error(), "store unavailable") {
+		t.Fatalf("an API call with the database down: %v, want 503 store unavailable", err)
+	}
+	t.Logf("with the database down: %v", err)
+	for time.Since(stopped) < 10*time.Second {
+		if out, err := w.page(laptop, page); err != nil || !strings.Contains(out, "node=n1") {
+			t.Fatalf("the tunnel stopped carrying traffic with the database down: %q %v", out, err)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := w.lab.Restart(ctx, "db", "postgres"); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(30*time.Second, "every replica ready again", func() bool {
+		for _, h := range replicaHosts {
+			if _, err := w.lab.Get(ctx, h, fmt.Sprintf("https://%s/readyz", w.hostAddr(h))); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if cs, err := op.Clusters(ctx); err != nil || len(cs) == 0 {
+		t.Fatalf("after the database came back: %+v %v", cs, err)
+	}
+	w.moveAll("n2", []string{laptop})
+	for h, pid := range pids {
+		if got := w.pidOf(h, "control"); got != pid {
+			t.Errorf("%s was restarted (%d → %d)", h, pid, got)
+		}
+	}
+}
+
+func (w *world) hostAddr(host string) string {
+	h, ok := w.env.Host(host)
+	if !ok {
+		w.t.Fatalf("no host %s", host)
+	}
+	return h.Addresses[lab.WAN]
+}
