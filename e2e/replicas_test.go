@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -14,6 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/runos/vpn/auth/formlogin"
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
 )
@@ -400,4 +406,134 @@ func (w *world) hostAddr(host string) string {
 		w.t.Fatalf("no host %s", host)
 	}
 	return h.Addresses[lab.WAN]
+}
+
+// replicaClient is an HTTP client from the laptop whose GETs go to one
+// replica and POSTs to another, whatever host the URL names: a browser
+// whose page a load balancer served from one replica and whose form it
+// gave to another.
+func (w *world) replicaClient(get, post string) *http.Client {
+	w.t.Helper()
+	hc, err := w.lab.HTTPClient(w.env.Client.Host)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	base := hc.Transport
+	hc.Transport = roundTripFunc(func(orig *http.Request) (*http.Response, error) {
+		r := orig.Clone(orig.Context())
+		r.URL.Host = w.hostAddr(get)
+		if r.Method == http.MethodPost {
+			r.URL.Host = w.hostAddr(post)
+		}
+		resp, err := base.RoundTrip(r)
+		if resp != nil {
+			resp.Request = orig // the page is the public URL's, as a browser saw it
+		}
+		return resp, err
+	})
+	return hc
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// signInAcross signs the lab's user in with the device grant through three
+// replicas: the code asked of one, the login form fetched from a second
+// and posted to a third, the token polled at the first.
+func (w *world) signInAcross(ctx context.Context, a, b, c string) (string, error) {
+	codes := w.replicaClient(a, a)
+	conf := oauth2.Config{ClientID: api.ClientCLI, Endpoint: oauth2.Endpoint{
+		DeviceAuthURL: w.env.APIURL + api.PathDeviceCode, TokenURL: w.env.APIURL + api.PathToken}}
+	cctx := context.WithValue(ctx, oauth2.HTTPClient, codes)
+	da, err := conf.DeviceAuth(cctx)
+	if err != nil {
+		return "", fmt.Errorf("device code at %s: %w", a, err)
+	}
+	res, err := formlogin.Login(ctx, w.replicaClient(b, c), da.VerificationURIComplete, w.env.User, w.env.Password)
+	if err != nil {
+		return "", fmt.Errorf("login form from %s posted to %s: %w", b, c, err)
+	}
+	if !strings.Contains(res.Body, "Device signed in") {
+		return "", fmt.Errorf("login form from %s posted to %s: %s", b, c, res.Body)
+	}
+	tok, err := conf.DeviceAccessToken(cctx, da)
+	if err != nil {
+		return "", fmt.Errorf("token at %s: %w", a, err)
+	}
+	return tok.AccessToken, nil
+}
+
+// TestReplicasFormsAndConcurrentJoins: a login form fetched from one
+// replica and posted to another signs in; then 50 devices register and
+// join ky3 at once through different replicas and get 50 distinct
+// addresses.
+func TestReplicasFormsAndConcurrentJoins(t *testing.T) {
+	w := replicasWorld(t, 1, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const sessions, devices = 5, 50
+	tokens := make([]string, sessions)
+	errc := make(chan error, sessions)
+	for i := range sessions {
+		go func() {
+			var err error
+			tokens[i], err = w.signInAcross(ctx, replicaHosts[i%3], replicaHosts[(i+1)%3], replicaHosts[(i+2)%3])
+			errc <- err
+		}()
+	}
+	for range sessions {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	type joined struct {
+		addr string
+		err  error
+	}
+	got := make(chan joined, devices)
+	start := make(chan struct{})
+	for i := range devices {
+		go func() {
+			reg := &api.Client{BaseURL: "https://" + w.hostAddr(replicaHosts[i%3]), Token: tokens[i%sessions], HTTP: w.replicaClient(replicaHosts[i%3], replicaHosts[i%3])}
+			join := &api.Client{BaseURL: "https://" + w.hostAddr(replicaHosts[(i+1)%3]), Token: tokens[i%sessions], HTTP: w.replicaClient(replicaHosts[(i+1)%3], replicaHosts[(i+1)%3])}
+			k, err := wgtypes.GeneratePrivateKey()
+			if err != nil {
+				got <- joined{err: err}
+				return
+			}
+			<-start
+			d, err := reg.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: k.PublicKey().String(), Name: fmt.Sprintf("load-%02d", i), OS: "linux"})
+			if err != nil {
+				got <- joined{err: fmt.Errorf("register through %s: %w", replicaHosts[i%3], err)}
+				return
+			}
+			if _, err := join.JoinCluster(ctx, d.ID, "ky3"); err != nil {
+				got <- joined{err: fmt.Errorf("join through %s: %w", replicaHosts[(i+1)%3], err)}
+				return
+			}
+			got <- joined{addr: d.Address}
+		}()
+	}
+	close(start)
+	seen := map[string]bool{}
+	for range devices {
+		j := <-got
+		if j.err != nil {
+			t.Fatal(j.err)
+		}
+		if seen[j.addr] {
+			t.Fatalf("address %s given twice", j.addr)
+		}
+		seen[j.addr] = true
+	}
+	op, err := w.lab.APIClient(w.env.Client.Host, w.env.OperatorToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := op.VPNServices(ctx, "ky3")
+	if err != nil || len(ss) != 1 || ss[0].Devices != devices {
+		t.Fatalf("ky3's service after %d joins: %+v %v", devices, ss, err)
+	}
+	t.Logf("%d devices through 3 replicas: %d distinct addresses; ky3 has %d devices", devices, len(seen), ss[0].Devices)
 }

@@ -43,10 +43,13 @@ func (p throttlePolicy) forget() time.Duration { return max(4*p.max, 15*time.Min
 // wait is how long from now an attempt on a key with counter c (free
 // failures allowed) must wait; 0 means now.
 func (p throttlePolicy) wait(c Counter, free int, now time.Time) time.Duration {
-	if c.N == 0 {
+	d := p.delay(c.N, free)
+	if d == 0 {
+		// Within the free attempts. (A request whose clock was read just
+		// before another's counted must not wait for it.)
 		return 0
 	}
-	until := c.Last.Add(p.delay(c.N, free))
+	until := c.Last.Add(d)
 	if !now.Before(until) {
 		return 0
 	}
