@@ -171,9 +171,11 @@ func (l *Lab) controlProcs() []Proc {
 	return ps
 }
 
-func (l *Lab) haproxyConf() string   { return filepath.Join(l.controlDir(), "haproxy.cfg") }
-func (l *Lab) haproxyPEM() string    { return filepath.Join(l.controlDir(), "haproxy.pem") }
-func (l *Lab) haproxySocket() string { return filepath.Join(l.hostDir("control"), "run", "haproxy.sock") }
+func (l *Lab) haproxyConf() string { return filepath.Join(l.controlDir(), "haproxy.cfg") }
+func (l *Lab) haproxyPEM() string  { return filepath.Join(l.controlDir(), "haproxy.pem") }
+func (l *Lab) haproxySocket() string {
+	return filepath.Join(l.hostDir("control"), "run", "haproxy.sock")
+}
 
 // BalancerLog is HAProxy's request log: one line per request, with the
 // replica that answered it (see haproxyConfText's log-format).
