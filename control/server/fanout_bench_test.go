@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -310,7 +311,8 @@ func TestFanOutHelper(t *testing.T) {
 	pemData, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_CA"))
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pemData)
-	base := os.Getenv("RUNOS_FANOUT_URL")
+	// One URL, or several (replicas): device i polls the i-th modulo.
+	bases := strings.Split(os.Getenv("RUNOS_FANOUT_URL"), ",")
 	lines := strings.Split(string(data), "\n")
 	h2 := os.Getenv("RUNOS_FANOUT_H2") == "true"
 	var mu sync.Mutex
@@ -318,7 +320,8 @@ func TestFanOutHelper(t *testing.T) {
 	var recv []int64
 	armed := make(chan struct{}, 1)
 	var started atomic.Int64
-	for _, l := range lines {
+	for i, l := range lines {
+		base := bases[i%len(bases)]
 		tok, id, _ := strings.Cut(l, " ")
 		// A transport per device, as each daemon has its own, and one
 		// connection: on HTTP/1.1 a re-poll sent before the transport has
@@ -332,14 +335,33 @@ func TestFanOutHelper(t *testing.T) {
 		go func() {
 			var since uint64
 			first := true
+			var failedAt time.Time // the poll broke (its replica died), not yet re-established
+			next := i
 			for {
-				m, err := c.DeviceMap(context.Background(), id, since, 300*time.Second)
+				ctx := context.Background()
+				if !failedAt.IsZero() {
+					// Re-established once the request is written to a
+					// replica that took the connection.
+					ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(wr httptrace.WroteRequestInfo) {
+						if wr.Err == nil {
+							failover.record(time.Now())
+						}
+					}})
+				}
+				m, err := c.DeviceMap(ctx, id, since, 300*time.Second)
 				at := time.Now().UnixNano()
 				if err != nil {
-					fmt.Fprintln(os.Stderr, "fan-out helper:", err)
+					if failedAt.IsZero() {
+						failedAt = time.Now()
+						failover.broke()
+					}
+					// A balancer gives the next poll to another replica.
+					next++
+					c.BaseURL = bases[next%len(bases)]
 					time.Sleep(100 * time.Millisecond)
 					continue
 				}
+				failedAt = time.Time{}
 				since = m.Version
 				if first {
 					first = false
@@ -361,6 +383,11 @@ func TestFanOutHelper(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		f := strings.Fields(in.Text())
+		if len(f) == 2 && f[0] == "killed" {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			failover.report(time.Unix(0, ns))
+			continue
+		}
 		if len(f) != 2 || f[0] != "round" {
 			continue
 		}
@@ -389,6 +416,50 @@ func TestFanOutHelper(t *testing.T) {
 			mu.Unlock()
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// failoverTimes records, for BenchmarkMoveFanOutReplicas's failover, when
+// each device whose poll broke had it re-established on another replica.
+type failoverTimes struct {
+	mu     sync.Mutex
+	broken int
+	times  []time.Time
+}
+
+var failover failoverTimes
+
+func (f *failoverTimes) broke() {
+	f.mu.Lock()
+	f.broken++
+	f.mu.Unlock()
+}
+
+func (f *failoverTimes) record(t time.Time) {
+	f.mu.Lock()
+	f.times = append(f.times, t)
+	f.mu.Unlock()
+}
+
+// report waits until every broken poll is re-established and prints
+// "failover <devices> <p50> <p99> <max>" (ns from the kill), then resets.
+func (f *failoverTimes) report(killed time.Time) {
+	for {
+		f.mu.Lock()
+		if f.broken > 0 && len(f.times) >= f.broken {
+			ts := make([]int64, len(f.times))
+			for i, t := range f.times {
+				ts[i] = int64(t.Sub(killed))
+			}
+			n := f.broken
+			f.broken, f.times = 0, nil
+			f.mu.Unlock()
+			sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+			fmt.Printf("failover %d %d %d %d\n", n, ts[len(ts)/2], ts[len(ts)*99/100], ts[len(ts)-1])
+			return
+		}
+		f.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
