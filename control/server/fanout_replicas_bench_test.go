@@ -133,7 +133,9 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 	pool.AppendCertsFromPEM(certPEM)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	op := &api.Client{BaseURL: urls[0], Token: opToken, HTTP: hc}
-	gw := func(nid string) *api.Client { return &api.Client{BaseURL: urls[0], Token: enroll("ky3", nid), HTTP: hc} }
+	gw := func(nid string) *api.Client {
+		return &api.Client{BaseURL: urls[0], Token: enroll("ky3", nid), HTTP: hc}
+	}
 	nodeKeys := map[string]wgtypes.Key{"n1": mustKey(b), "n2": mustKey(b)}
 	report := func(nid string, mapVersion uint64, hs []api.PeerHandshake) {
 		if err := gw(nid).GatewayReport(ctx, api.GatewayReport{PublicKey: nodeKeys[nid].PublicKey().String(), Version: "bench",
@@ -247,7 +249,10 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 		reps[k].cmd.Wait()
 		fmt.Fprintf(stdin, "killed %d\n", killed.UnixNano())
 		f := expectLine(b, devLines, "failover")
-		ms := func(s string) float64 { ns, _ := strconv.ParseInt(s, 10, 64); return float64(ns) / float64(time.Millisecond) }
+		ms := func(s string) float64 {
+			ns, _ := strconv.ParseInt(s, 10, 64)
+			return float64(ns) / float64(time.Millisecond)
+		}
 		foP50, foP99, foMax = append(foP50, ms(f[1])), append(foP99, ms(f[2])), append(foMax, ms(f[3]))
 		b.Logf("failover %d: replica r%d killed; %s devices re-established in p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 			k+1, k+1, f[0], ms(f[1]), ms(f[2]), ms(f[3]))
