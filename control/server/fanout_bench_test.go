@@ -336,10 +336,11 @@ func TestFanOutHelper(t *testing.T) {
 			var since uint64
 			first := true
 			var failedAt time.Time // the poll broke (its replica died), not yet re-established
+			counted := false       // ... after the benchmark armed the failover count
 			next := i
 			for {
 				ctx := context.Background()
-				if !failedAt.IsZero() {
+				if counted {
 					// Re-established once the request is written to a
 					// replica that took the connection.
 					ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(wr httptrace.WroteRequestInfo) {
@@ -353,7 +354,7 @@ func TestFanOutHelper(t *testing.T) {
 				if err != nil {
 					if failedAt.IsZero() {
 						failedAt = time.Now()
-						failover.broke()
+						counted = failover.broke()
 					}
 					// A balancer gives the next poll to another replica.
 					next++
@@ -361,7 +362,7 @@ func TestFanOutHelper(t *testing.T) {
 					time.Sleep(100 * time.Millisecond)
 					continue
 				}
-				failedAt = time.Time{}
+				failedAt, counted = time.Time{}, false
 				since = m.Version
 				if first {
 					first = false
@@ -383,6 +384,11 @@ func TestFanOutHelper(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		f := strings.Fields(in.Text())
+		if len(f) == 1 && f[0] == "arm" {
+			failover.arm()
+			fmt.Println("armed-failover")
+			continue
+		}
 		if len(f) == 2 && f[0] == "killed" {
 			ns, _ := strconv.ParseInt(f[1], 10, 64)
 			failover.report(time.Unix(0, ns))
@@ -420,29 +426,44 @@ func TestFanOutHelper(t *testing.T) {
 }
 
 // failoverTimes records, for BenchmarkMoveFanOutReplicas's failover, when
-// each device whose poll broke had it re-established on another replica.
+// each device whose poll broke after arm had it re-established on another
+// replica.
 type failoverTimes struct {
 	mu     sync.Mutex
+	armed  bool
 	broken int
 	times  []time.Time
 }
 
 var failover failoverTimes
 
-func (f *failoverTimes) broke() {
+func (f *failoverTimes) arm() {
 	f.mu.Lock()
-	f.broken++
+	f.armed, f.broken, f.times = true, 0, nil
 	f.mu.Unlock()
+}
+
+// broke counts a broken poll; it reports whether it counts (armed), so
+// that only that poll's re-establishment is recorded.
+func (f *failoverTimes) broke() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.armed {
+		f.broken++
+	}
+	return f.armed
 }
 
 func (f *failoverTimes) record(t time.Time) {
 	f.mu.Lock()
-	f.times = append(f.times, t)
+	if f.armed {
+		f.times = append(f.times, t)
+	}
 	f.mu.Unlock()
 }
 
-// report waits until every broken poll is re-established and prints
-// "failover <devices> <p50> <p99> <max>" (ns from the kill), then resets.
+// report waits until every poll broken since arm is re-established and
+// prints "failover <devices> <p50> <p99> <max>" (ns from the kill).
 func (f *failoverTimes) report(killed time.Time) {
 	for {
 		f.mu.Lock()
@@ -452,7 +473,7 @@ func (f *failoverTimes) report(killed time.Time) {
 				ts[i] = int64(t.Sub(killed))
 			}
 			n := f.broken
-			f.broken, f.times = 0, nil
+			f.armed, f.broken, f.times = false, 0, nil
 			f.mu.Unlock()
 			sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
 			fmt.Printf("failover %d %d %d %d\n", n, ts[len(ts)/2], ts[len(ts)*99/100], ts[len(ts)-1])

@@ -244,6 +244,8 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 			break
 		}
 		waitParked()
+		fmt.Fprintln(stdin, "arm")
+		expectLine(b, devLines, "armed-failover")
 		killed := time.Now()
 		reps[k].cmd.Process.Kill()
 		reps[k].cmd.Wait()
