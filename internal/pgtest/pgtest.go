@@ -18,7 +18,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -135,7 +134,7 @@ func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	_ = s.cmd.Process.Signal(os.Interrupt)
 	done := make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(done) }()
 	select {
@@ -162,11 +161,7 @@ func (s *Server) Resume() error {
 	argv := pgserver.ServerArgs(s.bin, s.data, s.sock, "", s.port, false)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: uint32(s.acct.UID), Gid: uint32(s.acct.GID)},
-		Pdeathsig:  syscall.SIGKILL, // the test binary died: do not outlive it
-		Setpgid:    true,
-	}
+	cmd.SysProcAttr = asUser(s.acct)
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return fmt.Errorf("start postgres: %w", err)
