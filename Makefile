@@ -16,20 +16,35 @@ LDFLAGS := -s -w \
 # a Mac, make desktop-macos wraps it in RunOS Desktop.app).
 PROGRAMS := $(sort $(foreach d,$(wildcard cmd/*),$(if $(shell grep -ls '^package main' $(d)/*.go 2>/dev/null),$(notdir $(d)))))
 
-# What the lab and the end-to-end tests need from Debian (see .ci/run).
-DEMO_PACKAGES := iproute2 util-linux mount dnsmasq-base wireguard-tools curl procps
+# What the lab and the tests need from Debian is listed once, in
+# .ci/packages; .ci/deps checks and installs it (make demo: the lab's,
+# make test and .ci/run: all).
+
+# As root, make test runs with RUNOS_E2E=1: a test that would skip for want
+# of root or a tool fails instead. RUNOS_E2E=0 is the explicit way to allow
+# skips (and to run without root).
+RUNOS_E2E ?= $(shell [ "$$(id -u)" = 0 ] && echo 1)
+export RUNOS_E2E
+
+# The fuzz targets of the parsers of untrusted input, each run for FUZZTIME
+# in make test (their seeds, in the code and in testdata/fuzz, run in every
+# plain go test too): control's request bodies, the world file, the local
+# API's requests, and control's device map as the daemon reads it.
+FUZZTIME ?= 10s
+FUZZ := ./control/server:FuzzRequestBodies ./control/seed:FuzzParse \
+	./vpnd:FuzzParseSessionRequest ./vpnd:FuzzParseConnectRequest ./vpnd/state:FuzzDeviceMap
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
 
-.PHONY: desktop-macos all help build test test-unit test-e2e demo lint bench clean
+.PHONY: desktop-macos all help build test test-deps test-unit test-e2e test-fuzz demo lint bench clean
 .PHONY: cross release
 
 all: build
 
 help:
 	@echo 'make build   build $(PROGRAMS) into $(BIN)/ (version $(VERSION))'
-	@echo 'make test    the full suite, as root: unit tests with -race, then e2e/ over real labs'
+	@echo 'make test    the full suite, as root (installs what it lacks from Debian): unit tests with -race, e2e/ over real labs, $(FUZZTIME) of each fuzz target'
 	@echo 'make demo    build, install the Debian packages the lab needs, run bin/runos-lab demo'
 	@echo 'make lint    gofmt, go vet, staticcheck'
 	@echo 'make bench   every Go benchmark, JSON into bench/results/'
@@ -42,14 +57,21 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(PROGRAMS))
 
-# The full suite. Unit and package tests run with the race detector; e2e/
-# builds the programs itself and runs many processes per lab, so it runs
-# without -race (the programs under test are not race-built either) and
-# with a longer timeout. Tests that need root fail under RUNOS_E2E=1.
-# Both halves run even when the first fails, so one run shows everything.
-test:
+# The full suite. First what it needs from Debian (.ci/deps ensure: as
+# root it installs what is missing, otherwise it stops at once naming the
+# packages and the command). Unit and package tests run with the race
+# detector; e2e/ builds the programs itself and runs many processes per
+# lab, so it runs without -race (the programs under test are not
+# race-built either) and with a longer timeout; then each fuzz target for
+# FUZZTIME. Tests that need root fail under RUNOS_E2E=1. Every part runs
+# even when one fails, so one run shows everything.
+test: test-deps
 	@status=0; $(MAKE) --no-print-directory test-unit || status=1; \
-	$(MAKE) --no-print-directory test-e2e || status=1; exit $$status
+	$(MAKE) --no-print-directory test-e2e || status=1; \
+	$(MAKE) --no-print-directory test-fuzz || status=1; exit $$status
+
+test-deps:
+	@.ci/deps ensure test
 
 test-unit:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -vx '$(PKG)/e2e')
@@ -57,13 +79,14 @@ test-unit:
 test-e2e:
 	$(GO) test -count=1 -timeout 25m ./e2e/...
 
+test-fuzz:
+	@status=0; for t in $(FUZZ); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || status=1; \
+	done; exit $$status
+
 demo: build
-	@missing=""; for p in $(DEMO_PACKAGES); do \
-		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing from Debian:$$missing"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
-	fi
+	@.ci/deps install lab
 	$(BIN)/runos-lab demo
 
 # lint also type-checks the darwin-only code here (GOOS=darwin, no cgo):

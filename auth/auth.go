@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -37,6 +36,9 @@ type Flow struct {
 	HTTPClient *http.Client // trusts control's CA
 	Opener     Opener       // nil: no browser available
 	Out        io.Writer    // where the URL, the code and progress go
+	// AllowHTTP lets Issuer be http:// (a process started with
+	// --insecure-http); otherwise only https:// is signed in to.
+	AllowHTTP bool
 }
 
 // Token is the result of a sign-in.
@@ -68,14 +70,13 @@ func (f *Flow) out() io.Writer {
 // config is the OAuth 2.0 client for control's endpoints (public client:
 // no secret, client_id in the body).
 func (f *Flow) config() (*oauth2.Config, error) {
-	u, err := url.Parse(f.Issuer)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("control URL %q: want https://host[:port]", f.Issuer)
+	base, err := api.ParseControlURL(f.Issuer, f.AllowHTTP)
+	if err != nil {
+		return nil, err
 	}
 	if f.ClientID == "" {
 		return nil, errors.New("sign-in needs a client id (runos-cli or runos-desktop)")
 	}
-	base := strings.TrimSuffix(f.Issuer, "/")
 	return &oauth2.Config{
 		ClientID: f.ClientID,
 		Endpoint: oauth2.Endpoint{

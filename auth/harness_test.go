@@ -41,7 +41,9 @@ func (b *backend) CheckPassword(_ context.Context, email, password string) (bool
 	return email == testUser && password == testPassword, nil
 }
 
-func (b *backend) CreateSession(_ context.Context, email, _ string) (string, time.Time, error) {
+func (b *backend) RevokeGrant(context.Context, string) (bool, error) { return false, nil }
+
+func (b *backend) CreateSession(_ context.Context, email, _, _ string) (string, time.Time, error) {
 	raw := make([]byte, 16)
 	_, _ = rand.Read(raw)
 	tok := hex.EncodeToString(raw)

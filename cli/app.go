@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -53,7 +54,10 @@ func (a *app) controlClient(e *config.Effective, token string) (*api.Client, err
 	if err := needAPIURL(e); err != nil {
 		return nil, err
 	}
-	c, err := api.NewClient(e.APIURL, token, e.CAFile)
+	c, err := api.NewClient(e.APIURL, token, e.CAFile, api.AllowHTTP(a.insecureHTTP))
+	if errors.Is(err, api.ErrPlainHTTP) {
+		return nil, fmt.Errorf("%w (api-url from %s)", err, e.Source[config.KeyAPIURL])
+	}
 	if err != nil {
 		src := e.Source[config.KeyCAFile]
 		if src == "" {

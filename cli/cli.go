@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/auth"
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/platform"
 )
 
@@ -119,7 +120,8 @@ type app struct {
 	env Env
 	ran bool // a command's RunE started: later errors are not usage errors
 
-	socket string // --socket
+	socket       string // --socket
+	insecureHTTP bool   // --insecure-http: control may be http://
 
 	versionWarned bool // the daemon's other version was told (warnDaemonVersion)
 }
@@ -221,6 +223,8 @@ Set a default cluster so you can drop --cid:  runos config set cid ky3`,
 		a.servicesCmd(),
 		a.versionCmd(),
 	)
+	root.PersistentFlags().BoolVar(&a.insecureHTTP, api.FlagInsecureHTTP, false,
+		"allow a plain-HTTP control URL (tests only: tokens would travel in clear text); runos vpnd: accept sessions of such a control")
 	root.Args = nil // cobra's own check for the root: unknown commands with suggestions
 	root.SilenceErrors = true
 	root.SilenceUsage = true

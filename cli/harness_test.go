@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/auth"
+	"github.com/runos/vpn/internal/testenv"
 	"github.com/runos/vpn/vpnd"
 )
 
@@ -191,9 +191,7 @@ func (r result) want(t *testing.T, code int, stdout, stderr []string) {
 // follows control's redirect to the CLI's loopback listener.
 func (h *harness) realSignIn(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("needs curl to play the browser")
-	}
+	testenv.Tools(t, "curl") // it plays the browser
 	script := filepath.Join(h.dir, "browser")
 	body := "#!/bin/sh\nexec curl -sS -L --cacert " + h.control.caFile + " -o /dev/null \"$1\"\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {

@@ -75,7 +75,7 @@ func TestSessionLinesExpiryWarning(t *testing.T) {
 		{30 * time.Second, "warning: your sign-in expires in 30s; run `runos vpn up` to renew"},
 	} {
 		s.ExpiresAt = now.Add(c.left)
-		lines := sessionLines(s, false, now)
+		lines := sessionLines(s, "", false, now)
 		got := ""
 		if len(lines) > 1 {
 			got = lines[1]
@@ -87,18 +87,18 @@ func TestSessionLinesExpiryWarning(t *testing.T) {
 	// The daemon's session-expiring code warns too, in this wording, even
 	// where this command's clock is a moment behind the daemon's.
 	s.ExpiresAt = now.Add(time.Hour + 400*time.Millisecond)
-	if l := sessionLines(s, true, now); len(l) != 2 || l[1] != "warning: your sign-in expires in 1h; run `runos vpn up` to renew" {
+	if l := sessionLines(s, "", true, now); len(l) != 2 || l[1] != "warning: your sign-in expires in 1h; run `runos vpn up` to renew" {
 		t.Errorf("the daemon warns: %q", l)
 	}
 	s.ExpiresAt = now.Add(-time.Second)
-	if l := sessionLines(s, false, now); !strings.HasPrefix(l[0], "expired at 11:59 UTC; run `runos vpn up` to sign in again") {
+	if l := sessionLines(s, "", false, now); !strings.HasPrefix(l[0], "expired at 11:59 UTC; run `runos vpn up` to sign in again") {
 		t.Errorf("lapsed by the clock: %q", l)
 	}
-	if l := sessionLines(localapi.Session{State: localapi.SessionSignedOut}, false, now); l[0] != "signed out; run `runos vpn up` to sign in" {
+	if l := sessionLines(localapi.Session{State: localapi.SessionSignedOut}, "", false, now); l[0] != "signed out; run `runos vpn up` to sign in" {
 		t.Errorf("signed out: %q", l)
 	}
 	s.ExpiresAt = now.Add(30 * time.Hour)
-	if l := sessionLines(s, false, now); !strings.Contains(l[0], "until 2026-12-03 18:00 UTC (30h left)") {
+	if l := sessionLines(s, "", false, now); !strings.Contains(l[0], "until 2026-12-03 18:00 UTC (30h left)") {
 		t.Errorf("tomorrow: %q", l)
 	}
 }

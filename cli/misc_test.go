@@ -5,10 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/state"
 )
 
 func TestConfigCommands(t *testing.T) {
@@ -21,7 +23,7 @@ func TestConfigCommands(t *testing.T) {
 
 	// Refusals change nothing.
 	h.run("config", "set", "cid", "Bad_CID").want(t, 2, nil, []string{"a cid is 3 to 16 lowercase letters and digits"})
-	h.run("config", "set", "api-url", "ftp://x").want(t, 2, nil, []string{"the scheme must be https"})
+	h.run("config", "set", "api-url", "ftp://x").want(t, 2, nil, []string{"want https://host"})
 	h.run("config", "set", "colour", "blue").want(t, 2, nil, []string{`unknown config key "colour" (known keys: cid, api-url, ca-file)`})
 	h.run("config", "get", "colour").want(t, 2, nil, []string{"unknown config key"})
 	if after, _ := os.ReadFile(path); string(after) != string(before) {
@@ -75,6 +77,25 @@ func TestVPNDFlags(t *testing.T) {
 	if h.vpnd.cleanups[0].StateDir != "/tmp/sd" {
 		t.Errorf("cleanup %+v", h.vpnd.cleanups[0])
 	}
+	if c := h.vpnd.runs[1]; c.AllowHTTP || !slices.Equal(state.Prefixes(c.Trust.Routes), []string{"100.96.0.0/16", "100.100.0.0/16"}) || len(c.Trust.Domains) != 0 {
+		t.Errorf("trust by default: %+v, plain HTTP %v", c.Trust, c.AllowHTTP)
+	}
+
+	// RUNOS_VPND_STATE_DIR is --state-dir's default, for the daemon and its
+	// clean-up alike (the lab sets it).
+	h.env["RUNOS_VPND_STATE_DIR"] = "/tmp/lab/hosts/client/state"
+	h.run("vpnd", "--cleanup").want(t, 0, nil, nil)
+	h.run("vpnd", "--insecure-http", "--allowed-routes", "100.96.0.0/16,10.200.0.0/16", "--allowed-dns-domains", "example.org").want(t, 0, nil, nil)
+	if c := h.vpnd.cleanups[1]; c.StateDir != "/tmp/lab/hosts/client/state" {
+		t.Errorf("cleanup with RUNOS_VPND_STATE_DIR: %+v", c)
+	}
+	c = h.vpnd.runs[2]
+	if c.StateDir != "/tmp/lab/hosts/client/state" || !c.AllowHTTP ||
+		!slices.Equal(state.Prefixes(c.Trust.Routes), []string{"100.96.0.0/16", "10.200.0.0/16"}) || !slices.Equal(c.Trust.Domains, []string{"example.org"}) {
+		t.Errorf("flags: %+v", c)
+	}
+	h.run("vpnd", "--allowed-routes", "0.0.0.0/1x").want(t, ExitUsage, nil, []string{`--allowed-routes "0.0.0.0/1x"`})
+	h.run("vpnd", "--allowed-dns-domains", "com").want(t, ExitUsage, nil, []string{`--allowed-dns-domains "com": want a domain of two labels`})
 }
 
 func TestVersion(t *testing.T) {
@@ -136,4 +157,22 @@ func TestVPNDLogFile(t *testing.T) {
 		t.Errorf("log file mode %v, want 0600", fi.Mode().Perm())
 	}
 	h.run("vpnd", "--log-file", filepath.Join(t.TempDir(), "no", "such", "dir", "x.log")).want(t, 1, nil, []string{"--log-file"})
+}
+
+// A control URL that is not https is refused before a token goes anywhere,
+// unless this runos was started with --insecure-http.
+func TestPlainHTTPControlRefused(t *testing.T) {
+	h := newHarness(t)
+	h.env["RUNOS_API_URL"] = "http://127.0.0.1:1"
+	h.env["RUNOS_TOKEN"] = "operator-token"
+	h.run("clusters", "list").want(t, 1, nil, []string{"plain http:// sends the tokens in clear text", "--insecure-http", "api-url from env RUNOS_API_URL"})
+	h.run("vpn", "up", "--cid", "ky3").want(t, 1, nil, []string{"plain http:// sends the tokens in clear text"})
+	if len(h.signIns) != 0 {
+		t.Errorf("signed in to a plain-HTTP control %d times", len(h.signIns))
+	}
+	// With the flag the request is made (and fails: nothing listens there).
+	r := h.run("--insecure-http", "clusters", "list")
+	if r.code != 1 || strings.Contains(r.stderr, "clear text") || !strings.Contains(r.stderr, "127.0.0.1:1") {
+		t.Errorf("with --insecure-http: %s", r)
+	}
 }

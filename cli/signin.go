@@ -21,7 +21,7 @@ func (a *app) signIn(ctx context.Context, e *config.Effective, clientID string, 
 	// under them on a terminal: it must read well in both places.
 	msg := "Waiting for the sign-in to finish…"
 	p := a.startProgress("")
-	flow := &auth.Flow{Issuer: e.APIURL, ClientID: clientID, HTTPClient: c.HTTP, Opener: a.env.Opener, Out: p}
+	flow := &auth.Flow{Issuer: e.APIURL, ClientID: clientID, HTTPClient: c.HTTP, Opener: a.env.Opener, Out: p, AllowHTTP: a.insecureHTTP}
 	if noBrowser {
 		flow.Opener = nil
 	}

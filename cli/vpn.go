@@ -98,13 +98,8 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 	if err != nil {
 		return err
 	}
-	d := a.daemon()
-	st, err := d.Status(ctx)
+	d, st, err := a.steer(ctx)
 	if err != nil {
-		return fmt.Errorf("vpn up: %w", err)
-	}
-	a.warnDaemonVersion(st.Version)
-	if err := readOnlyErr(st); err != nil {
 		return fmt.Errorf("vpn up: %w", err)
 	}
 	configured := e.APIURL
@@ -162,6 +157,23 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 		return fmt.Errorf("vpn up: %w", err)
 	}
 	return a.reportConnected(st, targets, start, f.json)
+}
+
+// steer is where every command that changes the daemon's state starts: the
+// daemon's status, and its refusal when this user may only read, before
+// anything else is asked or done (no sign-in the daemon would not take, no
+// "sign in first" to a user who could not connect anyway).
+func (a *app) steer(ctx context.Context) (*localapi.Client, *localapi.Status, error) {
+	d := a.daemon()
+	st, err := d.Status(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.warnDaemonVersion(st.Version)
+	if err := readOnlyErr(st); err != nil {
+		return nil, nil, err
+	}
+	return d, st, nil
 }
 
 // signedOutHint turns the daemon's signed_out refusal into what to run.
@@ -287,12 +299,10 @@ func (a *app) vpnConnect(ctx context.Context, cid string, f connectFlags) error 
 		return err
 	}
 	start := a.env.Now()
-	d := a.daemon()
-	st, err := d.Status(ctx)
+	d, st, err := a.steer(ctx)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", cid, err)
 	}
-	a.warnDaemonVersion(st.Version)
 	if err := needSession(st.Session, start); err != nil {
 		return fmt.Errorf("connect %s: %w", cid, err)
 	}
@@ -335,11 +345,14 @@ the other clusters and the session stay.`,
 			if err := cidArg(cid); err != nil {
 				return err
 			}
-			st, err := a.daemon().Disconnect(cmd.Context(), cid)
+			d, _, err := a.steer(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("disconnect %s: %w", cid, err)
 			}
-			a.warnDaemonVersion(st.Version)
+			st, err := d.Disconnect(cmd.Context(), cid)
+			if err != nil {
+				return fmt.Errorf("disconnect %s: %w", cid, err)
+			}
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
 			}
@@ -362,11 +375,14 @@ signs in again.`,
 		Example: `  runos vpn down`,
 		Args:    exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
-			st, err := a.daemon().EndSession(cmd.Context())
+			d, _, err := a.steer(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("vpn down: %w", err)
 			}
-			a.warnDaemonVersion(st.Version)
+			st, err := d.EndSession(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("vpn down: %w", err)
+			}
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
 			}

@@ -211,7 +211,12 @@ func TestVPNStatus(t *testing.T) {
 	})
 	r := h.run("vpn", "status")
 	r.want(t, 0, []string{
-		"Session   signed in to https://198.51.100.10 as alice@example.com until 12:42 UTC (42m left)",
+		"Session   signed in to https://198.51.100.10 as alice@example.com until 12:42 UTC (42m left)", // an older daemon: no control
+	}, nil)
+	h.daemon.Set(func(st *localapi.Status) { st.Control = "https://198.51.100.10" })
+	r = h.run("vpn", "status")
+	r.want(t, 0, []string{
+		"Control   https://198.51.100.10\nSession   signed in as alice@example.com until 12:42 UTC (42m left)",
 		"warning: your sign-in expires in 42m; run `runos vpn up` to renew",
 		"Tunnel    wg1 up, 100.96.0.2/32",
 		"DNS       resolv.conf (no systemd-resolved)",
@@ -364,4 +369,24 @@ func TestLoginRealDeviceSignIn(t *testing.T) {
 		t.Error("--no-browser opened the browser")
 	}
 	h.run("clusters", "list").want(t, 0, []string{"ky3  tc3-ky3  true"}, nil)
+}
+
+// Every command that steers the daemon says first that this user may only
+// read, and why, whatever else is wrong (here: signed out too).
+func TestSteeringCommandsCheckAccessFirst(t *testing.T) {
+	h := newHarness(t)
+	h.daemon.Set(func(st *localapi.Status) {
+		st.Session = localapi.Session{State: localapi.SessionSignedOut}
+		st.Access = readOnlyAccess
+	})
+	for _, args := range [][]string{{"vpn", "connect", "xym"}, {"vpn", "disconnect", "xym"}, {"vpn", "down"}, {"vpn", "up", "--cid", "ky3"}} {
+		r := h.run(args...)
+		r.want(t, 1, nil, []string{"bob (uid 1001) may only read the VPN status", "(ask an administrator to run: sudo runos vpn install --operator bob)"})
+		if strings.Contains(r.stderr, "not signed in") || strings.Contains(r.stderr, "sign in") && !strings.Contains(r.stderr, "may only read") {
+			t.Errorf("%q told a read-only user to sign in:\n%s", args, r.stderr)
+		}
+	}
+	if len(h.signIns) != 0 || len(h.daemon.Calls()) != 0 {
+		t.Errorf("a read-only user was signed in (%d) or the daemon asked to change: %q", len(h.signIns), h.daemon.Calls())
+	}
 }

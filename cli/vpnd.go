@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd"
+	"github.com/runos/vpn/vpnd/state"
 )
 
 // Daemon runs the privileged daemon; the real one is package vpnd.
@@ -38,6 +42,7 @@ func (realDaemon) Cleanup(ctx context.Context, cfg vpnd.Config) error { return v
 type vpndFlags struct {
 	stateDir, caFile, iface, logLevel, logFile string
 	cleanup                                    bool
+	allowedRoutes, allowedDomains              []string
 }
 
 func (a *app) vpndCmd() *cobra.Command {
@@ -54,14 +59,25 @@ up, each cluster's connection and split DNS, and serves the local API on its
 socket. It stops on SIGINT or SIGTERM and undoes its changes.
 
 --cleanup undoes whatever a previous daemon recorded (DNS, routes, the
-tunnel) and exits: the service runs it after the daemon stops.`,
+tunnel) and exits: the service runs it after the daemon stops.
+
+Control's answers are trusted only so far: a cluster's subnet and the
+device's address must lie inside --allowed-routes (the VPN's pools by
+default), and a cluster's DNS domains must be under the cluster's own
+domain (<cid>.<aid>.<root>) or under one of --allowed-dns-domains; anything
+else is refused, logged and shown in runos vpn status. Only root and the
+operator recorded at install may point the daemon at another control.`,
 		Example: `  ` + platform.AdminPrefix + `runos vpnd --log-level debug
   ` + platform.AdminPrefix + `runos vpnd --state-dir /tmp/vpnd --socket /tmp/vpnd.sock --interface wg7
   ` + platform.AdminPrefix + `runos vpnd --cleanup`,
 		Args: exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error { return a.vpnd(cmd.Context(), f) }),
 	}
-	c.Flags().StringVar(&f.stateDir, "state-dir", platform.DefaultStateDir(), "the daemon's state directory (device key, prefs)")
+	c.Flags().StringVar(&f.stateDir, "state-dir", "", "the daemon's state directory (device key, prefs) (default $"+platform.EnvStateDir+", else "+platform.DefaultStateDir()+")")
+	c.Flags().StringSliceVar(&f.allowedRoutes, "allowed-routes", []string{api.DefaultDevicePool, api.DefaultServicePool},
+		"the only prefixes control may route through the tunnel or give the device as its address (control's --device-pool and --service-pool)")
+	c.Flags().StringSliceVar(&f.allowedDomains, "allowed-dns-domains", nil,
+		"DNS domains control may route through the tunnel besides each cluster's own (e.g. a cluster's custom domain)")
 	c.Flags().StringVar(&a.socket, "socket", "", "the local API socket (default $"+platform.EnvSocket+", else "+platform.DefaultSocketPath+")")
 	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (default $RUNOS_CA_FILE, else the system roots)")
 	c.Flags().StringVar(&f.iface, "interface", "wg1", "the tunnel interface")
@@ -84,6 +100,29 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 	if caFile == "" {
 		caFile = a.env.Getenv("RUNOS_CA_FILE")
 	}
+	stateDir := f.stateDir
+	if stateDir == "" {
+		stateDir = a.env.Getenv(platform.EnvStateDir)
+	}
+	if stateDir == "" {
+		stateDir = platform.DefaultStateDir()
+	}
+	trust := state.Trust{Domains: f.allowedDomains}
+	for _, s := range f.allowedRoutes {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil || p != p.Masked() {
+			return vpnd.Config{}, usagef("--allowed-routes %q: want prefixes such as %s", s, api.DefaultServicePool)
+		}
+		trust.Routes = append(trust.Routes, p)
+	}
+	if len(trust.Routes) == 0 {
+		return vpnd.Config{}, usagef("--allowed-routes is empty: name at least the VPN's pools (%s,%s)", api.DefaultDevicePool, api.DefaultServicePool)
+	}
+	for _, d := range f.allowedDomains {
+		if !strings.Contains(strings.Trim(d, "."), ".") {
+			return vpnd.Config{}, usagef("--allowed-dns-domains %q: want a domain of two labels or more, such as example.org", d)
+		}
+	}
 	var out io.Writer = a.env.Stderr
 	if f.logFile != "" {
 		lf, err := os.OpenFile(f.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -94,15 +133,17 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 	}
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl}))
 	return vpnd.Config{
-		StateDir:  f.stateDir,
+		StateDir:  stateDir,
 		Socket:    a.socketPath(),
 		CAFile:    caFile,
 		Interface: f.iface,
+		AllowHTTP: a.insecureHTTP,
+		Trust:     trust,
 		Logger:    log,
 		// Split DNS: dnsplit picks the OS's mode (and logs why) against the
 		// same state directory, where its changes are recorded for Cleanup.
 		DNS: func(iface string, log *slog.Logger) (dnsplit.Configurator, error) {
-			return dnsplit.New(dnsplit.Options{Interface: iface, StateDir: f.stateDir, Logger: log})
+			return dnsplit.New(dnsplit.Options{Interface: iface, StateDir: stateDir, Logger: log})
 		},
 		Cleanup: dnsplit.Cleanup,
 	}, nil

@@ -27,8 +27,10 @@ wg1, split DNS, and each cluster with its state, whether its peer is up
 tunnel, not assumed), the last handshake, and the VPN server it dials.
 
 During the last hour of a sign-in it warns; run runos vpn up to renew.
-A user who may only read (not root, the operator recorded at install or a
-member of the runos group) is told so, with the command that grants access.
+The Control line is the control server the daemon follows (only root and
+the operator recorded at install may point it at another). A user who may
+only read (not root, the operator recorded at install or a member of the
+runos group) is told so, with the command that grants access.
 --json prints the daemon's status document unchanged, for scripts.`,
 		Example: `  runos vpn status
   runos vpn status --json | jq '.clusters[] | {cid, peerUp}'`,
@@ -52,7 +54,7 @@ member of the runos group) is told so, with the command that grants access.
 
 // sessionLines describes the session, with the expiry warning in the last
 // hour: by this command's clock, or when the daemon warns (expiring) by its.
-func sessionLines(s localapi.Session, expiring bool, now time.Time) []string {
+func sessionLines(s localapi.Session, control string, expiring bool, now time.Time) []string {
 	var lines []string
 	switch {
 	case s.State == localapi.SessionExpired || s.State == localapi.SessionSignedIn && !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
@@ -63,8 +65,8 @@ func sessionLines(s localapi.Session, expiring bool, now time.Time) []string {
 		lines = append(lines, l+"; run `runos vpn up` to sign in again")
 	case s.State == localapi.SessionSignedIn:
 		l := "signed in"
-		if s.APIURL != "" {
-			l += " to " + s.APIURL
+		if s.APIURL != "" && s.APIURL != control {
+			l += " to " + s.APIURL // a daemon that does not say which control it follows
 		}
 		if s.User != "" {
 			l += " as " + s.User
@@ -156,7 +158,10 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 			}
 		}
 	}
-	section("Session", sessionLines(st.Session, hasWarning(st, localapi.WarnSessionExpiring), now))
+	if st.Control != "" {
+		section("Control", []string{st.Control})
+	}
+	section("Session", sessionLines(st.Session, st.Control, hasWarning(st, localapi.WarnSessionExpiring), now))
 	section("Access", accessLines(st.Access))
 	section("Tunnel", tunnelLines(st.Tunnel))
 	section("DNS", dnsLines(st.DNS))

@@ -15,11 +15,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/notify"
@@ -28,6 +27,7 @@ import (
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/server"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/internal/secretfile"
 )
 
 // Config is runos-control's configuration (its flags).
@@ -65,6 +65,9 @@ type Config struct {
 
 	// Ready, when set, is called with the URL once control is serving.
 	Ready func(url string)
+	// Serving, when set, is called with the API once control is serving
+	// (tests read its state, e.g. how many long-polls are parked).
+	Serving func(*server.Server)
 	// Listener, when set, is served instead of listening on Listen.
 	Listener net.Listener
 	// OnHub, when set, is given the change hub once built (tests watch
@@ -90,9 +93,8 @@ func (cfg *Config) Check() error {
 		}
 	}
 	if cfg.Issuer != "" {
-		u, err := url.Parse(cfg.Issuer)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return fmt.Errorf("--issuer %q: want control's public base URL, e.g. https://198.51.100.10", cfg.Issuer)
+		if _, err := api.ParseControlURL(cfg.Issuer, cfg.InsecureHTTP); err != nil {
+			return fmt.Errorf("--issuer: %w; want control's public base URL, e.g. https://198.51.100.10", err)
 		}
 	}
 	return nil
@@ -152,7 +154,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg.Issuer = strings.TrimRight(cfg.Issuer, "/")
 	if !cfg.ServicePool.IsValid() {
-		cfg.ServicePool = netip.MustParsePrefix("100.100.0.0/16")
+		cfg.ServicePool = netip.MustParsePrefix(api.DefaultServicePool)
 	}
 	services, err := pool.NewServices(cfg.ServicePool)
 	if err != nil {
@@ -174,7 +176,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 	if cfg.Seed != "" {
-		data, err := os.ReadFile(cfg.Seed)
+		// It holds passwords and tokens: one other users can read is refused.
+		data, err := secretfile.Read(cfg.Seed)
 		if err != nil {
 			return fmt.Errorf("--seed: %w", err)
 		}
@@ -262,6 +265,9 @@ func Run(ctx context.Context, cfg Config) error {
 		storeURL = "sqlite:" + cfg.DB
 	}
 	log.Info("runos-control serving", "url", cfg.Issuer, "listen", ln.Addr().String(), "store", RedactStore(storeURL), "tls", tlsCfg != nil)
+	if cfg.Serving != nil {
+		cfg.Serving(api)
+	}
 	if cfg.Ready != nil {
 		cfg.Ready(cfg.Issuer)
 	}

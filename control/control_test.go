@@ -10,11 +10,14 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,9 +25,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
+
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/server"
 )
 
 // certFor makes a self-signed certificate for 127.0.0.1 and returns the
@@ -133,7 +139,10 @@ func TestRunSignInAndRestart(t *testing.T) {
 			defer mu.Unlock()
 			return logs.Write(p)
 		}), nil))}
-	url, stop := run(t, cfg)
+	var api1 *server.Server
+	cfg1 := cfg
+	cfg1.Serving = func(s *server.Server) { api1 = s }
+	url, stop := run(t, cfg1)
 	ctx := context.Background()
 
 	o := &formOpener{ctx: ctx, client: client, errc: make(chan error, 1)}
@@ -165,14 +174,14 @@ func TestRunSignInAndRestart(t *testing.T) {
 	}
 	held := make(chan error, 1)
 	go func() { _, err := gw.GatewayMap(ctx, gm.Version, 300*time.Second); held <- err }()
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "the gateway's long-poll parked in control", func() bool { return api1.Parked() == 1 })
 	if err := stop(); err != nil {
 		t.Fatalf("Run after shutdown: %v", err)
 	}
 	select {
 	case err := <-held:
-		if err != nil {
-			t.Logf("held long-poll ended with %v", err)
+		if err != nil { // answered with the map, unchanged: the client re-polls elsewhere
+			t.Fatalf("the long-poll held across the shutdown ended with %v, want its answer", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a long-poll held the shutdown")
@@ -207,6 +216,16 @@ func TestRunSignInAndRestart(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&md)
 	if md["issuer"] != url2 {
 		t.Fatalf("metadata = %v", md)
+	}
+}
+
+// waitFor polls an observable state until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
 
@@ -247,6 +266,20 @@ func TestIssuerFromListen(t *testing.T) {
 	}
 }
 
+// The world file holds passwords and tokens: one others can read is
+// refused before anything is imported.
+func TestRunRefusesWorldFileOthersCanRead(t *testing.T) {
+	dir := t.TempDir()
+	p := world(t, dir)
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), Config{DB: filepath.Join(dir, "c.db"), InsecureHTTP: true, Seed: p, Listen: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "--seed: "+p+" is readable by other users") || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestRunRefusesBadWorld(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "world.json")
@@ -255,4 +288,66 @@ func TestRunRefusesBadWorld(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `invalid cid "X"`) {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// TestReplayedCodeEndsItsSession: an authorization code presented a second
+// time is refused, and the session issued from its first use ends (RFC
+// 6749 §4.1.2): whoever replays it may have stolen it, and so may have the
+// token.
+func TestReplayedCodeEndsItsSession(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, client := certFor(t, dir)
+	url, _ := run(t, Config{TLSCert: certFile, TLSKey: keyFile, DB: filepath.Join(dir, "control.db"), Seed: world(t, dir), BcryptCost: 4})
+	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, client)
+	loopback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "signed in") }))
+	defer loopback.Close()
+	conf := &oauth2.Config{ClientID: api.ClientCLI, RedirectURL: loopback.URL + "/callback",
+		Endpoint: oauth2.Endpoint{AuthURL: url + api.PathAuthorize, TokenURL: url + api.PathToken, AuthStyle: oauth2.AuthStyleInParams}}
+	verifier := oauth2.GenerateVerifier()
+	res, err := formlogin.Login(ctx, client, conf.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier)), user, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := neturl.Parse(res.URL)
+	code := u.Query().Get("code")
+	tok, err := conf.Exchange(ctx, code, oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &api.Client{BaseURL: url, Token: tok.AccessToken, HTTP: client}
+	if _, err := c.Me(ctx); err != nil {
+		t.Fatalf("the first use's session: %v", err)
+	}
+	var re *oauth2.RetrieveError
+	if _, err := conf.Exchange(ctx, code, oauth2.VerifierOption(verifier)); !errors.As(err, &re) || re.ErrorCode != "invalid_grant" {
+		t.Fatalf("the code again: %v, want invalid_grant", err)
+	}
+	_, err = c.Me(ctx)
+	if ae := (*api.Error)(nil); !errors.As(err, &ae) || ae.Status != 401 || !strings.Contains(ae.Message, "ended") {
+		t.Fatalf("the first use's session after the replay: %v, want 401 ended", err)
+	}
+	// A code nobody ever had changes nothing.
+	tok2 := signInCode(t, ctx, conf, client)
+	if _, err := conf.Exchange(ctx, "never-issued", oauth2.VerifierOption(verifier)); err == nil {
+		t.Fatal("an unknown code was accepted")
+	}
+	if _, err := (&api.Client{BaseURL: url, Token: tok2, HTTP: client}).Me(ctx); err != nil {
+		t.Fatalf("another session after an unknown code: %v", err)
+	}
+}
+
+// signInCode signs in through the login page and redeems the code.
+func signInCode(t *testing.T, ctx context.Context, conf *oauth2.Config, client *http.Client) string {
+	t.Helper()
+	verifier := oauth2.GenerateVerifier()
+	res, err := formlogin.Login(ctx, client, conf.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier)), user, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := neturl.Parse(res.URL)
+	tok, err := conf.Exchange(ctx, u.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.AccessToken
 }

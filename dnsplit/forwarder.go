@@ -46,8 +46,11 @@ const (
 	// dns-forward-max is 150); past it a query is dropped and the client
 	// retries, rather than the forwarder growing without bound.
 	maxInFlight = 1024
-	maxTCPConns = 128
-	tcpIdle     = 10 * time.Second
+	// TCP clients (tcpconns.go): at most maxTCPConns, maxTCPPerSource from
+	// one address; the longest idle goes when a new one needs the room.
+	maxTCPConns     = 128
+	maxTCPPerSource = 32
+	tcpIdle         = 10 * time.Second
 )
 
 // newForwardTable routes each route's domains to its server (port 53) and
@@ -113,15 +116,14 @@ type forwarder struct {
 	ln     net.Listener
 	wg     sync.WaitGroup
 	closed atomic.Bool
-	connMu sync.Mutex
-	conns  map[net.Conn]struct{} // TCP clients, closed by close
+	tcp    *tcpConns // TCP clients, bounded; hung up on by close
 }
 
 func newForwarder(log *slog.Logger, now func() time.Time, ex exchanger, t *forwardTable) *forwarder {
 	if ex == nil {
 		ex = &netExchanger{}
 	}
-	f := &forwarder{log: log, now: now, ex: ex, failed: map[netip.AddrPort]time.Time{}, conns: map[net.Conn]struct{}{}}
+	f := &forwarder{log: log, now: now, ex: ex, failed: map[netip.AddrPort]time.Time{}, tcp: newTCPConns(maxTCPConns, maxTCPPerSource)}
 	f.table.Store(t)
 	return f
 }
@@ -160,11 +162,7 @@ func (f *forwarder) close() {
 	if c, ok := f.ex.(interface{ close() }); ok {
 		c.close()
 	}
-	f.connMu.Lock()
-	for c := range f.conns {
-		c.Close()
-	}
-	f.connMu.Unlock()
+	f.tcp.closeAll()
 	f.wg.Wait()
 }
 
@@ -203,10 +201,10 @@ func (f *forwarder) serveUDP() {
 }
 
 // serveTCP answers length-prefixed queries (RFC 7766), one at a time per
-// connection, closing connections idle for tcpIdle.
+// connection, closing connections idle for tcpIdle, and the longest idle
+// one when a new client needs its room (tcpConns).
 func (f *forwarder) serveTCP() {
 	defer f.wg.Done()
-	sem := make(chan struct{}, maxTCPConns)
 	for {
 		c, err := f.ln.Accept()
 		if err != nil {
@@ -216,30 +214,20 @@ func (f *forwarder) serveTCP() {
 			time.Sleep(10 * time.Millisecond) // e.g. out of file descriptors
 			continue
 		}
-		if ta, ok := c.RemoteAddr().(*net.TCPAddr); !ok || !f.serves(ta.AddrPort()) {
+		ta, ok := c.RemoteAddr().(*net.TCPAddr)
+		if !ok || !f.serves(ta.AddrPort()) {
 			c.Close()
 			continue
 		}
-		select {
-		case sem <- struct{}{}:
-		default:
-			c.Close()
-			continue
-		}
-		f.connMu.Lock()
-		f.conns[c] = struct{}{}
-		f.connMu.Unlock()
-		if f.closed.Load() {
-			c.Close() // close may have hung up on the others already
+		tc := f.tcp.admit(c, ta.AddrPort().Addr().Unmap(), f.now())
+		if tc == nil {
+			continue // every connection is busy with a query: the client retries
 		}
 		f.wg.Add(1)
 		go func() {
 			defer func() {
-				f.connMu.Lock()
-				delete(f.conns, c)
-				f.connMu.Unlock()
+				f.tcp.remove(tc)
 				c.Close()
-				<-sem
 				f.wg.Done()
 			}()
 			for !f.closed.Load() {
@@ -248,6 +236,7 @@ func (f *forwarder) serveTCP() {
 				if err != nil {
 					return
 				}
+				f.tcp.setBusy(tc, true, f.now())
 				out := f.handlePacket(pkt, true)
 				if out == nil {
 					return
@@ -255,6 +244,7 @@ func (f *forwarder) serveTCP() {
 				if err := writeTCPMsg(c, out); err != nil {
 					return
 				}
+				f.tcp.setBusy(tc, false, f.now())
 			}
 		}()
 	}

@@ -267,9 +267,7 @@ func TestForwarderCloseHangsUpOnTCPClients(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Error("the TCP client is still connected after close")
 	}
-	f.connMu.Lock()
-	defer f.connMu.Unlock()
-	if len(f.conns) != 0 {
-		t.Errorf("%d TCP connections left", len(f.conns))
+	if n := f.tcp.len(); n != 0 {
+		t.Errorf("%d TCP connections left", n)
 	}
 }

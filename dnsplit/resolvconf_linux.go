@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,7 @@ type resolvConfMode struct {
 	rewrites []time.Time // foreign rewrites undone, within reapplyWindow
 	gaveUp   bool
 	err      string
+	checks   atomic.Int64 // how many times check ran (tests wait on it, not on time)
 }
 
 func newResolvConfMode(opt Options, j *journal, reason string) *resolvConfMode {
@@ -191,6 +193,7 @@ func (m *resolvConfMode) deactivate() error {
 func (m *resolvConfMode) check() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	defer m.checks.Add(1)
 	if m.fwd == nil || m.gaveUp {
 		return
 	}

@@ -233,15 +233,22 @@ func TestResolvConfModeReappliesThenStopsFighting(t *testing.T) {
 	if !strings.Contains(st.Error, "another program keeps rewriting") {
 		t.Errorf("status error = %q", st.Error)
 	}
-	time.Sleep(3 * watchDebounce)
-	if got, _ := os.ReadFile(opt.ResolvConf); string(got) != fmt.Sprintf("nameserver 10.77.1.%d\n", maxReapply) {
+	// One more rewrite: the watcher sees it and checks (the count moves),
+	// and the check leaves the other program's file alone.
+	last := fmt.Sprintf("nameserver 10.77.1.%d\n", maxReapply+1)
+	before := m.checks.Load()
+	if err := atomicfile.WriteFile(opt.ResolvConf, []byte(last), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the check of a rewrite after giving up", func() bool { return m.checks.Load() > before })
+	if got, _ := os.ReadFile(opt.ResolvConf); string(got) != last {
 		t.Errorf("kept fighting after giving up: %q", got)
 	}
 	// Disconnecting leaves the other program's file alone and clears the error.
 	if err := m.Set(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(opt.ResolvConf); string(got) != fmt.Sprintf("nameserver 10.77.1.%d\n", maxReapply) {
+	if got, _ := os.ReadFile(opt.ResolvConf); string(got) != last {
 		t.Errorf("disconnect clobbered the other program's file: %q", got)
 	}
 	if st := m.Status(); st.Error != "" {

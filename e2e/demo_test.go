@@ -33,7 +33,7 @@ func TestDemo(t *testing.T) {
 	}
 	text := string(out)
 	for _, want := range []string{
-		"signed in to https://198.51.100.10 as ops@rjwrn.example.com",
+		"Control   https://198.51.100.10\nSession   signed in as ops@rjwrn.example.com",
 		"cluster=ky3 node=n1",                           // the page through the tunnel
 		"100.100.1.1     traefik.ky3.rjwrn.example.com", // split DNS
 		"192.0.2.80      www.example.test",              // everything else as before

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // The paths in a Spec come from the command line; whatever they hold, a
@@ -74,9 +76,7 @@ func FuzzLaunchdPlist(f *testing.F) {
 
 // FuzzShellQuote has a real sh read each quoted word back.
 func FuzzShellQuote(f *testing.F) {
-	if _, err := exec.LookPath("sh"); err != nil {
-		f.Skip("needs sh")
-	}
+	testenv.Tools(f, "sh")
 	for _, s := range []string{"", "a b", "it's", "$(id)", "`id`", "\\", "'\"'", "*", "~root", "-n"} {
 		f.Add(s)
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // fakeLaunchdRunos stands in for runos under the launchd wrapper: `vpnd
@@ -40,7 +42,7 @@ func TestLaunchdWrapperForReal(t *testing.T) {
 		}
 	}
 	if len(shells) == 0 {
-		t.Skip("needs sh")
+		testenv.Tools(t, "sh")
 	}
 	for name, shell := range shells {
 		t.Run(name, func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/runos/vpn/internal/testenv"
 )
 
 func linuxSpec() Spec {
@@ -122,10 +124,9 @@ func TestLaunchdPlist(t *testing.T) {
 	if strings.Index(script, " vpnd --state-dir") > strings.Index(script, " vpnd --cleanup") {
 		t.Error("the clean-up comes before the daemon")
 	}
-	if sh, err := exec.LookPath("sh"); err == nil {
-		if out, err := exec.Command(sh, "-n", "-c", script).CombinedOutput(); err != nil {
-			t.Errorf("sh -n: %v\n%s", err, out)
-		}
+	testenv.Tools(t, "sh")
+	if out, err := exec.Command("sh", "-n", "-c", script).CombinedOutput(); err != nil {
+		t.Errorf("sh -n: %v\n%s", err, out)
 	}
 }
 

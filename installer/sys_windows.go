@@ -2,6 +2,7 @@ package installer
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -101,12 +102,62 @@ func afterInstall(platform, name string) error {
 	return s.SetRecoveryActionsOnNonCrashFailures(true)
 }
 
-// secureStateDir gives the state directory an ACL of its own: SYSTEM and
-// Administrators only, inherited by every file in it, instead of what
-// %ProgramData% passes down (read access for all users), because the
-// device key lives there.
+// secureStateDir makes the state directory Administrators' and SYSTEM's
+// only (stateacl.go says what and why): it reads the owner of the
+// directory and of everything in it, removes what an untrusted account
+// owns, and gives the rest Administrators as owner and a protected DACL.
 func secureStateDir(dir string) error {
-	sd, err := windows.SecurityDescriptorFromString("D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)")
+	entries, err := stateEntries(dir)
+	if err != nil {
+		return err
+	}
+	installer := ""
+	if tu, err := windows.GetCurrentProcessToken().GetTokenUser(); err == nil {
+		installer = tu.User.Sid.String()
+	}
+	for _, st := range planStateDir(entries, installer) {
+		if st.Remove {
+			if err := os.RemoveAll(st.Path); err != nil {
+				return fmt.Errorf("remove %s, which another account made: %w", st.Path, err)
+			}
+			continue
+		}
+		if err := setSDDL(st.Path, st.SDDL); err != nil {
+			return fmt.Errorf("%s: %w", st.Path, err)
+		}
+	}
+	return nil
+}
+
+// stateEntries lists dir and everything under it, parents first, with
+// their owners' SIDs. Links are not followed.
+func stateEntries(dir string) ([]aclEntry, error) {
+	var out []aclEntry
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		sd, err := windows.GetNamedSecurityInfo(p, windows.SE_FILE_OBJECT, windows.OWNER_SECURITY_INFORMATION)
+		if err != nil {
+			return fmt.Errorf("owner of %s: %w", p, err)
+		}
+		owner, _, err := sd.Owner()
+		if err != nil {
+			return fmt.Errorf("owner of %s: %w", p, err)
+		}
+		out = append(out, aclEntry{Path: p, Dir: d.IsDir(), Owner: owner.String()})
+		return nil
+	})
+	return out, err
+}
+
+// setSDDL gives path the owner and protected DACL of sddl.
+func setSDDL(path, sddl string) error {
+	sd, err := windows.SecurityDescriptorFromString(sddl)
+	if err != nil {
+		return err
+	}
+	owner, _, err := sd.Owner()
 	if err != nil {
 		return err
 	}
@@ -114,8 +165,9 @@ func secureStateDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	return windows.SetNamedSecurityInfo(dir, windows.SE_FILE_OBJECT,
-		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil)
+	return windows.SetNamedSecurityInfo(path, windows.SE_FILE_OBJECT,
+		windows.OWNER_SECURITY_INFORMATION|windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION,
+		owner, nil, dacl, nil)
 }
 
 // companionFiles: wintun.dll, which wireguard-go's tun.CreateTUN loads from

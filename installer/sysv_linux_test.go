@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // fakeRunos stands in for runos under the init script: `vpnd …` records
@@ -28,14 +30,7 @@ while :; do sleep 0.05; done
 // daemon, a crash is cleaned up after and restarted, stop ends both and
 // cleans up, and nothing is left running.
 func TestSysVScriptForReal(t *testing.T) {
-	for _, tool := range []string{"sh", "setsid", "tr", "grep"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("RUNOS_E2E") == "1" {
-				t.Fatalf("RUNOS_E2E=1 but %s is missing (util-linux, coreutils, grep)", tool)
-			}
-			t.Skipf("needs %s", tool)
-		}
-	}
+	testenv.Tools(t, "sh", "setsid", "tr", "grep")
 	dir := t.TempDir()
 	events := filepath.Join(dir, "events")
 	bin := filepath.Join(dir, "bin dir", "runos")

@@ -213,8 +213,17 @@ func TestHostEnv(t *testing.T) {
 	if v := get(env, "RUNOS_VPND_SOCKET"); !slices.Equal(v, []string{"/run/runos/vpnd.sock"}) {
 		t.Errorf("RUNOS_VPND_SOCKET = %v", v)
 	}
-	if v := get(l.HostEnv("ky3-n1"), "BROWSER"); v != nil {
-		t.Errorf("a node has BROWSER %v", v)
+	// The daemon's state directory, for it and for `runos vpnd --cleanup`.
+	if v := get(env, "RUNOS_VPND_STATE_DIR"); !slices.Equal(v, []string{"/lab/hosts/client/state"}) {
+		t.Errorf("RUNOS_VPND_STATE_DIR = %v", v)
+	}
+	if d := l.daemonProc("client"); slices.Contains(d.Argv, "--state-dir") {
+		t.Errorf("the daemon's state directory is given by flag, not by the environment a clean-up shares: %q", d.Argv)
+	}
+	for _, k := range []string{"BROWSER", "RUNOS_VPND_STATE_DIR"} {
+		if v := get(l.HostEnv("ky3-n1"), k); v != nil {
+			t.Errorf("a node has %s %v", k, v)
+		}
 	}
 	over := overrideEnv(env, []string{"BROWSER=/stub"})
 	if v := get(over, "BROWSER"); !slices.Equal(v, []string{"/stub"}) {

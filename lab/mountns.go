@@ -71,6 +71,20 @@ func (l *Lab) buildMountNamespaces(ctx context.Context) error {
 		// An empty /run/netns, so that iproute2 inside the host does not
 		// trip over the now unmounted namespace files.
 		script.WriteString("if [ -d /run/netns ]; then mount -t tmpfs -o size=64k,mode=755 lab-netns /run/netns; fi\n")
+		// /etc becomes an overlay of the machine's /etc before the
+		// resolver is bind-mounted onto it: a bind mount on the machine's
+		// own /etc/resolv.conf would be detached by the kernel as soon as
+		// anything outside renamed a file over it (a package install, a
+		// resolver manager, a daemon under test), and the host would then
+		// read and write the machine's resolver. On the overlay the mount
+		// point is this namespace's alone.
+		up, work := filepath.Join(l.hostDir(h.Name), "etc-upper"), filepath.Join(l.hostDir(h.Name), "etc-work")
+		for _, d := range []string{up, work} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(&script, "mount -t overlay lab-etc -o lowerdir=/etc,upperdir=%s,workdir=%s /etc\n", shQuote(up), shQuote(work))
 		for _, m := range privateMounts {
 			fmt.Fprintf(&script, "mount --bind %s %s\n", shQuote(filepath.Join(l.hostDir(h.Name), m.src)), m.dst)
 		}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/runos/vpn/platform"
 )
 
 // Proc is a program the lab runs on a host.
@@ -54,9 +56,13 @@ func (l *Lab) procs() []Proc {
 	return ps
 }
 
+// daemonProc is a laptop's daemon. Its state directory comes from the
+// host's environment (RUNOS_VPND_STATE_DIR), as for every runos vpnd run
+// there: `runos-lab exec client -- runos vpnd --cleanup` finds the same
+// state as on a laptop.
 func (l *Lab) daemonProc(host string) Proc {
 	return Proc{Host: host, Name: "vpnd", Argv: []string{filepath.Join(l.bin, "runos"), "vpnd",
-		"--state-dir", l.stateDir(host), "--socket", socketInside, "--ca-file", l.caFile()}}
+		"--socket", socketInside, "--ca-file", l.caFile()}}
 }
 
 // HostEnv is the environment of everything run on a host: the machine's
@@ -77,11 +83,12 @@ func (l *Lab) HostEnv(host string) []string {
 	}
 	if h, ok := l.topo.Host(host); ok && h.Kind == KindLaptop {
 		set["BROWSER"] = l.browserScript(host)
+		set[platform.EnvStateDir] = l.stateDir(host)
 	}
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, ours := set[k]; !ours && k != "BROWSER" {
+		if _, ours := set[k]; !ours && k != "BROWSER" && k != platform.EnvStateDir {
 			env = append(env, kv)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // fakeTools records the command lines a cmdNet runs and answers with the
@@ -136,5 +138,5 @@ func TestInterfaceAddrsLoopback(t *testing.T) {
 		}
 		return
 	}
-	t.Skip("no loopback interface")
+	testenv.Skip(t, "needs a loopback interface")
 }

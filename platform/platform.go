@@ -9,6 +9,10 @@ import "os"
 // EnvSocket overrides the daemon's socket path for both daemon and clients.
 const EnvSocket = "RUNOS_VPND_SOCKET"
 
+// EnvStateDir is the default of `runos vpnd --state-dir` (the lab sets it,
+// so that `runos vpnd --cleanup` there finds the lab daemon's state).
+const EnvStateDir = "RUNOS_VPND_STATE_DIR"
+
 // SocketPath returns the local API socket path: $RUNOS_VPND_SOCKET, else the
 // OS default.
 func SocketPath() string {

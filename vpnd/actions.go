@@ -58,8 +58,14 @@ func (d *daemon) savePrefsLocked() {
 
 // setSession takes over a session the CLI or desktop signed in: verify the
 // token with control, register the device (public key only), then start
-// syncing, which joins the clusters the user wanted.
-func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest) (localapi.Status, *apiError) {
+// syncing, which joins the clusters the user wanted. refuse, when not nil,
+// is the caller's refusal to give if the session is of another control
+// than the one the daemon follows (checked before control hears of it, and
+// again when the session is recorded).
+func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest, refuse func(from, to string) *apiError) (localapi.Status, *apiError) {
+	if e := d.checkControlChange(req.APIURL, refuse); e != nil {
+		return localapi.Status{}, e
+	}
 	ctl, err := d.newControl(req.APIURL, req.AccessToken)
 	if err != nil {
 		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "session: %v", err)
@@ -89,7 +95,11 @@ func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest) (l
 
 	d.mu.Lock()
 	prev := d.in.Prefs
-	p := store.Prefs{APIURL: req.APIURL, AccessToken: req.AccessToken, ExpiresAt: exp, User: me.User, DeviceID: dev.ID}
+	if refuse != nil && prev.Control != req.APIURL {
+		d.mu.Unlock()
+		return localapi.Status{}, refuse(prev.Control, req.APIURL)
+	}
+	p := store.Prefs{Control: req.APIURL, APIURL: req.APIURL, AccessToken: req.AccessToken, ExpiresAt: exp, User: me.User, DeviceID: dev.ID}
 	if prev.APIURL == p.APIURL && prev.User == p.User {
 		p.Wanted = prev.Wanted // the same user again: restore what they wanted
 	}
@@ -107,6 +117,22 @@ func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest) (l
 	d.kickRead()
 	d.log.Info("session handed over", "user", me.User, "expiresAt", exp.UTC().Format(time.RFC3339), "device", dev.ID, "wanted", p.Wanted)
 	return st, nil
+}
+
+// checkControlChange refuses (and logs) a session of a control other than
+// the one followed, for a caller refuse stands for.
+func (d *daemon) checkControlChange(to string, refuse func(from, to string) *apiError) *apiError {
+	if refuse == nil {
+		return nil
+	}
+	d.mu.Lock()
+	from := d.in.Prefs.Control
+	d.mu.Unlock()
+	if from == to {
+		return nil
+	}
+	d.log.Warn("refused a change of control: the caller may not change it", "from", from, "to", to)
+	return refuse(from, to)
 }
 
 // signedIn returns the running sync and device id, or the refusal to give
@@ -222,7 +248,7 @@ func (d *daemon) endSession(ctx context.Context) (localapi.Status, *apiError) {
 			}
 		}
 		d.stopSyncLocked()
-		in.Prefs = store.Prefs{}
+		in.Prefs = store.Prefs{Control: in.Prefs.Control} // signed out, still following the same control
 		d.savePrefsLocked()
 		in.Map, in.Accounts, in.JoinErrs = nil, nil, nil
 		in.SessionEnded, in.SessionErr, in.ControlErr = false, "", ""

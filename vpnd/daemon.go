@@ -57,6 +57,7 @@ type daemon struct {
 	eng        engine
 	dns        dnsplit.Configurator // nil: DNS mode off
 	newControl func(apiURL, token string) (control, error)
+	allowHTTP  bool          // sessions of an http:// control are accepted (--insecure-http)
 	mapWait    time.Duration // how long each map long-poll may be held
 	backoffMin time.Duration
 	backoffMax time.Duration
@@ -72,6 +73,7 @@ type daemon struct {
 	statusJS []byte // status without Seq, to tell a change
 	watchers map[*watcher]struct{}
 	sess     *syncSession // the sync of the current session; nil when none
+	refusals []string     // what the trust refused of the last map, as logged
 }
 
 // appliedState remembers what was last applied, and when a failed attempt

@@ -19,7 +19,7 @@ import (
 
 func handOver(t *testing.T, td *testDaemon, w *world, token string) localapi.Status {
 	t.Helper()
-	st, aerr := td.setSession(context.Background(), localapi.SessionRequest{APIURL: w.url, AccessToken: token})
+	st, aerr := td.setSession(context.Background(), localapi.SessionRequest{APIURL: w.url, AccessToken: token}, nil)
 	if aerr != nil {
 		t.Fatalf("setSession: %v", aerr)
 	}

@@ -2,6 +2,7 @@ package vpnd
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -103,6 +104,17 @@ type world struct {
 	url    string
 	caFile string
 	keys   map[string]wgtypes.Key // server keys by "cid/node"
+	tls    *tls.Config            // the server's, for a second address of the same control
+}
+
+// secondURL serves the same fake control on another address: to the
+// daemon, another control server.
+func (w *world) secondURL(t *testing.T) string {
+	ts := httptest.NewUnstartedServer(w.fc)
+	ts.TLS = w.tls
+	ts.StartTLS()
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	return ts.URL
 }
 
 func newWorld(t *testing.T) *world {
@@ -113,7 +125,7 @@ func newWorld(t *testing.T) *world {
 	ts.TLS = tlsCfg
 	ts.StartTLS()
 	t.Cleanup(func() { fc.Close(); ts.CloseClientConnections(); ts.Close() })
-	w := &world{fc: fc, url: ts.URL, caFile: caFile, keys: map[string]wgtypes.Key{}}
+	w := &world{fc: fc, url: ts.URL, caFile: caFile, keys: map[string]wgtypes.Key{}, tls: tlsCfg}
 	w.fc.AddCluster(api.Cluster{CID: "ky3", AID: "rjwrn", Name: "tc3-ky3", Domain: "ky3.rjwrn.example.com", UserVPN: "wireguard"},
 		w.vpn("ky3", "n1", "10.1.0.2:32768", "100.100.1"))
 	w.fc.AddCluster(api.Cluster{CID: "xym", AID: "rjwrn", Name: "tc2-xym", Domain: "xym.rjwrn.example.com", UserVPN: "wireguard"},

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -46,12 +45,19 @@ func (s *server) handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/watch", s.watch)
 	mux.HandleFunc("POST /v1/session", func(w http.ResponseWriter, r *http.Request) {
-		req, err := parseSessionRequest(r.Body)
+		req, err := parseSessionRequest(r.Body, s.d.allowHTTP)
 		if err != nil {
 			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
 			return
 		}
-		s.answer(w, r)(s.d.setSession(r.Context(), req))
+		var refuse func(from, to string) *apiError // nil: the caller may change control
+		if !s.policy.Decide(callerOf(r)).ChangeControl {
+			refuse = func(from, to string) *apiError {
+				ref := s.policy.ChangeControlRefusal(from, to)
+				return &apiError{status: ref.Status, e: api.Error{Code: ref.Code, Message: ref.Message, Hint: ref.Hint}}
+			}
+		}
+		s.answer(w, r)(s.d.setSession(r.Context(), req, refuse))
 	})
 	mux.HandleFunc("DELETE /v1/session", func(w http.ResponseWriter, r *http.Request) {
 		s.answer(w, r)(s.d.endSession(r.Context()))
@@ -98,7 +104,7 @@ func callerOf(r *http.Request) access.Caller {
 // shows on the next status).
 func (s *server) forCaller(st localapi.Status, r *http.Request) localapi.Status {
 	d := s.policy.Decide(callerOf(r))
-	st.Access = &localapi.Access{Control: d.Control, Reason: d.Reason, Hint: d.Hint}
+	st.Access = &localapi.Access{Control: d.Control, ChangeControl: d.ChangeControl, Reason: d.Reason, Hint: d.Hint}
 	return st
 }
 
@@ -189,18 +195,21 @@ func decodeBody(r io.Reader, v any) error {
 	return nil
 }
 
-// parseSessionRequest checks a session handed over before anything uses it.
-func parseSessionRequest(r io.Reader) (localapi.SessionRequest, error) {
+// parseSessionRequest checks a session handed over before anything uses
+// it: an http:// control only when the daemon was started allowing it.
+func parseSessionRequest(r io.Reader, allowHTTP bool) (localapi.SessionRequest, error) {
 	var req localapi.SessionRequest
 	if err := decodeBody(r, &req); err != nil {
 		return req, err
 	}
-	u, err := url.Parse(req.APIURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
-		u.RawQuery != "" || u.Fragment != "" || strings.TrimRight(u.Path, "/") != "" {
-		return req, fmt.Errorf("apiUrl %q: want https://host[:port]", req.APIURL)
+	u, err := api.ParseControlURL(req.APIURL, allowHTTP)
+	if errors.Is(err, api.ErrPlainHTTP) {
+		return req, fmt.Errorf("apiUrl: %w; this daemon was not started with --%s", err, api.FlagInsecureHTTP)
 	}
-	req.APIURL = strings.TrimRight(req.APIURL, "/")
+	if err != nil {
+		return req, fmt.Errorf("apiUrl: %w", err)
+	}
+	req.APIURL = u
 	if req.AccessToken == "" {
 		return req, errors.New("accessToken is missing")
 	}

@@ -23,7 +23,8 @@ func TestParseRequests(t *testing.T) {
 	}{
 		{`{"apiUrl":"https://198.51.100.10","accessToken":"abc","expiresAt":"2030-01-01T00:00:00Z"}`, true},
 		{`{"apiUrl":"https://198.51.100.10/","accessToken":"abc"}`, true},
-		{`{"apiUrl":"http://127.0.0.1:8080","accessToken":"abc","extra":1}`, true},
+		{`{"apiUrl":"https://127.0.0.1:8080","accessToken":"abc","extra":1}`, true},
+		{`{"apiUrl":"http://127.0.0.1:8080","accessToken":"abc"}`, false}, // the token would go in clear text
 		{`{"apiUrl":"ftp://x","accessToken":"abc"}`, false},
 		{`{"apiUrl":"https://u:p@x","accessToken":"abc"}`, false},
 		{`{"apiUrl":"https://x/v1","accessToken":"abc"}`, false},
@@ -33,13 +34,21 @@ func TestParseRequests(t *testing.T) {
 		{`{"apiUrl":"https://x","accessToken":"a\r\nX-Evil: 1"}`, false},
 		{`null`, false},
 	} {
-		_, err := parseSessionRequest(bytes.NewReader([]byte(tc.body)))
+		_, err := parseSessionRequest(bytes.NewReader([]byte(tc.body)), false)
 		if (err == nil) != tc.ok {
 			t.Errorf("session %s: err %v", tc.body, err)
 		}
 	}
-	if r, err := parseSessionRequest(strings.NewReader(`{"apiUrl":"https://x/","accessToken":"t"}`)); err != nil || r.APIURL != "https://x" {
+	if r, err := parseSessionRequest(strings.NewReader(`{"apiUrl":"https://x/","accessToken":"t"}`), false); err != nil || r.APIURL != "https://x" {
 		t.Errorf("trailing slash: %+v %v", r, err)
+	}
+	// Plain HTTP only from a daemon started with --insecure-http.
+	plain := `{"apiUrl":"http://127.0.0.1:8080","accessToken":"abc"}`
+	if _, err := parseSessionRequest(strings.NewReader(plain), false); err == nil || !strings.Contains(err.Error(), "--insecure-http") {
+		t.Errorf("plain HTTP without the flag: %v", err)
+	}
+	if r, err := parseSessionRequest(strings.NewReader(plain), true); err != nil || r.APIURL != "http://127.0.0.1:8080" {
+		t.Errorf("plain HTTP with the flag: %+v %v", r, err)
 	}
 	for _, tc := range []struct {
 		body string
@@ -65,9 +74,12 @@ func FuzzParseSessionRequest(f *testing.F) {
 	f.Add([]byte(`{"apiUrl":"http://[::1]:8080/","accessToken":"x"} `))
 	f.Add([]byte(`{"apiUrl":"https://x","accessToken":"a","expiresAt":"bad"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := parseSessionRequest(bytes.NewReader(b))
+		r, err := parseSessionRequest(bytes.NewReader(b), false)
 		if err != nil {
 			return
+		}
+		if !strings.HasPrefix(r.APIURL, "https://") {
+			t.Fatalf("accepted a control URL that is not https: %q", r.APIURL)
 		}
 		if r.AccessToken == "" || strings.ContainsAny(r.AccessToken, " \r\n\t") || strings.HasSuffix(r.APIURL, "/") {
 			t.Fatalf("accepted %+v", r)
@@ -148,5 +160,85 @@ func TestStatusAccessField(t *testing.T) {
 	// The daemon's own status carries no caller's access.
 	if td.Status().Access != nil {
 		t.Error("the derived status carries an access")
+	}
+}
+
+// TestChangeOfControl: a member of the runos group may steer the daemon
+// but not point it at another control server (which could then push routes
+// and DNS to it); root and the operator recorded at install may. The
+// status names the control the daemon follows, also after sign-out.
+func TestChangeOfControl(t *testing.T) {
+	w := newWorld(t)
+	for _, tok := range []string{"tok-carol", "tok-root", "tok-carol2", "tok-alice"} {
+		w.fc.AddSession(tok, "alice@example.com", time.Hour)
+	}
+	td := startDaemon(t, w, t.TempDir())
+	pol := access.Policy{
+		Operator: func() (*access.Operator, error) { return &access.Operator{UID: 1000, User: "alice"}, nil },
+		InGroup:  func(uid, _ int, g string) bool { return uid == 1002 && g == access.Group },
+		UserName: func(uid int) string { return map[int]string{1000: "alice", 1002: "carol"}[uid] },
+	}
+	h := (&server{d: td.daemon, policy: pol}).handler()
+	do := func(c access.Caller, method, path, body string) (int, []byte) {
+		r := httptest.NewRequest(method, "http://local.runos"+path, strings.NewReader(body))
+		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code, rec.Body.Bytes()
+	}
+	session := func(url, tok string) string { return `{"apiUrl":"` + url + `","accessToken":"` + tok + `"}` }
+	root := access.Caller{Cred: platform.PeerCred{UID: 0, Admin: true}}
+	alice := access.Caller{Cred: platform.PeerCred{UID: 1000, GID: 1000}}
+	carol := access.Caller{Cred: platform.PeerCred{UID: 1002, GID: 1002}}
+	me := func() int { return w.fc.Calls("GET /v1/me") }
+
+	// Nothing followed yet: a group member may not choose the control.
+	code, body := do(carol, "POST", "/v1/session", session(w.url, "tok-carol"))
+	if code != 403 || !strings.Contains(string(body), "choosing the control server this daemon follows") || me() != 0 {
+		t.Fatalf("carol's first session: %d %s (control asked %d times)", code, body, me())
+	}
+	if code, body = do(root, "POST", "/v1/session", session(w.url, "tok-root")); code != 200 {
+		t.Fatalf("root's session: %d %s", code, body)
+	}
+	if st := td.Status(); st.Control != w.url {
+		t.Fatalf("status control = %q, want %q", st.Control, w.url)
+	}
+	// The same control: fine for the group's members.
+	if code, body = do(carol, "POST", "/v1/session", session(w.url, "tok-carol2")); code != 200 {
+		t.Fatalf("carol's session with the same control: %d %s", code, body)
+	}
+	// Another control: refused before the token goes anywhere.
+	other := w.secondURL(t)
+	before := me()
+	code, body = do(carol, "POST", "/v1/session", session(other, "tok-carol2"))
+	if code != 403 || !strings.Contains(string(body), "from "+w.url+" to "+other) || me() != before {
+		t.Fatalf("carol moving the daemon to %s: %d %s", other, code, body)
+	}
+	// Signed out, the daemon still follows its control.
+	if code, body = do(carol, "DELETE", "/v1/session", ""); code != 200 {
+		t.Fatalf("down: %d %s", code, body)
+	}
+	if st := td.Status(); st.Control != w.url || st.Session.State != localapi.SessionSignedOut {
+		t.Fatalf("after down: control %q, session %s", st.Control, st.Session.State)
+	}
+	if code, _ = do(carol, "POST", "/v1/session", session(other, "tok-carol2")); code != 403 {
+		t.Fatalf("carol after sign-out: %d", code)
+	}
+	// The operator may.
+	if code, body = do(alice, "POST", "/v1/session", session(other, "tok-alice")); code != 200 {
+		t.Fatalf("the operator's session with another control: %d %s", code, body)
+	}
+	if st := td.Status(); st.Control != other || st.Session.APIURL != other {
+		t.Fatalf("status after the operator's change: control %q, session %q", st.Control, st.Session.APIURL)
+	}
+	// Each caller's status says whether it may.
+	var st localapi.Status
+	_, body = do(carol, "GET", "/v1/status", "")
+	if json.Unmarshal(body, &st) != nil || st.Access == nil || !st.Access.Control || st.Access.ChangeControl {
+		t.Fatalf("carol's access: %s", body)
+	}
+	_, body = do(alice, "GET", "/v1/status", "")
+	if json.Unmarshal(body, &st) != nil || st.Access == nil || !st.Access.ChangeControl {
+		t.Fatalf("alice's access: %s", body)
 	}
 }

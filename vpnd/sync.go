@@ -204,6 +204,7 @@ func (d *daemon) applyMap(s *syncSession, m *api.DeviceMap) {
 		}
 		if old := in.Map; old == nil || old.Version != m.Version {
 			d.logMoves(old, m)
+			d.logRefusalsLocked(m)
 		}
 		in.Map = m
 		in.ControlErr = ""
@@ -212,6 +213,19 @@ func (d *daemon) applyMap(s *syncSession, m *api.DeviceMap) {
 			d.savePrefsLocked()
 		}
 	})
+}
+
+// logRefusalsLocked logs what the daemon's trust refused of control's map,
+// each time that changes (the status shows it as long as it lasts). mu held.
+func (d *daemon) logRefusalsLocked(m *api.DeviceMap) {
+	r := state.Refusals(m, d.in.Trust)
+	if slices.Equal(r, d.refusals) {
+		return
+	}
+	d.refusals = r
+	for _, msg := range r {
+		d.log.Warn("refused what control sent", "control", d.in.Prefs.APIURL, "err", msg)
+	}
 }
 
 // logMoves logs a cluster's server changing node or key: a move.

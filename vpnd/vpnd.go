@@ -35,7 +35,13 @@ type Config struct {
 	Socket    string // "" → platform.SocketPath()
 	CAFile    string // trusts control's CA; "" → $RUNOS_CA_FILE, else system roots
 	Interface string // "" → "wg1"
-	Logger    *slog.Logger
+	// AllowHTTP accepts sessions of an http:// control (--insecure-http,
+	// tests only: the token would travel in clear text).
+	AllowHTTP bool
+	// Trust bounds what control may configure on this machine: the routes
+	// (default: the VPN's pools) and DNS domains beyond each cluster's own.
+	Trust  state.Trust
+	Logger *slog.Logger
 	// DNS makes the split-DNS configurator; nil means DNS mode "off".
 	DNS func(iface string, log *slog.Logger) (dnsplit.Configurator, error)
 	// Cleanup is dnsplit's crash clean-up; nil: none.
@@ -110,9 +116,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
 		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
 		ctx: dctx, wakeRead: make(chan struct{}, 1),
-		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, cfg.CAFile) },
+		allowHTTP: cfg.AllowHTTP,
+		newControl: func(apiURL, token string) (control, error) {
+			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
+		},
 	}
-	d.in = state.Inputs{Version: version.Version, Interface: eng.Name(), DNS: dnsStatus}
+	d.in = state.Inputs{Version: version.Version, Interface: eng.Name(), DNS: dnsStatus, Trust: cfg.Trust}
 	prefs, perr := dir.LoadPrefs()
 	if perr != nil {
 		log.Error("prefs", "err", perr)

@@ -23,7 +23,9 @@ func (backend) CheckPassword(_ context.Context, email, password string) (bool, e
 	return email == "alice@example.com" && password == "pw", nil
 }
 
-func (backend) CreateSession(context.Context, string, string) (string, time.Time, error) {
+func (backend) RevokeGrant(context.Context, string) (bool, error) { return false, nil }
+
+func (backend) CreateSession(context.Context, string, string, string) (string, time.Time, error) {
 	return "tok", time.Now().Add(24 * time.Hour), nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +45,7 @@ type key struct {
 
 var keys = []key{
 	{KeyCID, "", "default cluster for --cid and `runos vpn up`", checkCID},
-	{KeyAPIURL, EnvAPIURL, "runos-control's URL (https://…; http:// only for a control run with --insecure-http)", CheckAPIURL},
+	{KeyAPIURL, EnvAPIURL, "runos-control's URL, https://host[:port] (commands refuse http:// unless run with --insecure-http)", CheckAPIURL},
 	{KeyCAFile, EnvCAFile, "PEM file of the CA that signs control's certificate (empty: the system roots)", checkCAFile},
 }
 
@@ -87,21 +86,15 @@ func checkCID(v string) (string, error) {
 	return v, nil
 }
 
-// CheckAPIURL accepts https://host[:port][/path] and, because a lab control
-// may run with --insecure-http, an explicit http:// URL; anything else
-// (no scheme, another scheme, no host, a query) is refused.
+// CheckAPIURL accepts what api.ParseControlURL does, http:// included: the
+// config may name a control run with --insecure-http, but every command
+// that talks to it refuses http:// unless run with --insecure-http itself.
 func CheckAPIURL(v string) (string, error) {
-	u, err := url.Parse(v)
-	if err != nil || u.Host == "" || u.Opaque != "" {
-		return "", fmt.Errorf("invalid api-url %q: want https://host[:port]", v)
+	u, err := api.ParseControlURL(v, true)
+	if err != nil {
+		return "", fmt.Errorf("invalid api-url: %w", err)
 	}
-	if u.Scheme != "https" && u.Scheme != "http" {
-		return "", fmt.Errorf("invalid api-url %q: the scheme must be https (or http for a control run with --insecure-http)", v)
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("invalid api-url %q: want https://host[:port] with no user, query or fragment", v)
-	}
-	return strings.TrimRight(v, "/"), nil
+	return u, nil
 }
 
 func checkCAFile(v string) (string, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/control"
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/internal/version"
 )
 
@@ -118,8 +119,8 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 	f.StringSliceVar(&proxies, "trusted-proxy", nil, "a load balancer's address or prefix whose X-Forwarded-For gives the client's address (repeatable)")
 	f.StringVar(&cfg.Seed, "seed", "", "world file to import at start (api.World JSON; idempotent)")
 	f.DurationVar(&cfg.SessionTTL, "session-ttl", 24*time.Hour, "how long a sign-in lasts; its devices leave every gateway the instant it lapses")
-	f.StringVar(&devicePool, "device-pool", "100.96.0.0/16", "pool of device tunnel addresses (one per device)")
-	f.StringVar(&servicePool, "service-pool", "100.100.0.0/16", "pool of cluster VPN subnets (one /24 per cluster's service)")
+	f.StringVar(&devicePool, "device-pool", api.DefaultDevicePool, "pool of device tunnel addresses (one per device)")
+	f.StringVar(&servicePool, "service-pool", api.DefaultServicePool, "pool of cluster VPN subnets (one /24 per cluster's service)")
 	f.StringVar(&cfg.Issuer, "issuer", "", "control's public URL, used in OAuth metadata and device-code links (default: derived from --listen)")
 	f.DurationVar(&cfg.MoveReadyTimeout, "move-ready-timeout", 15*time.Second, "a move fails (changing nothing for devices) if the target gateway is not listening within this")
 	f.DurationVar(&cfg.MoveDeadline, "move-deadline", 30*time.Second, "after the switch, a move is done when every device handshaked with the new node or this passed")

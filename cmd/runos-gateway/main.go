@@ -21,6 +21,7 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/gateway"
 	"github.com/runos/vpn/gateway/nodekey"
+	"github.com/runos/vpn/internal/secretfile"
 	"github.com/runos/vpn/internal/version"
 )
 
@@ -45,6 +46,7 @@ type flags struct {
 	control, nodeID, tokenFile, stateDir, caFile, iface string
 	heartbeat                                           time.Duration
 	logLevel, logFormat                                 string
+	insecureHTTP                                        bool
 }
 
 type usageError struct{ error }
@@ -77,7 +79,10 @@ the public key is reported, with whether the server listens and each
 device's latest handshake, on every change and every --heartbeat.
 
 Control's certificate is verified against --ca-file (default $RUNOS_CA_FILE,
-else the system roots). The token file holds the node's enrollment token.
+else the system roots); --control must be https:// (plain HTTP only with
+--insecure-http, for tests). The token file holds the node's enrollment
+token and must be readable by its owner only (chmod 600): any other mode
+is refused.
 
 SIGTERM or SIGINT stops serving: the interface, its address and route, and
 the DNS listener are removed before the process exits.`,
@@ -108,6 +113,7 @@ the DNS listener are removed before the process exits.`,
 	fl.DurationVar(&f.heartbeat, "heartbeat", gateway.DefaultHeartbeat, "report at least this often (under 30s: control marks a node no_heartbeat 30 s after its last report)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text, or json for log collectors")
+	fl.BoolVar(&f.insecureHTTP, api.FlagInsecureHTTP, false, "allow an http:// --control (tests only: the enrollment token would travel in clear text)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd.SetVersionTemplate("runos-gateway {{.Version}}\n")
 	cmd.SetArgs(args)
@@ -139,6 +145,9 @@ func (f flags) check(getenv func(string) string) (caFile string, err error) {
 	}
 	if len(missing) > 0 {
 		return "", usagef("missing %s", strings.Join(missing, ", "))
+	}
+	if _, err := api.ParseControlURL(f.control, f.insecureHTTP); err != nil {
+		return "", usagef("--control: %v", err)
 	}
 	if err := checkIfname(f.iface); err != nil {
 		return "", usagef("--interface %q: %v", f.iface, err)
@@ -175,16 +184,13 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 		return err
 	}
 	log := newLogger(stderr, f.logLevel, f.logFormat)
-	token, err := readToken(f.tokenFile, log)
+	token, err := readToken(f.tokenFile)
 	if err != nil {
 		return err
 	}
-	client, err := api.NewClient(f.control, token, caFile)
+	client, err := api.NewClient(f.control, token, caFile, api.AllowHTTP(f.insecureHTTP))
 	if err != nil {
 		return usagef("--control: %v", err)
-	}
-	if strings.HasPrefix(f.control, "http://") {
-		log.Warn("control is plain HTTP: the enrollment token and the map travel unencrypted; use https:// outside a lab", "control", f.control)
 	}
 	key, created, err := nodekey.LoadOrCreate(f.stateDir, log)
 	if err != nil {
@@ -212,18 +218,15 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	return nil
 }
 
-// readToken reads the enrollment token, warning when others may read it.
-func readToken(path string, log *slog.Logger) (string, error) {
-	b, err := os.ReadFile(path)
+// readToken reads the enrollment token, refusing a file others may read.
+func readToken(path string) (string, error) {
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return "", fmt.Errorf("--token-file: %w", err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
 		return "", fmt.Errorf("--token-file %s: want the node's enrollment token alone on one line", path)
-	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-		log.Warn("the token file is readable by other users; chmod 600 it", "path", path, "mode", st.Mode().Perm().String())
 	}
 	return tok, nil
 }

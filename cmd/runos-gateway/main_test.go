@@ -26,6 +26,10 @@ func TestFlags(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	shared := filepath.Join(dir, "shared")
+	if err := os.WriteFile(shared, []byte("secret\n"), 0o600); err != nil || os.Chmod(shared, 0o644) != nil {
+		t.Fatal(err)
+	}
 	base := []string{"--control", "https://192.0.2.1", "--node-id", "n1", "--token-file", tok, "--state-dir", filepath.Join(dir, "state")}
 	for _, tc := range []struct {
 		args []string
@@ -46,6 +50,10 @@ func TestFlags(t *testing.T) {
 		{[]string{"--control", "https://192.0.2.1", "--node-id", "n1", "--token-file", empty, "--state-dir", dir}, exitError, "enrollment token alone on one line"},
 		{[]string{"--control", "https://192.0.2.1", "--node-id", "n1", "--token-file", filepath.Join(dir, "nope"), "--state-dir", dir}, exitError, "--token-file"},
 		{append(base, "--ca-file", filepath.Join(dir, "no-ca.pem")), exitUsage, "read CA file"},
+		// The enrollment token never travels in clear text, nor sits in a
+		// file other users may read.
+		{[]string{"--control", "http://192.0.2.1", "--node-id", "n1", "--token-file", tok, "--state-dir", dir}, exitUsage, "--control: control URL \"http://192.0.2.1\": plain http:// sends the tokens in clear text"},
+		{[]string{"--control", "https://192.0.2.1", "--node-id", "n1", "--token-file", shared, "--state-dir", dir}, exitError, "readable by other users (mode -rw-r--r--), and it holds secrets: refused; chmod 600 " + shared},
 	} {
 		code, _, stderr := runArgs(t, nil, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.want) {

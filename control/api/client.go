@@ -57,14 +57,27 @@ type Client struct {
 	HTTP    *http.Client // verifies control's certificate
 }
 
+// ClientOption changes what NewClient accepts.
+type ClientOption func(*clientOptions)
+
+type clientOptions struct{ allowHTTP bool }
+
+// AllowHTTP lets NewClient take an http:// URL when allow is true: only a
+// process started with --insecure-http passes true (see ParseControlURL).
+func AllowHTTP(allow bool) ClientOption { return func(o *clientOptions) { o.allowHTTP = allow } }
+
 // NewClient returns a client for baseURL that trusts the CA in caFile when
-// it is not empty (else the system roots). An http:// URL is accepted only
-// when the server was started with --insecure-http; the client does not
-// second-guess it.
-func NewClient(baseURL, token, caFile string) (*Client, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("api url %q: want https://host[:port]", baseURL)
+// it is not empty (else the system roots). baseURL must be https:// (see
+// ParseControlURL): a bearer token is never sent in clear text unless the
+// process was started with --insecure-http and says so with AllowHTTP.
+func NewClient(baseURL, token, caFile string, opts ...ClientOption) (*Client, error) {
+	var o clientOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	base, err := ParseControlURL(baseURL, o.allowHTTP)
+	if err != nil {
+		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if caFile != "" {
@@ -80,7 +93,7 @@ func NewClient(baseURL, token, caFile string) (*Client, error) {
 	}
 	tr.MaxIdleConnsPerHost = 16
 	return &Client{
-		BaseURL: strings.TrimRight(baseURL, "/"),
+		BaseURL: base,
 		Token:   token,
 		HTTP:    &http.Client{Transport: tr},
 	}, nil

@@ -79,6 +79,15 @@ const (
 // DefaultVPNPort is the UDP port of a cluster's WireGuard VPN server.
 const DefaultVPNPort = 32768
 
+// The VPN's address pools as runos-control hands them out by default
+// (--device-pool, --service-pool). The daemon accepts routes and addresses
+// from control only inside these, unless its own configuration says
+// otherwise (runos vpnd --allowed-routes).
+const (
+	DefaultDevicePool  = "100.96.0.0/16"  // one address per device
+	DefaultServicePool = "100.100.0.0/16" // one /24 per cluster's VPN service
+)
+
 // Me is GET /v1/me: who the bearer token belongs to.
 type Me struct {
 	User      string    `json:"user"` // email

@@ -173,8 +173,8 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	code, err := s.issueCode(r, a, user, now)
 	if err != nil {
-		s.log.Error("oauth: store authorization code", "err", err)
-		s.renderMessage(w, http.StatusInternalServerError, "Sign-in is unavailable", "RunOS could not finish the sign-in. Try again in a moment.")
+		id := s.internal(r, "store authorization code", err)
+		s.renderMessage(w, http.StatusInternalServerError, "Sign-in is unavailable", "RunOS could not finish the sign-in (request "+id+"). Try again in a moment.")
 		return
 	}
 	s.log.Info("oauth: signed in", "user", user, "client", a.ClientID, "addr", r.RemoteAddr)
@@ -203,8 +203,8 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		var err error
 		good, err = s.cfg.Backend.CheckPassword(r.Context(), username, password)
 		if err != nil {
-			s.log.Error("oauth: check password", "user", username, "err", err)
-			again(http.StatusInternalServerError, "RunOS could not check your password right now. Try again in a moment.")
+			id := s.internal(r, "check password", err, "user", username)
+			again(http.StatusInternalServerError, "RunOS could not check your password right now (request "+id+"). Try again in a moment.")
 			return "", false
 		}
 	}

@@ -22,7 +22,14 @@ type Backend interface {
 	CheckPassword(ctx context.Context, email, password string) (ok bool, err error)
 	// CreateSession starts a session for the user and returns its opaque
 	// access token (stored hashed by the backend) and when it expires.
-	CreateSession(ctx context.Context, email, clientID string) (token string, expiresAt time.Time, err error)
+	// grant names the authorization code it is issued from (its hash; ""
+	// for a device sign-in), for RevokeGrant.
+	CreateSession(ctx context.Context, email, clientID, grant string) (token string, expiresAt time.Time, err error)
+	// RevokeGrant ends the session issued from grant, if one is live: an
+	// authorization code presented again after its first use may have been
+	// stolen, and RFC 6749 §4.1.2 says the tokens issued from it should be
+	// revoked. It reports whether a session was ended.
+	RevokeGrant(ctx context.Context, grant string) (revoked bool, err error)
 }
 
 // AuthCode is a pending authorization code (stored under the SHA-256 of the code).

@@ -77,8 +77,7 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 	// update, not a row per request, and sign-ins of others go on.
 	wait, err := s.deviceCodeLimit(r.Context(), r.RemoteAddr, now)
 	if err != nil {
-		s.log.Error("oauth: count device codes", "err", err)
-		writeTokenError(w, errServer)
+		writeTokenError(w, s.serverError(r, "count device codes", err))
 		return
 	}
 	if wait > 0 {
@@ -116,8 +115,7 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.log.Error("oauth: store device code", "err", err)
-		writeTokenError(w, errServer)
+		writeTokenError(w, s.serverError(r, "store device code", err))
 		return
 	}
 	verify := s.endpoint(api.PathDeviceVerify)
@@ -158,8 +156,7 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		return "", time.Time{}, badRequest("invalid_grant", "the device code is unknown or was already used")
 	}
 	if err != nil {
-		s.log.Error("oauth: record a device code poll", "err", err)
-		return "", time.Time{}, errServer
+		return "", time.Time{}, s.serverError(r, "record a device code poll", err)
 	}
 	if d.ClientID != client {
 		return "", time.Time{}, badRequest("invalid_grant", "the device code was issued to another client")
@@ -178,10 +175,9 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		if err := s.cfg.Store.DeleteDeviceCode(ctx, d.DeviceCodeHash); errors.Is(err, ErrNotFound) {
 			return "", time.Time{}, badRequest("invalid_grant", "the device code was already used")
 		} else if err != nil {
-			s.log.Error("oauth: delete device code", "err", err)
-			return "", time.Time{}, errServer
+			return "", time.Time{}, s.serverError(r, "delete device code", err)
 		}
-		return s.startSession(r, d.User, client)
+		return s.startSession(r, d.User, client, "")
 	}
 	if early {
 		return "", time.Time{}, badRequest("slow_down", "polling faster than the interval; wait 5 seconds more between polls")

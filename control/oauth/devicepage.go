@@ -1,7 +1,6 @@
 package oauth
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -83,7 +82,7 @@ func (s *Server) deviceLogin(w http.ResponseWriter, r *http.Request, p params, n
 		return
 	}
 	userCode := normalizeUserCode(typed)
-	d, status, msg := s.pendingDevice(r.Context(), userCode, now)
+	d, status, msg := s.pendingDevice(r, userCode, now)
 	if msg != "" {
 		if status >= 500 {
 			a.ok(r.Context(), now) // not the user's fault
@@ -114,17 +113,17 @@ func (s *Server) deviceLogin(w http.ResponseWriter, r *http.Request, p params, n
 
 // pendingDevice finds the device waiting for userCode; when there is none
 // it returns the page's status and the message to show.
-func (s *Server) pendingDevice(ctx context.Context, userCode string, now time.Time) (DeviceCode, int, string) {
+func (s *Server) pendingDevice(r *http.Request, userCode string, now time.Time) (DeviceCode, int, string) {
 	if userCode == "" {
 		return DeviceCode{}, http.StatusBadRequest, "That is not a valid code. Check the code your device shows: 8 letters, like BCDF-GHJK."
 	}
-	d, err := s.cfg.Store.DeviceCodeByUserCode(ctx, userCode)
+	d, err := s.cfg.Store.DeviceCodeByUserCode(r.Context(), userCode)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return d, http.StatusBadRequest, "That code is not valid or has expired. Check the code your device shows, or start the sign-in again there."
 	case err != nil:
-		s.log.Error("oauth: read device code", "err", err)
-		return d, http.StatusInternalServerError, "RunOS could not look up the code right now. Try again in a moment."
+		id := s.internal(r, "read device code", err)
+		return d, http.StatusInternalServerError, "RunOS could not look up the code right now (request " + id + "). Try again in a moment."
 	case !now.Before(d.ExpiresAt):
 		return d, http.StatusBadRequest, "That code has expired. Start the sign-in again on your device."
 	case d.Approved || d.Denied:
@@ -140,7 +139,7 @@ func (s *Server) deviceDecide(w http.ResponseWriter, r *http.Request, p params, 
 		s.renderDeviceLogin(w, r, http.StatusForbidden, userCode, user, "This approval expired or was not opened in this browser. Sign in again.")
 		return
 	}
-	if _, status, msg := s.pendingDevice(r.Context(), userCode, now); msg != "" {
+	if _, status, msg := s.pendingDevice(r, userCode, now); msg != "" {
 		s.renderMessage(w, status, "Device not signed in", msg)
 		return
 	}
@@ -152,8 +151,8 @@ func (s *Server) deviceDecide(w http.ResponseWriter, r *http.Request, p params, 
 		return
 	}
 	if err != nil {
-		s.log.Error("oauth: record a device sign-in decision", "err", err)
-		s.renderMessage(w, http.StatusInternalServerError, "Device not signed in", "RunOS could not record your answer. Start the sign-in again on your device.")
+		id := s.internal(r, "record a device sign-in decision", err)
+		s.renderMessage(w, http.StatusInternalServerError, "Device not signed in", "RunOS could not record your answer (request "+id+"). Start the sign-in again on your device.")
 		return
 	}
 	s.log.Info("oauth: device sign-in decided", "user", user, "client", d.ClientID, "approved", approve, "addr", r.RemoteAddr)

@@ -47,7 +47,8 @@ type fakeBackend struct {
 	users map[string]string
 	// sessions by token: user and client
 	sessions map[string][2]string
-	checks   int // CheckPassword calls
+	grants   map[string]string // grant → token of the session issued from it
+	checks   int               // CheckPassword calls
 	// When hold is set, each check announces itself on entered and then
 	// waits for hold to close.
 	hold, entered chan struct{}
@@ -66,14 +67,38 @@ func (b *fakeBackend) CheckPassword(_ context.Context, email, password string) (
 	return ok && p == password, nil
 }
 
-func (b *fakeBackend) CreateSession(_ context.Context, email, clientID string) (string, time.Time, error) {
+func (b *fakeBackend) CreateSession(_ context.Context, email, clientID, grant string) (string, time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	raw := make([]byte, 16)
 	_, _ = rand.Read(raw)
 	tok := hex.EncodeToString(raw)
 	b.sessions[tok] = [2]string{email, clientID}
+	if grant != "" {
+		if b.grants == nil {
+			b.grants = map[string]string{}
+		}
+		b.grants[grant] = tok
+	}
 	return tok, b.clock.Now().Add(24 * time.Hour), nil
+}
+
+func (b *fakeBackend) RevokeGrant(_ context.Context, grant string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tok, ok := b.grants[grant]
+	if _, live := b.sessions[tok]; !ok || !live {
+		return false, nil
+	}
+	delete(b.sessions, tok)
+	return true, nil
+}
+
+func (b *fakeBackend) live(tok string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.sessions[tok]
+	return ok
 }
 
 func (b *fakeBackend) checkCount() int {

@@ -8,6 +8,8 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+
+	"github.com/runos/vpn/control/reqid"
 )
 
 //go:embed page.html
@@ -54,8 +56,8 @@ func (s *Server) writePage(w http.ResponseWriter, status int, p page, formAction
 	p.CSS = template.CSS(pageCSS)
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, p); err != nil {
-		s.log.Error("oauth: render page", "err", err)
-		http.Error(w, "sign-in page failed to render", http.StatusInternalServerError)
+		s.log.Error("oauth: render page", "requestId", w.Header().Get(reqid.Header), "err", err)
+		http.Error(w, "sign-in page failed to render (request "+w.Header().Get(reqid.Header)+")", http.StatusInternalServerError)
 		return
 	}
 	h := w.Header()

@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/reqid"
 )
 
 // Config configures a Server. Zero tunables take the defaults below.
@@ -152,17 +152,19 @@ func setDefault(d *time.Duration, v time.Duration) {
 
 // checkIssuer accepts an http(s) base URL with no path, query or fragment
 // (RFC 8414 §2), since the endpoints are served at fixed paths from its root.
+// Whether plain HTTP may be served is runos-control's --insecure-http to
+// decide; here either scheme is a well-formed issuer.
 func checkIssuer(s string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimSuffix(s, "/"))
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
-		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, fmt.Errorf("oauth: issuer %q: want https://host[:port] with no path", s)
+	base, err := api.ParseControlURL(s, true)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: issuer: %w", err)
 	}
-	return u, nil
+	return url.Parse(base)
 }
 
 // Handler serves /oauth/* and /.well-known/oauth-authorization-server.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Each request gets an id (control/reqid) unless an outer handler gave it one.
+func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
 
 func (s *Server) endpoint(path string) string { return s.issuer.String() + path }
 

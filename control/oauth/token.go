@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/token"
 )
 
@@ -37,7 +38,21 @@ func errInvalidClient(desc string) *tokenError {
 	return &tokenError{status: http.StatusUnauthorized, code: "invalid_client", desc: desc}
 }
 
-var errServer = &tokenError{status: http.StatusInternalServerError, code: "server_error", desc: "the sign-in could not be completed; try again"}
+// internal logs a failure inside control with the request's id
+// (control/reqid) and returns the id: the caller is told the id, never the
+// failure's text.
+func (s *Server) internal(r *http.Request, what string, err error, attrs ...any) string {
+	id := reqid.From(r.Context())
+	s.log.Error("oauth: "+what, append([]any{"requestId", id, "err", err}, attrs...)...)
+	return id
+}
+
+// serverError is the token endpoint's answer to a failure inside control.
+func (s *Server) serverError(r *http.Request, what string, err error, attrs ...any) *tokenError {
+	id := s.internal(r, what, err, attrs...)
+	return &tokenError{status: http.StatusInternalServerError, code: "server_error",
+		desc: "the sign-in could not be completed (request " + id + "); try again"}
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
@@ -91,9 +106,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, exp, terr := s.grant(r, w)
 	if terr != nil {
-		if terr.status >= 500 {
-			s.log.Error("oauth: token request failed", "err", terr)
-		} else {
+		if terr.status < 500 { // failures were logged with the request id
 			s.log.Debug("oauth: token request refused", "err", terr, "addr", r.RemoteAddr)
 		}
 		writeTokenError(w, terr)
@@ -141,13 +154,21 @@ func (s *Server) grantCode(r *http.Request, p params, client string) (string, ti
 	}
 	// Taking the code consumes it whatever happens next: one who presents
 	// it with the wrong verifier or redirect URI must not get a second try.
-	ac, err := s.cfg.Store.TakeAuthCode(r.Context(), token.Hash(code))
+	grant := token.Hash(code)
+	ac, err := s.cfg.Store.TakeAuthCode(r.Context(), grant)
 	if errors.Is(err, ErrNotFound) {
+		// Unknown, or used already: then whoever holds it now may have
+		// stolen it, so the session of its first use ends too (RFC 6749
+		// §4.1.2). An unknown code finds no session.
+		if revoked, err := s.cfg.Backend.RevokeGrant(r.Context(), grant); err != nil {
+			return "", time.Time{}, s.serverError(r, "revoke the session of a replayed code", err)
+		} else if revoked {
+			s.log.Warn("oauth: an authorization code was used twice: ended the session issued from it", "client", client, "addr", r.RemoteAddr)
+		}
 		return "", time.Time{}, badRequest("invalid_grant", "the code is unknown or was already used; sign in again")
 	}
 	if err != nil {
-		s.log.Error("oauth: take authorization code", "err", err)
-		return "", time.Time{}, errServer
+		return "", time.Time{}, s.serverError(r, "take authorization code", err)
 	}
 	switch {
 	case !s.now().Before(ac.ExpiresAt):
@@ -159,7 +180,7 @@ func (s *Server) grantCode(r *http.Request, p params, client string) (string, ti
 	case !verifierMatches(verifier, ac.CodeChallenge):
 		return "", time.Time{}, badRequest("invalid_grant", "code_verifier does not match the code_challenge")
 	}
-	return s.startSession(r, ac.User, client)
+	return s.startSession(r, ac.User, client, grant)
 }
 
 // verifierMatches checks RFC 7636 §4.6 for S256, refusing verifiers that
@@ -179,11 +200,10 @@ func verifierMatches(verifier, challenge string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(challenge)) == 1
 }
 
-func (s *Server) startSession(r *http.Request, user, client string) (string, time.Time, *tokenError) {
-	tok, exp, err := s.cfg.Backend.CreateSession(r.Context(), user, client)
+func (s *Server) startSession(r *http.Request, user, client, grant string) (string, time.Time, *tokenError) {
+	tok, exp, err := s.cfg.Backend.CreateSession(r.Context(), user, client, grant)
 	if err != nil {
-		s.log.Error("oauth: create session", "user", user, "err", err)
-		return "", time.Time{}, errServer
+		return "", time.Time{}, s.serverError(r, "create session", err, "user", user)
 	}
 	s.log.Info("oauth: session started", "user", user, "client", client, "expires", exp)
 	return tok, exp, nil

@@ -108,6 +108,30 @@ func TestWrongVerifierBurnsCode(t *testing.T) {
 	}
 }
 
+// A code redeemed twice: the second is refused and the session of the
+// first ends (RFC 6749 §4.1.2); others' sessions stay.
+func TestReplayedCodeRevokesItsSession(t *testing.T) {
+	h := newHarness(t, nil)
+	v := oauth2.GenerateVerifier()
+	code := h.code(v)
+	first := h.tokenRequest(codeForm(code, v, h.redirect))
+	tok, _ := first.body["access_token"].(string)
+	other := h.tokenRequest(codeForm(h.code(v), v, h.redirect))
+	otherTok, _ := other.body["access_token"].(string)
+	if tok == "" || otherTok == "" || !h.backend.live(tok) {
+		t.Fatalf("sign-ins: %v, %v", first.body, other.body)
+	}
+	if a := h.tokenRequest(codeForm(code, v, h.redirect)); a.errCode() != "invalid_grant" {
+		t.Fatalf("the code again: %v", a.body)
+	}
+	if h.backend.live(tok) {
+		t.Fatal("the session issued from the replayed code still works")
+	}
+	if !h.backend.live(otherTok) {
+		t.Fatal("another sign-in's session ended too")
+	}
+}
+
 func TestExpiredCode(t *testing.T) {
 	h := newHarness(t, nil)
 	v := oauth2.GenerateVerifier()

@@ -47,7 +47,9 @@ func Import(ctx context.Context, st store.Store, w api.World, opt Options) (Summ
 	hashes := map[string]string{}
 	err := st.View(ctx, func(r store.Reader) error {
 		for _, u := range w.Users {
-			if _, err := r.User(u.Email); err == nil || !errors.Is(err, store.ErrNotFound) {
+			if there, err := exists(r.User(u.Email)); err != nil {
+				return fmt.Errorf("user %s: %w", u.Email, err)
+			} else if there {
 				continue
 			}
 			if u.PasswordHash != "" {
@@ -84,7 +86,9 @@ func Import(ctx context.Context, st store.Store, w api.World, opt Options) (Summ
 			if a.OperatorToken != "" {
 				acc.OperatorTokenHash = token.Hash(a.OperatorToken)
 			}
-			if _, err := tx.Account(a.AID); err == nil {
+			if there, err := exists(tx.Account(a.AID)); err != nil {
+				return fmt.Errorf("account %s: %w", a.AID, err)
+			} else if there {
 				sum.Existing++
 				continue
 			}
@@ -121,7 +125,9 @@ func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(
 	for i, d := range c.CustomDomains {
 		domains[i] = model.NormalizeDomain(d)
 	}
-	if _, err := tx.Cluster(c.CID); err == nil {
+	if there, err := exists(tx.Cluster(c.CID)); err != nil {
+		return err
+	} else if there {
 		count(store.ErrExists)
 	} else if created, err := count(tx.PutCluster(model.Cluster{CID: c.CID, AID: c.AID, Name: c.Name, DomainRoot: c.DomainRoot,
 		IsConfigured: c.IsConfigured, UserVPN: userVPN, CustomDomains: domains})); err != nil {
@@ -130,7 +136,9 @@ func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(
 		tx.Touch(hub.Cluster(c.CID))
 	}
 	for _, n := range c.Nodes {
-		if _, err := tx.Node(c.CID, n.NID); err == nil {
+		if there, err := exists(tx.Node(c.CID, n.NID)); err != nil {
+			return fmt.Errorf("node %s: %w", n.NID, err)
+		} else if there {
 			count(store.ErrExists)
 			continue
 		}
@@ -153,7 +161,9 @@ func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(
 	if s == nil {
 		return nil
 	}
-	if _, err := tx.Service(s.ID); err == nil {
+	if there, err := exists(tx.Service(s.ID)); err != nil {
+		return fmt.Errorf("VPN service %s: %w", s.ID, err)
+	} else if there {
 		count(store.ErrExists)
 		return nil
 	}
@@ -183,6 +193,19 @@ func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(
 	}
 	tx.Touch(hub.Service(s.ID), hub.Cluster(c.CID), hub.Gateway(c.CID, s.NodeID))
 	return nil
+}
+
+// exists reads a lookup's answer: there, not there, or a read that failed
+// (which must fail the import: taking it for "already there" would skip
+// what the world file asks for and report success).
+func exists[T any](_ T, err error) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	}
+	return false, err
 }
 
 func parseOrZero(s string) netip.Addr {

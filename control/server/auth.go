@@ -30,6 +30,7 @@ const (
 
 // principal is who a request's bearer token belongs to.
 type principal struct {
+	hash    string // of the bearer token: how a long-poll checks the caller again
 	kind    string
 	user    model.User    // kindUser
 	session model.Session // kindUser
@@ -183,11 +184,12 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 		if errors.Is(err, store.ErrUnavailable) {
 			return nil, errStoreUnavailable
 		}
-		return nil, &api.Error{Status: 500, Code: "internal", Message: "authenticate: " + err.Error()}
+		return nil, s.internal(ctx, "authenticate", err)
 	}
 	if apiErr != nil {
 		return nil, apiErr
 	}
+	p.hash = hash
 	if p.kind == kindUser {
 		s.auth.put(hash, p)
 	}
@@ -257,11 +259,17 @@ var dummyHash = sync.OnceValue(func() []byte {
 })
 
 // CreateSession implements oauth.Backend: a session of --session-ttl whose
-// token is returned once and stored as its hash.
-func (s *Server) CreateSession(ctx context.Context, email, clientID string) (string, time.Time, error) {
+// token is returned once and stored as its hash. A session issued from an
+// authorization code takes its id from the code's hash (token.IDFor), so
+// that RevokeGrant finds it if the code is ever presented again.
+func (s *Server) CreateSession(ctx context.Context, email, clientID, grant string) (string, time.Time, error) {
 	tok := token.New()
 	now := s.now()
-	sess := model.Session{ID: token.ID("ses"), TokenHash: token.Hash(tok), User: email, ClientID: clientID,
+	id := token.ID("ses")
+	if grant != "" {
+		id = token.IDFor("ses", grant)
+	}
+	sess := model.Session{ID: id, TokenHash: token.Hash(tok), User: email, ClientID: clientID,
 		State: model.SessionLive, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)}
 	err := s.update(ctx, func(w store.Writer) error {
 		u, err := w.User(email)
@@ -279,6 +287,30 @@ func (s *Server) CreateSession(ctx context.Context, email, clientID string) (str
 	s.log.Info("session started", "user", sess.User, "client", clientID, "session", sess.ID, "expires", sess.ExpiresAt)
 	s.armExpiry(sess.ExpiresAt)
 	return tok, sess.ExpiresAt, nil
+}
+
+// RevokeGrant implements oauth.Backend: the session issued from grant ends
+// now, as if signed out (its devices leave every gateway), if it is live.
+func (s *Server) RevokeGrant(ctx context.Context, grant string) (bool, error) {
+	id := token.IDFor("ses", grant)
+	revoked := false
+	err := s.update(ctx, func(tx store.Writer) error {
+		sess, err := tx.Session(id)
+		if errors.Is(err, store.ErrNotFound) || err == nil && sess.State != model.SessionLive {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		revoked = true
+		return closeSession(tx, sess, model.SessionEnded, s.now())
+	})
+	if err != nil {
+		return false, fmt.Errorf("revoke session %s: %w", id, err)
+	}
+	if revoked {
+		s.log.Warn("session revoked: its authorization code was presented again", "session", id)
+	}
+	return revoked, nil
 }
 
 var _ oauth.Backend = (*Server)(nil)

@@ -104,14 +104,14 @@ func TestCheckPassword(t *testing.T) {
 			t.Errorf("%s/%s: %v, %v; want %v", c.email, c.pw, ok, err, c.ok)
 		}
 	}
-	tok, _, err := e.srv.CreateSession(ctx, "ADA@example.com", api.ClientCLI)
+	tok, _, err := e.srv.CreateSession(ctx, "ADA@example.com", api.ClientCLI, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if me, err := e.client(tok).Me(ctx); err != nil || me.User != "ada@example.com" || len(me.Accounts) != 1 {
 		t.Fatalf("session of a differently cased email: %+v, %v", me, err)
 	}
-	if _, _, err := e.srv.CreateSession(ctx, "nobody@example.com", api.ClientCLI); err == nil {
+	if _, _, err := e.srv.CreateSession(ctx, "nobody@example.com", api.ClientCLI, ""); err == nil {
 		t.Fatal("session for an unknown user")
 	}
 }

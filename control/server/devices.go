@@ -229,24 +229,14 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principa
 
 // handleDeviceMap is the device's long-poll: its device, its session and
 // every joined cluster's VPN config. It wakes on the device's own changes,
-// its session's end or expiry, and any change of a joined cluster (a move).
+// its session's end or expiry (longPoll checks the session again: expiry
+// answers 401 session_expired), and any change of a joined cluster (a move).
 func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
-	hash := p.session.TokenHash
-	checked := p // by withAuth, just now: the first read needs no second check
-	s.longPoll(w, r, func(ctx context.Context) (doc, *api.Error) {
-		// Re-check the session on every wake: expiry answers 401 session_expired.
-		p := checked
-		checked = nil
-		if p == nil {
-			var e *api.Error
-			if p, e = s.principalOf(ctx, hash); e != nil {
-				return doc{}, e
-			}
-		}
+	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		de, err := s.deviceState(ctx, id)
 		if err != nil {
-			return doc{}, s.asError(err)
+			return doc{}, s.asError(ctx, err)
 		}
 		if de.dev.User != p.user.Email {
 			return doc{}, &api.Error{Status: 404, Code: api.CodeNotFound,
@@ -254,12 +244,12 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 		}
 		m := &deviceMapWire{Version: max(de.version, p.sesVer), Device: de.json, Session: p.sesJSON,
 			Clusters: make([]json.RawMessage, 0, len(de.cids))}
-		topics := make([]*hub.Topic, 0, 2+len(de.cids))
-		topics = append(topics, de.topic, p.sesTopic)
+		topics := make([]*hub.Topic, 0, 2+len(de.cids)) // room for the caller's own topic
+		topics = append(topics, de.topic)
 		for _, cid := range de.cids {
 			e, err := s.clusterConfig(ctx, cid)
 			if err != nil {
-				return doc{}, s.asError(err)
+				return doc{}, s.asError(ctx, err)
 			}
 			if e.ok {
 				m.Clusters = append(m.Clusters, e.json)

@@ -244,12 +244,18 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 			break
 		}
 		waitParked()
+		held := ask(reps[k], "watchers")[0]
+		var per []string
+		for _, r := range reps {
+			per = append(per, ask(r, "watchers")[0])
+		}
+		b.Logf("before kill %d: watchers %v", k+1, per)
 		fmt.Fprintln(stdin, "arm")
 		expectLine(b, devLines, "armed-failover")
 		killed := time.Now()
 		reps[k].cmd.Process.Kill()
 		reps[k].cmd.Wait()
-		fmt.Fprintf(stdin, "killed %d\n", killed.UnixNano())
+		fmt.Fprintf(stdin, "killed %d %s\n", killed.UnixNano(), held)
 		f := expectLine(b, devLines, "failover")
 		ms := func(s string) float64 {
 			ns, _ := strconv.ParseInt(s, 10, 64)

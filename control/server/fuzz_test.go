@@ -19,7 +19,7 @@ import (
 func FuzzRequestBodies(f *testing.F) {
 	e := newEnv(f, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 	ctx := context.Background()
-	tok, _, err := e.srv.CreateSession(ctx, "ada@example.com", api.ClientCLI)
+	tok, _, err := e.srv.CreateSession(ctx, "ada@example.com", api.ClientCLI, "")
 	if err != nil {
 		f.Fatal(err)
 	}

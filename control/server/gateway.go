@@ -20,7 +20,7 @@ import (
 // handleGatewayMap is a gateway's long-poll: what its node must serve.
 func (s *Server) handleGatewayMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	cid, nid := p.node.CID, p.node.NID
-	s.longPoll(w, r, func(ctx context.Context) (doc, *api.Error) {
+	s.longPoll(w, r, p, func(ctx context.Context, _ *principal) (doc, *api.Error) {
 		var m api.GatewayMap
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			var err error
@@ -28,7 +28,7 @@ func (s *Server) handleGatewayMap(w http.ResponseWriter, r *http.Request, p *pri
 			return err
 		})
 		if err != nil {
-			return doc{}, s.asError(err)
+			return doc{}, s.asError(ctx, err)
 		}
 		return doc{body: m, version: m.Version, topics: []*hub.Topic{s.hub.Topic(hub.Gateway(cid, nid))}}, nil
 	})

@@ -79,13 +79,16 @@ type env struct {
 	clk *clock.Fake
 	ts  *httptest.Server
 	op  *api.Client
+
+	dbPath string // the SQLite file, for what no API does yet
 }
 
 func newEnv(t testing.TB, mutate ...func(*Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "control.db"), clk.Now)
+	dbPath := filepath.Join(t.TempDir(), "control.db")
+	st, err := sqlitestore.Open(ctx, dbPath, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +121,7 @@ func newEnv(t testing.TB, mutate ...func(*Config)) *env {
 		srv.Close()
 		ts.Close()
 	})
-	e := &env{t: t, st: st, hub: h, srv: srv, clk: clk, ts: ts}
+	e := &env{t: t, st: st, hub: h, srv: srv, clk: clk, ts: ts, dbPath: dbPath}
 	e.op = e.client(opToken)
 	return e
 }
@@ -130,7 +133,7 @@ func (e *env) client(tok string) *api.Client {
 // signIn creates a session the way the OAuth server does.
 func (e *env) signIn(email string) *api.Client {
 	e.t.Helper()
-	tok, _, err := e.srv.CreateSession(context.Background(), email, api.ClientCLI)
+	tok, _, err := e.srv.CreateSession(context.Background(), email, api.ClientCLI, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}

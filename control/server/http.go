@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/store"
 )
 
@@ -32,7 +34,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	} else {
 		var err error
 		if b, err = json.Marshal(v); err != nil {
-			writeError(w, &api.Error{Status: 500, Code: "internal", Message: "encode answer: " + err.Error()})
+			writeError(w, &api.Error{Status: 500, Code: "internal", Message: "internal error: the answer could not be encoded"})
 			return
 		}
 	}
@@ -86,24 +88,36 @@ func errForbidden(msg, hint string) *api.Error {
 	return &api.Error{Status: 403, Code: api.CodeForbidden, Message: msg, Hint: hint}
 }
 
-// asAPIError turns what a handler's logic returned into the answer: an
-// *api.Error as it is, a missing record as 404, anything else as 500 (and
-// logged, since it is control's fault).
+// fail answers what a handler's logic returned (see asError).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(w, s.asError(r.Context(), err))
+}
+
+// asError turns what a handler's logic returned into the answer: an
+// *api.Error as it is, a missing record as 404, anything else as 500,
+// logged with the request's id and answered with the id alone (the
+// error's text is control's business, not the caller's).
+func (s *Server) asError(ctx context.Context, err error) *api.Error {
 	var e *api.Error
 	switch {
 	case errors.As(err, &e):
-		writeError(w, e)
+		return e
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, errNotFound("%v", err))
+		return errNotFound("%v", err)
 	case errors.Is(err, store.ErrUnavailable):
-		s.log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, errStoreUnavailable)
-	default:
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, &api.Error{Status: 500, Code: "internal", Message: "internal error: " + err.Error(),
-			Hint: "retry; if it persists, look at runos-control's log"})
+		s.log.Warn("store unavailable", "requestId", reqid.From(ctx), "err", err)
+		return errStoreUnavailable
 	}
+	return s.internal(ctx, "request failed", err)
+}
+
+// internal logs err with the request's id and returns the generic answer
+// that names only the id.
+func (s *Server) internal(ctx context.Context, what string, err error) *api.Error {
+	id := reqid.From(ctx)
+	s.log.Error(what, "requestId", id, "err", err)
+	return &api.Error{Status: 500, Code: "internal", Message: "internal error (request " + id + ")",
+		Hint: "retry; if it persists, give runos-control's operator the request id " + id + " (it is in control's log)"}
 }
 
 // decode reads one strict JSON object into v: unknown fields are refused,

@@ -92,7 +92,7 @@ func checkStartMove(mc moveContext) error {
 // handleMove is GET of a move, long-pollable for --follow.
 func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
-	s.longPoll(w, r, func(ctx context.Context) (doc, *api.Error) {
+	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		var d api.Move
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			m, err := rd.Move(id)
@@ -109,7 +109,7 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal
 			return err
 		})
 		if err != nil {
-			return doc{}, s.asError(err)
+			return doc{}, s.asError(ctx, err)
 		}
 		return doc{body: d, version: d.Version, topics: []*hub.Topic{s.hub.Topic(hub.Move(id))}}, nil
 	})

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 )
 
@@ -17,18 +19,29 @@ type doc struct {
 	topics  []*hub.Topic
 }
 
+// recheckEvery is how often a long-poll checks again a caller whose end no
+// topic announces (an operator token): a revoked caller stops receiving
+// within it.
+const recheckEvery = time.Second
+
 // longPoll answers GET ...?since=V&wait=S (docs/internals.md "Push"): at
 // once when since is 0, when the document is newer than V, or when V is
 // from the future (a client of an older database); otherwise it holds the
 // request until one of the document's topics changes, or S passes (then
-// answering the current document unchanged). load runs again after every
-// wake, so it also re-checks the caller (an expired session answers 401).
+// answering the current document unchanged).
+//
+// Every wake checks the caller p again before load reads the document
+// (withAuth has just checked it for the first read): a session that ended,
+// expired or was revoked answers 401 instead of the document. The wake
+// comes from the caller's own topic too (its session's, or for a gateway
+// its node's), or, for a caller no topic speaks for, at least every
+// recheckEvery, so it stops receiving within a second of its end.
 //
 // Nothing is missed: a commit after the read is either published before the
 // watch is registered (then the hub's version is past the document's, and
 // it is read again) or after (then it wakes the watch). The answer carries
 // the version read with the document, so re-polling with it repeats nothing.
-func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, load func(ctx context.Context) (doc, *api.Error)) {
+func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, p *principal, load func(ctx context.Context, p *principal) (doc, *api.Error)) {
 	since, wait, e := pollParams(r)
 	if e != nil {
 		writeError(w, e)
@@ -40,9 +53,16 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, load func(ctx 
 		t := s.clock.AfterFunc(wait, func() { close(timeout) })
 		defer t.Stop()
 	}
-	timedOut := false
+	timedOut, checked := false, true
 	for {
-		d, e := load(ctx)
+		if !checked {
+			if p, e = s.principalOf(ctx, p.hash); e != nil {
+				writeError(w, e)
+				return
+			}
+		}
+		checked = false
+		d, e := load(ctx, p)
 		if e != nil {
 			writeError(w, e)
 			return
@@ -51,22 +71,58 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, load func(ctx 
 			writeJSON(w, http.StatusOK, d.body)
 			return
 		}
-		watch := s.hub.Watch(d.topics...)
-		if hub.Newest(d.topics...) > d.version {
+		topics := d.topics // made by this load: appending to it disturbs nothing
+		stale := false
+		if t := s.callerTopic(p); t != nil {
+			topics = append(topics, t)
+			// The caller's topic is compared with what the caller's check
+			// saw (a session's topic is touched at sign-in, so it is
+			// usually newer than the document), the document's with it.
+			known := d.version
+			if p.kind == kindUser {
+				known = max(known, p.sesVer)
+			}
+			stale = t.Version() > known
+		}
+		watch := s.hub.Watch(topics...)
+		if stale || hub.Newest(d.topics...) > d.version {
 			// Published between our read and the registration: read again.
 			watch.Stop()
 			continue
 		}
+		var recheck chan struct{}
+		var rt clock.Timer
+		if s.callerTopic(p) == nil {
+			recheck = make(chan struct{})
+			rt = s.clock.AfterFunc(recheckEvery, func() { close(recheck) })
+		}
 		select {
 		case <-watch.C():
+		case <-recheck:
 		case <-timeout:
 			timedOut = true
 		case <-s.closeCh:
 			timedOut = true // shutting down: answer now, the client re-polls elsewhere
 		case <-ctx.Done():
-			watch.Stop()
-			return
 		}
 		watch.Stop()
+		if rt != nil {
+			rt.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
 	}
+}
+
+// callerTopic is the topic whose change may end p: its session's for a
+// user, its node's for a gateway; nil for an operator token.
+func (s *Server) callerTopic(p *principal) *hub.Topic {
+	switch p.kind {
+	case kindUser:
+		return p.sesTopic
+	case kindGateway:
+		return s.hub.Topic(hub.Gateway(p.node.CID, p.node.NID))
+	}
+	return nil
 }

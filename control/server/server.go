@@ -16,9 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/store"
 )
 
@@ -92,10 +94,10 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.MoveDeadline, 30*time.Second)
 	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
 	if !cfg.DevicePool.IsValid() {
-		cfg.DevicePool = netip.MustParsePrefix("100.96.0.0/16")
+		cfg.DevicePool = netip.MustParsePrefix(api.DefaultDevicePool)
 	}
 	if !cfg.ServicePool.IsValid() {
-		cfg.ServicePool = netip.MustParsePrefix("100.100.0.0/16")
+		cfg.ServicePool = netip.MustParsePrefix(api.DefaultServicePool)
 	}
 	devices, err := pool.NewDevices(cfg.DevicePool)
 	if err != nil {
@@ -122,8 +124,12 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the /v1 API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Parked is how many long-polls are waiting for a change.
+func (s *Server) Parked() int { return s.hub.Watchers() }
+
+// Handler is the /v1 API. Each request gets an id (control/reqid) unless
+// an outer handler gave it one.
+func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
 
 // Start takes part in acting on timers (timers.go): it acts at once when
 // this replica gets the timers' lease (always, on SQLite), and otherwise

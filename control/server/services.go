@@ -55,7 +55,7 @@ func (s *Server) handleServices(w http.ResponseWriter, r *http.Request, p *princ
 // handleService is GET of one service, long-pollable for --follow.
 func (s *Server) handleService(w http.ResponseWriter, r *http.Request, p *principal) {
 	cid, id := r.PathValue("cid"), r.PathValue("id")
-	s.longPoll(w, r, func(ctx context.Context) (doc, *api.Error) {
+	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		var d api.VPNService
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			if _, err := cluster(rd, p, cid, false); err != nil {
@@ -69,27 +69,10 @@ func (s *Server) handleService(w http.ResponseWriter, r *http.Request, p *princi
 			return err
 		})
 		if err != nil {
-			return doc{}, s.asError(err)
+			return doc{}, s.asError(ctx, err)
 		}
 		return doc{body: d, version: d.Version, topics: []*hub.Topic{s.hub.Topic(hub.Service(id))}}, nil
 	})
-}
-
-// asError is fail's mapping for code that must return an *api.Error.
-func (s *Server) asError(err error) *api.Error {
-	var e *api.Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("%v", err)
-	}
-	if errors.Is(err, store.ErrUnavailable) {
-		s.log.Warn("store unavailable", "err", err)
-		return errStoreUnavailable
-	}
-	s.log.Error("request failed", "err", err)
-	return &api.Error{Status: 500, Code: "internal", Message: "internal error: " + err.Error()}
 }
 
 func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *principal) {

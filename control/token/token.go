@@ -30,3 +30,12 @@ func ID(prefix string) string {
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
 }
+
+// IDFor returns the identifier of the same shape as ID that belongs to
+// seed: a record made from something secret and single-use (a session
+// from an authorization code's hash) can be found again from it without
+// a lookup table, and the id tells nothing of the seed.
+func IDFor(prefix, seed string) string {
+	h := sha256.Sum256([]byte("runos id " + prefix + " " + seed))
+	return prefix + "-" + hex.EncodeToString(h[:6])
+}

@@ -3,6 +3,7 @@
 package apptest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -74,6 +75,27 @@ func (w *world) launches(t testing.TB) []string {
 		t.Fatal(err)
 	}
 	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// browsersDone waits until no browser the app started still runs (each
+// writes its launch to the log before it exits).
+func (w *world) browsersDone(t testing.TB) {
+	t.Helper()
+	script := []byte(filepath.Join(w.dir, "browser.sh"))
+	running := func() bool {
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, script) {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(30 * time.Second); running(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a browser the app started is still running")
+		}
+	}
 }
 
 func (w *world) calls() []string {
@@ -224,7 +246,6 @@ func TestAtLoginExpiredSessionSignInClickOpensTheBrowserOnce(t *testing.T) {
 	for len(w.launches(t)) == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond) // room for a second launch, which must not come
 	l := w.launches(t)
 	if len(l) != 1 || !strings.HasPrefix(l[0], "https://control.test/oauth/authorize?") || !strings.Contains(l[0], "client_id=runos-desktop") {
 		t.Fatalf("browser launches %q, want one of control's login page", l)
@@ -233,9 +254,14 @@ func TestAtLoginExpiredSessionSignInClickOpensTheBrowserOnce(t *testing.T) {
 	if c := w.calls(); len(c) != 0 {
 		t.Fatalf("daemon calls %q", c)
 	}
+	// Cancelling ends the attempt: the app is back at "Sign in…" only
+	// once its flow (and so every start of the browser for this click) has
+	// returned; once no browser it started still runs, a second launch
+	// would be in the log.
 	cancel, _ := find(items, "Cancel sign-in")
 	m.click(cancel)
 	m.until("Sign in… again", has(menu.TitleSignIn))
+	w.browsersDone(t)
 	if l := w.launches(t); len(l) != 1 {
 		t.Fatalf("browser launches %q, want 1", l)
 	}

@@ -259,12 +259,12 @@ type node struct {
 
 // menuReader reads an item's menu over D-Bus like a tray does.
 type menuReader struct {
-	t       *testing.T
+	t       testing.TB
 	obj     dbus.BusObject
 	updates chan *dbus.Signal
 }
 
-func readMenu(t *testing.T, c *dbus.Conn, r registration) *menuReader {
+func readMenu(t testing.TB, c *dbus.Conn, r registration) *menuReader {
 	t.Helper()
 	item := c.Object(r.Sender, dbus.ObjectPath(r.Service))
 	v, err := item.GetProperty("org.kde.StatusNotifierItem.Menu")
@@ -349,7 +349,14 @@ func labels(items []node) []string {
 // until re-reads the menu on every dbusmenu signal until ok holds.
 func (m *menuReader) until(what string, ok func([]node) bool) []node {
 	m.t.Helper()
-	deadline := time.After(30 * time.Second)
+	return m.untilFor(what, 30*time.Second, ok)
+}
+
+// untilFor is until with its own bound, for a wait that includes a known
+// delay (a sign-in that lapses) on top of the menu's reaction.
+func (m *menuReader) untilFor(what string, bound time.Duration, ok func([]node) bool) []node {
+	m.t.Helper()
+	deadline := time.After(bound)
 	for {
 		items := visible(m.layout())
 		if ok(items) {

@@ -264,8 +264,9 @@ func TestWithTheLabDaemonNoCID(t *testing.T) {
 	m.click(ky3)
 	m.until("both up", all(checked("ky3", true), checked("xym", true)))
 
-	// The sign-in lapses; the user signs in again from the toggle.
-	items = m.until("the lapse", all(has(menu.TitleSignInNeeded), has(menu.TitleSignIn)))
+	// The sign-in lapses (ttl after it began); the user signs in again
+	// from the toggle.
+	items = m.untilFor("the lapse", ttl+30*time.Second, all(has(menu.TitleSignInNeeded), has(menu.TitleSignIn)))
 	signIn, _ := find(items, menu.TitleSignIn)
 	m.click(signIn)
 	items = m.until("both back", all(hasPrefix("Signed in as "), checked("ky3", true), checked("xym", true), has(menu.TitleDisconnect)))
@@ -295,7 +296,7 @@ func TestAtLoginWithTheLabDaemon(t *testing.T) {
 	m.until("ky3 up at login", all(hasPrefix("Signed in as "), checked("ky3", true)))
 
 	// The session lapses while the app runs; then the user logs in again.
-	m.until("the lapse", all(has(menu.TitleSignInNeeded), has(menu.TitleSignIn)))
+	m.untilFor("the lapse", ttl+30*time.Second, all(has(menu.TitleSignInNeeded), has(menu.TitleSignIn)))
 	_ = app.cmd.Process.Signal(syscall.SIGTERM)
 	<-app.done
 	w.desktop(t, "--at-login")

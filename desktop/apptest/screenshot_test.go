@@ -21,6 +21,7 @@ import (
 
 	"github.com/runos/vpn/desktop/internal/fakevpnd"
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/testenv"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -65,9 +66,7 @@ const panelHeight = 30
 // it): RunOS Desktop in xfce4-panel's tray on Xvfb, its menu opened with a
 // real mouse click.
 func TestScreenshot(t *testing.T) {
-	if *screenshot == "" {
-		t.Skip("set -screenshot=PATH (desktop/screenshot.sh) to make the screenshot")
-	}
+	testenv.OnlyWhenAsked(t, *screenshot != "", "set -screenshot=PATH (desktop/screenshot.sh) to make the screenshot")
 	netnstest.Require(t, "Xvfb", "xfce4-panel", "xdotool", "import", "dbus-daemon")
 	dir := shortTemp(t)
 	xdg := filepath.Join(dir, "config")

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // plistDict reads the top-level dict of a property list into key → value
@@ -89,9 +91,8 @@ func TestBuildScript(t *testing.T) {
 			t.Errorf("build-app.sh lacks %q", want)
 		}
 	}
-	if sh, err := exec.LookPath("sh"); err == nil {
-		if out, err := exec.Command(sh, "-n", "build-app.sh").CombinedOutput(); err != nil {
-			t.Fatalf("sh -n build-app.sh: %v: %s", err, out)
-		}
+	testenv.Tools(t, "sh")
+	if out, err := exec.Command("sh", "-n", "build-app.sh").CombinedOutput(); err != nil {
+		t.Fatalf("sh -n build-app.sh: %v: %s", err, out)
 	}
 }

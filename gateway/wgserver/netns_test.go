@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/testenv"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -49,10 +50,7 @@ func TestServerInNetns(t *testing.T) {
 }
 
 func TestServerReal(t *testing.T) {
-	ifname := os.Getenv(envInNetns)
-	if ifname == "" {
-		t.Skip("runs inside a namespace made by TestServerInNetns")
-	}
+	ifname := testenv.OnlyAsHelper(t, envInNetns, "a namespace made by TestServerInNetns")
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	priv, _ := wgtypes.GeneratePrivateKey()
 	s, err := Open(ifname, priv, log)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,10 +31,20 @@ func suffix() string {
 
 // New makes a namespace named "rt<prefix>-<random>" with lo up and deletes
 // it (after killing whatever still runs inside) when the test ends.
+//
+// The namespace gets its own resolv.conf (/etc/netns/<name>/resolv.conf, a
+// copy of the machine's, which `ip netns exec` mounts over /etc/resolv.conf
+// for every command it runs there): a daemon under test that points the
+// resolver at its forwarder then writes that copy, never the machine's
+// file. Replacing the machine's file would also detach the bind mounts
+// other tests' labs keep over /etc/resolv.conf in their own mount
+// namespaces (the kernel detaches mounts on a dentry that is renamed over),
+// so one test's daemon could break another's isolation.
 func New(t testing.TB, prefix string) *NS {
 	t.Helper()
 	ns := &NS{Name: "rt" + prefix + "-" + suffix(), t: t}
 	run(t, "ip", "netns", "add", ns.Name)
+	etc := filepath.Join("/etc/netns", ns.Name)
 	t.Cleanup(func() {
 		if out, err := exec.Command("ip", "netns", "pids", ns.Name).Output(); err == nil {
 			for _, p := range strings.Fields(string(out)) {
@@ -41,7 +52,18 @@ func New(t testing.TB, prefix string) *NS {
 			}
 		}
 		_ = exec.Command("ip", "netns", "del", ns.Name).Run()
+		_ = os.RemoveAll(etc)
 	})
+	resolv, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		resolv = nil // an empty resolver: the namespace has no way out anyway
+	}
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatalf("namespace %s: %v", ns.Name, err)
+	}
+	if err := os.WriteFile(filepath.Join(etc, "resolv.conf"), resolv, 0o644); err != nil {
+		t.Fatalf("namespace %s: %v", ns.Name, err)
+	}
 	ns.MustExec("ip", "link", "set", "lo", "up")
 	return ns
 }

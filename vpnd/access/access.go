@@ -203,9 +203,13 @@ func (p Policy) Check(r *http.Request, c Caller) *Refusal {
 
 // Decision is whether a caller may change the daemon's state, and why.
 type Decision struct {
-	Control bool   // may hand over a session, connect, disconnect, end the session
-	Reason  string // why (either way), naming the caller
-	Hint    string // without Control: what grants it
+	Control bool // may hand over a session, connect, disconnect, end the session
+	// ChangeControl: may also point the daemon at another control server
+	// (root, an administrator, the operator recorded at install; not the
+	// runos group's other members, who may only sign in to the same one).
+	ChangeControl bool
+	Reason        string // why (either way), naming the caller
+	Hint          string // without Control: what grants it
 }
 
 // Decide is the one rule for changing state: root (an elevated
@@ -215,7 +219,8 @@ type Decision struct {
 func (p Policy) Decide(c Caller) Decision {
 	if c.Err == nil {
 		if why, ok := p.mayChange(c.Cred); ok {
-			return Decision{Control: true, Reason: why + " and may change the VPN state"}
+			return Decision{Control: true, ChangeControl: c.Cred.Admin || p.isOperator(c.Cred),
+				Reason: why + " and may change the VPN state"}
 		}
 	}
 	w := p.words()
@@ -283,6 +288,35 @@ func (p Policy) mayChange(c platform.PeerCred) (string, bool) {
 		return p.who(c.UID) + " is a member of the " + Group + " group", true
 	}
 	return "", false
+}
+
+// isOperator reports whether c is the operator recorded at install.
+func (p Policy) isOperator(c platform.PeerCred) bool {
+	if p.Operator == nil {
+		return false
+	}
+	op, err := p.Operator()
+	if err != nil || op == nil {
+		return false
+	}
+	if c.UID >= 0 {
+		return op.UID == c.UID
+	}
+	return op.SID != "" && op.SID == c.SID
+}
+
+// ChangeControlRefusal is the refusal of a caller who may steer the daemon
+// but not point it at another control server (Decision.ChangeControl).
+func (p Policy) ChangeControlRefusal(from, to string) *Refusal {
+	w := p.words()
+	if from == "" {
+		return &Refusal{Status: http.StatusForbidden, Code: codeForbidden,
+			Message: fmt.Sprintf("choosing the control server this daemon follows (%s) is for %s and the operator recorded at install", to, w.Admin),
+			Hint:    "ask one of them to sign in first (runos vpn up); then you may sign in to the same control"}
+	}
+	return &Refusal{Status: http.StatusForbidden, Code: codeForbidden,
+		Message: fmt.Sprintf("changing the control server this daemon follows (from %s to %s) is for %s and the operator recorded at install", from, to, w.Admin),
+		Hint:    "sign in to " + from + " (runos config set api-url " + from + "), or ask one of them to sign in to the new one"}
 }
 
 // mayChangeBySID is mayChange for a caller without a uid (Windows): the

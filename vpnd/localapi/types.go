@@ -46,8 +46,11 @@ const HandshakeFresh = 180 * time.Second
 
 // Status is the daemon's whole observable state, derived by one function.
 type Status struct {
-	Seq      uint64          `json:"seq"` // increases on every change
-	Version  string          `json:"version"`
+	Seq     uint64 `json:"seq"` // increases on every change
+	Version string `json:"version"`
+	// Control is the control server the daemon follows (kept after
+	// sign-out); "" before the first sign-in.
+	Control  string          `json:"control,omitempty"`
 	Session  Session         `json:"session"`
 	Tunnel   Tunnel          `json:"tunnel"`
 	DNS      DNS             `json:"dns"`
@@ -89,9 +92,12 @@ func (w *Warning) UnmarshalJSON(b []byte) error {
 type Access struct {
 	// Control: the caller may change state (hand over a session, connect,
 	// disconnect, down); false: it may only read.
-	Control bool   `json:"control"`
-	Reason  string `json:"reason,omitempty"` // why, in the daemon's words
-	Hint    string `json:"hint,omitempty"`   // without control: what grants it
+	Control bool `json:"control"`
+	// ChangeControl: the caller may also point the daemon at another
+	// control server (root and the operator recorded at install).
+	ChangeControl bool   `json:"changeControl,omitempty"`
+	Reason        string `json:"reason,omitempty"` // why, in the daemon's words
+	Hint          string `json:"hint,omitempty"`   // without control: what grants it
 }
 
 // Session is the sign-in the daemon holds.

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -18,12 +19,17 @@ type cluster struct {
 	dns    netip.Addr // invalid when the cluster has no DNS server
 	server netip.Addr
 	err    error // unusable config: the cluster shows state error
+	// domains are the DNS domains the trust accepts; refused says which
+	// others control sent, and why (shown, and logged, not used).
+	domains []string
+	refused []string
 }
 
-// joined returns the map's clusters by cid, checked. Collisions (the same
-// server key or overlapping subnets, which one WireGuard device cannot
-// serve) go to the cluster whose cid sorts first; the other shows why.
-func joined(m *api.DeviceMap) map[string]*cluster {
+// joined returns the map's clusters by cid, checked against the syntax and
+// against the daemon's trust. Collisions (the same server key or
+// overlapping subnets, which one WireGuard device cannot serve) go to the
+// cluster whose cid sorts first; the other shows why.
+func joined(m *api.DeviceMap, t Trust) map[string]*cluster {
 	out := map[string]*cluster{}
 	if m == nil {
 		return out
@@ -34,7 +40,7 @@ func joined(m *api.DeviceMap) map[string]*cluster {
 			continue
 		}
 		c := &cluster{cc: cc}
-		c.err = c.parse()
+		c.err = c.parse(t)
 		out[cc.CID] = c
 		cids = append(cids, cc.CID)
 	}
@@ -61,7 +67,7 @@ func joined(m *api.DeviceMap) map[string]*cluster {
 	return out
 }
 
-func (c *cluster) parse() error {
+func (c *cluster) parse(t Trust) error {
 	v := c.cc.VPN
 	c.peer.CID = c.cc.CID
 	if !v.Ready {
@@ -80,6 +86,9 @@ func (c *cluster) parse() error {
 	sn, err := netip.ParsePrefix(v.Subnet)
 	if err != nil || sn != sn.Masked() || sn.Bits() == 0 {
 		return fmt.Errorf("control sent a bad subnet %q for %s", v.Subnet, c.cc.CID)
+	}
+	if err := t.checkRoute(sn); err != nil {
+		return refusal{fmt.Errorf("control sent subnet %s for %s: %v: refused", sn, c.cc.CID, err)}
 	}
 	c.peer.AllowedIPs = []netip.Prefix{sn}
 	if v.Address != "" {
@@ -102,11 +111,51 @@ func (c *cluster) parse() error {
 			return fmt.Errorf("control sent a %v for %s", err, c.cc.CID)
 		}
 	}
+	own, ownErr := ownDomain(c.cc)
+	for _, d := range v.Domains {
+		if err := t.checkDomain(own, d); err != nil {
+			if ownErr != nil {
+				err = ownErr
+			}
+			c.refused = append(c.refused, fmt.Sprintf("control sent %v: not used", err))
+			continue
+		}
+		c.domains = append(c.domains, d)
+	}
 	return nil
 }
 
-// deviceAddress is the device's tunnel address as a host prefix.
-func deviceAddress(m *api.DeviceMap) (netip.Prefix, error) {
+// Refusals lists what the trust refused in m, one line per refusal, for
+// the daemon's log.
+func Refusals(m *api.DeviceMap, t Trust) []string {
+	var out []string
+	if _, err := deviceAddress(m, t); err != nil {
+		out = append(out, err.Error())
+	}
+	cs := joined(m, t)
+	cids := make([]string, 0, len(cs))
+	for cid := range cs {
+		cids = append(cids, cid)
+	}
+	slices.Sort(cids)
+	for _, cid := range cids {
+		c := cs[cid]
+		if errors.As(c.err, new(refusal)) {
+			out = append(out, c.err.Error())
+		}
+		for _, r := range c.refused {
+			out = append(out, cid+": "+r)
+		}
+	}
+	return out
+}
+
+// refusal is a well-formed value of control's that the trust refused.
+type refusal struct{ error }
+
+// deviceAddress is the device's tunnel address as a host prefix, if the
+// trust accepts it.
+func deviceAddress(m *api.DeviceMap, t Trust) (netip.Prefix, error) {
 	if m == nil || m.Device.Address == "" {
 		return netip.Prefix{}, nil
 	}
@@ -115,7 +164,11 @@ func deviceAddress(m *api.DeviceMap) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("control gave the device an unusable tunnel address %q", m.Device.Address)
 	}
 	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	p := netip.PrefixFrom(a, a.BitLen())
+	if err := t.checkRoute(p); err != nil {
+		return netip.Prefix{}, refusal{fmt.Errorf("control gave the device the tunnel address %s: %v: refused", a, err)}
+	}
+	return p, nil
 }
 
 // checkDomain accepts a plain DNS name (letters, digits, '-' and '_' in

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/runos/vpn/dnsplit"
@@ -23,12 +24,13 @@ const (
 func Derive(in *Inputs) localapi.Status {
 	st := localapi.Status{
 		Version: in.Version,
+		Control: in.Prefs.Control,
 		Session: deriveSession(in),
 		Tunnel:  deriveTunnel(in),
 		DNS:     deriveDNS(in.DNS),
 	}
 	live := sessionState(in) == signedIn
-	cs := joined(in.Map)
+	cs := joined(in.Map, in.Trust)
 	names := map[string]string{}
 	cids := slices.Clone(in.Prefs.Wanted)
 	for _, a := range in.Accounts {
@@ -88,7 +90,7 @@ func deriveTunnel(in *Inputs) localapi.Tunnel {
 	if in.Device.PublicKey != (wgtypes.Key{}) && in.Device.Up {
 		t.PublicKey = in.Device.PublicKey.String()
 	}
-	if _, err := deviceAddress(in.Map); err != nil && sessionState(in) == signedIn && t.Error == "" {
+	if _, err := deviceAddress(in.Map, in.Trust); err != nil && sessionState(in) == signedIn && t.Error == "" {
 		t.Error = err.Error()
 	}
 	return t
@@ -115,10 +117,12 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 	v := c.cc.VPN
 	cst.Server = localapi.Server{NodeID: v.NodeID, Endpoint: v.Endpoint, PublicKey: v.PublicKey, Address: v.Address}
 	cst.Subnet = v.Subnet
-	cst.DNS = localapi.ClusterDNS{Server: v.DNS, Domains: slices.Clone(v.Domains)}
+	cst.DNS = localapi.ClusterDNS{Server: v.DNS, Domains: slices.Clone(c.domains)}
 	if cst.DNS.Domains == nil {
 		cst.DNS.Domains = []string{}
 	}
+	// What the trust refused shows until something more urgent does.
+	cst.Error = strings.Join(c.refused, "; ")
 	switch {
 	case c.err != nil:
 		cst.State = localapi.ClusterError
@@ -129,7 +133,7 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 		cst.Error = "waiting for the cluster's VPN server to come up"
 		return
 	}
-	if _, err := deviceAddress(in.Map); err != nil || in.Map.Device.Address == "" {
+	if _, err := deviceAddress(in.Map, in.Trust); err != nil || in.Map.Device.Address == "" {
 		cst.State = localapi.ClusterConnecting
 		return
 	}

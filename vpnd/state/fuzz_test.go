@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/runos/vpn/control/api"
@@ -9,8 +10,9 @@ import (
 
 // FuzzDeviceMap feeds control's device map, as it comes off the wire, to
 // the derivation: whatever control sends, the daemon must not crash, must
-// configure only clean, non-colliding peers, and must say why it skipped
-// the rest.
+// configure only clean, non-colliding peers inside the VPN's pools, route
+// only DNS domains under each cluster's own domain, and must say why it
+// skipped the rest. Seeds: above, and testdata/fuzz/FuzzDeviceMap.
 func FuzzDeviceMap(f *testing.F) {
 	for _, m := range []*api.DeviceMap{dmap(ky3n1), dmap(ky3n1, xym), dmap(ky3n2, ky3n1), dmap()} {
 		b, _ := json.Marshal(m)
@@ -55,10 +57,30 @@ func FuzzDeviceMap(f *testing.F) {
 				}
 			}
 		}
+		for _, r := range append(plan.Tunnel.Routes, plan.Tunnel.Addresses...) {
+			if (Trust{}).checkRoute(r) != nil {
+				t.Fatalf("route or address %s outside the VPN's pools planned", r)
+			}
+		}
+		owns := map[string]string{}
+		seenCID := map[string]bool{}
+		for _, c := range m.Clusters { // the first of a cid is the one used
+			if seenCID[c.CID] {
+				continue
+			}
+			seenCID[c.CID] = true
+			if d, err := ownDomain(c); err == nil {
+				owns[c.CID] = d
+			}
+		}
 		for _, r := range plan.DNS {
 			for _, d := range r.Domains {
-				if checkDomain(d) != nil {
+				if checkDomain(d) != nil || !strings.Contains(d, ".") {
 					t.Fatalf("bad domain %q planned", d)
+				}
+				own := owns[r.CID]
+				if d = strings.ToLower(strings.TrimSuffix(d, ".")); own == "" || d != own && !strings.HasSuffix(d, "."+own) {
+					t.Fatalf("domain %q of %s planned, not under its own domain %q", d, r.CID, own)
 				}
 			}
 		}

@@ -34,6 +34,10 @@ type Inputs struct {
 
 	Device wgcfg.Report   // what the WireGuard device reports
 	DNS    dnsplit.Status // the split-DNS configurator; Mode "" means off
+
+	// Trust: which routes and DNS domains of control's are accepted (the
+	// daemon's configuration; the zero value is the VPN's default pools).
+	Trust Trust
 }
 
 // SignedIn reports whether the session is live at in.Now.

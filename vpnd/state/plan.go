@@ -25,12 +25,12 @@ func Want(in *Inputs) Plan {
 	if sessionState(in) != signedIn || in.Map == nil {
 		return p
 	}
-	if a, err := deviceAddress(in.Map); err == nil && a.IsValid() {
+	if a, err := deviceAddress(in.Map, in.Trust); err == nil && a.IsValid() {
 		p.Tunnel.Addresses = []netip.Prefix{a}
 	} else {
 		return p // no address: nothing can flow yet
 	}
-	cs := joined(in.Map)
+	cs := joined(in.Map, in.Trust)
 	for _, cid := range in.Prefs.Wanted {
 		c, ok := cs[cid]
 		if !ok || c.err != nil || !c.cc.VPN.Ready {
@@ -39,8 +39,8 @@ func Want(in *Inputs) Plan {
 		delete(cs, cid) // a cid wanted twice is still one peer
 		p.Tunnel.Peers = append(p.Tunnel.Peers, c.peer)
 		p.Tunnel.Routes = append(p.Tunnel.Routes, c.peer.AllowedIPs...)
-		if c.dns.IsValid() && len(c.cc.VPN.Domains) > 0 {
-			p.DNS = append(p.DNS, dnsplit.Route{CID: cid, Server: c.dns, Domains: slices.Clone(c.cc.VPN.Domains)})
+		if c.dns.IsValid() && len(c.domains) > 0 {
+			p.DNS = append(p.DNS, dnsplit.Route{CID: cid, Server: c.dns, Domains: slices.Clone(c.domains)})
 		}
 	}
 	return p

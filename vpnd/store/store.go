@@ -86,6 +86,10 @@ func trimSpace(b []byte) []byte {
 // and the clusters the user wants. A restart with a valid session reconnects
 // the same clusters without a browser.
 type Prefs struct {
+	// Control is the control server the daemon follows: set by the first
+	// session handed over and kept after sign-out, so that only root or
+	// the operator recorded at install can point the daemon elsewhere.
+	Control     string    `json:"control,omitempty"`
 	APIURL      string    `json:"apiUrl,omitempty"`
 	AccessToken string    `json:"accessToken,omitempty"`
 	ExpiresAt   time.Time `json:"expiresAt,omitzero"`
@@ -120,6 +124,9 @@ func (d Dir) LoadPrefs() (Prefs, error) {
 	}
 	slices.Sort(pr.Wanted)
 	pr.Wanted = slices.Compact(pr.Wanted)
+	if pr.Control == "" {
+		pr.Control = pr.APIURL // prefs of a daemon that predates the field
+	}
 	return pr, nil
 }
 

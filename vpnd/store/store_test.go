@@ -64,7 +64,7 @@ func TestPrefsRoundTrip(t *testing.T) {
 	if p, err := d.LoadPrefs(); err != nil || !reflect.DeepEqual(p, Prefs{}) {
 		t.Fatalf("missing prefs: %+v, %v", p, err)
 	}
-	want := Prefs{APIURL: "https://198.51.100.10", AccessToken: "tok", ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+	want := Prefs{Control: "https://198.51.100.10", APIURL: "https://198.51.100.10", AccessToken: "tok", ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
 		User: "alice@example.com", DeviceID: "d1", Wanted: []string{"ky3", "xym"}}
 	if err := d.SavePrefs(want); err != nil {
 		t.Fatal(err)
@@ -75,6 +75,20 @@ func TestPrefsRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+	// Signed out, the control followed stays.
+	if err := d.SavePrefs(Prefs{Control: want.Control}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.LoadPrefs(); got.Control != want.Control || got.AccessToken != "" {
+		t.Errorf("signed out: %+v", got)
+	}
+	// Prefs of a daemon before the field follow the session's control.
+	if err := os.WriteFile(filepath.Join(d.Path, PrefsFile), []byte(`{"apiUrl":"https://198.51.100.10","accessToken":"tok"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.LoadPrefs(); got.Control != "https://198.51.100.10" {
+		t.Errorf("older prefs: control %q", got.Control)
 	}
 	fi, _ := os.Stat(filepath.Join(d.Path, PrefsFile))
 	if fi.Mode().Perm() != 0o600 {

@@ -2,6 +2,11 @@
 // (modernc.org/sqlite, no cgo): WAL so that long-poll reads never wait for
 // a writer, a busy timeout, foreign keys on, numbered migrations, one
 // IMMEDIATE transaction per change through a single writer connection.
+// synchronous=FULL: a commit is on disk before it is answered, so a crash
+// of the machine cannot lose a session just issued (NORMAL in WAL mode
+// may lose the last commits; docs/performance.md has what FULL costs).
+// The database and its -wal and -shm files are 0600: they hold password
+// hashes and every token's hash.
 package sqlitestore
 
 import (
@@ -11,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -35,7 +41,7 @@ func dsn(path string, write bool) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "synchronous(FULL)")
 	if write {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Set("_txlock", "immediate")
@@ -52,6 +58,9 @@ func Open(ctx context.Context, path string, now func() time.Time) (*Store, error
 	}
 	if now == nil {
 		now = time.Now
+	}
+	if err := ownerOnly(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	w, err := sql.Open("sqlite", dsn(path, true))
 	if err != nil {
@@ -81,6 +90,31 @@ func Open(ctx context.Context, path string, now func() time.Time) (*Store, error
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	return &Store{w: w, r: r, now: now}, nil
+}
+
+// ownerOnly creates the database file 0600 if it is missing and makes it
+// and its companions 0600 if they are looser (an older control, a copy):
+// SQLite gives the -wal and -shm files it creates the database's mode.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // SchemaVersion is the number of the last migration this binary knows.

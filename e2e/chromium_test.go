@@ -1,0 +1,178 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+// TestVPNUpWithChromium signs in through a real headless Chromium on the
+// laptop, against the lab's real control (its SQLite store, its login page
+// over the lab's TLS): `runos vpn up` hands the authorize URL to $BROWSER,
+// Chromium (inside the laptop's network and mount namespaces, so its
+// 127.0.0.1 is the CLI's) loads the page, keystrokes fill it, a click
+// submits it, and Chromium itself follows control's redirect to the CLI's
+// loopback listener, with the page's CSP enforced. The other tests use the
+// Go form-poster (auth/formlogin), which is faster.
+func TestVPNUpWithChromium(t *testing.T) {
+	netnstest.Require(t, "chromium", "nsenter")
+	w := newWorld(t, 1, 0)
+	laptop := w.env.Client.Host
+
+	// Chromium trusts exactly control's key: the lab's certificate.
+	pemBytes, err := os.ReadFile(filepath.Join(w.env.Dir, "control", "cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(pemBytes)
+	if blk == nil {
+		t.Fatal("control's certificate is not PEM")
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+
+	var chromiumLog syncBuffer // Chromium's own output, shown if the test fails
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- chromium's output:\n%s", chromiumLog.String())
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath("/usr/bin/chromium"),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])),
+		chromedp.CombinedOutput(&chromiumLog),
+		// Run on the laptop: the same argv (and the DevTools pipe on fds 3
+		// and 4) through nsenter into its namespaces.
+		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
+			lc, err := w.lab.Command(ctx, laptop, nil, cmd.Args...)
+			if err != nil {
+				t.Errorf("chromium on %s: %v", laptop, err)
+				return
+			}
+			cmd.Path, cmd.Args, cmd.Env = lc.Path, lc.Args, lc.Env
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		}),
+	)...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf), chromedp.WithErrorf(t.Logf))
+	defer cancelBrowser()
+	if err := chromedp.Do(bctx); err != nil { // start Chromium now, not in the middle of the sign-in
+		t.Fatalf("start chromium on %s: %v", laptop, err)
+	}
+
+	// $BROWSER hands the URL over to the test's Chromium.
+	dir := t.TempDir()
+	urlFile := filepath.Join(dir, "authorize-url")
+	browser := filepath.Join(dir, "browser")
+	if err := os.WriteFile(browser, []byte("#!/bin/sh\nprintf '%s\\n' \"$1\" > "+urlFile+".tmp && mv "+urlFile+".tmp "+urlFile+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out string
+		err error
+	}
+	up := make(chan result, 1)
+	go func() {
+		out, err := w.run(laptop, []string{"BROWSER=" + browser}, "runos", "vpn", "up", "--cid", "ky3")
+		up <- result{out, err}
+	}()
+	var authorize string
+	w.waitFor(time.Minute, "runos vpn up to open the browser", func() bool {
+		b, err := os.ReadFile(urlFile)
+		authorize = strings.TrimSpace(string(b))
+		return err == nil
+	})
+	if !strings.HasPrefix(authorize, w.env.APIURL+"/oauth/authorize?") {
+		t.Fatalf("authorize URL %q", authorize)
+	}
+
+	step := func(what string, a chromedp.Action[chromedp.Void]) {
+		if err == nil {
+			if err = chromedp.Do(bctx, a); err != nil {
+				err = fmt.Errorf("%s: %w", what, err)
+			}
+		}
+	}
+	step("load the login page", chromedp.Navigate(authorize))
+	step("find its form", chromedp.WaitVisible(chromedp.ID("username")))
+	step("type the email", chromedp.SendKeys(chromedp.ID("username"), w.env.User))
+	step("type the password", chromedp.SendKeys(chromedp.ID("password"), w.env.Password))
+	step("press Sign in", chromedp.Click(chromedp.CSS(`button[value="login"]`)))
+	// The click posts the form; control redirects Chromium to the CLI's
+	// listener, which answers with its page: the tab's location says when.
+	var final string
+	for deadline := time.Now().Add(time.Minute); err == nil && !strings.HasPrefix(final, "http://127.0.0.1:"); time.Sleep(20 * time.Millisecond) {
+		if final, err = chromedp.Run(bctx, chromedp.Location()); err == nil && time.Now().After(deadline) {
+			err = fmt.Errorf("still at %s a minute after the click", final)
+		}
+	}
+	text := ""
+	if err == nil {
+		text, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
+	}
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	if !strings.Contains(text, "Signed in, you can close this tab.") {
+		t.Errorf("the CLI's page in Chromium at %s says %q", final, text)
+	}
+	r := <-up
+	if r.err != nil {
+		t.Fatalf("runos vpn up: %v", r.err)
+	}
+	if !strings.Contains(r.out, "ky3 is up") {
+		t.Errorf("runos vpn up said:\n%s", r.out)
+	}
+	st := w.waitStatus(laptop, 30*time.Second, "connected to ky3", upOn("n1", "ky3"))
+	if st.Session.State != localapi.SessionSignedIn || st.Session.User != w.env.User || st.Control != w.env.APIURL {
+		t.Errorf("after the sign-in: session %+v, control %q", st.Session, st.Control)
+	}
+	if n := w.browserLaunches(laptop); n != 0 {
+		t.Errorf("the lab's scripted browser ran %d times: this sign-in was Chromium's", n)
+	}
+}
+
+// syncBuffer is a log written by one goroutine and read by another.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
