@@ -37,7 +37,7 @@ FUZZ := ./control/server:FuzzRequestBodies ./control/seed:FuzzParse \
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
 
-.PHONY: desktop-macos all help build test test-deps test-unit test-e2e test-fuzz demo lint bench clean
+.PHONY: desktop-macos all help build test test-deps test-unit test-e2e test-fuzz demo lint bench plots clean
 .PHONY: cross release
 
 all: build
@@ -47,7 +47,8 @@ help:
 	@echo 'make test    the full suite, as root (installs what it lacks from Debian): unit tests with -race, e2e/ over real labs, $(FUZZTIME) of each fuzz target'
 	@echo 'make demo    build, install the Debian packages the lab needs, run bin/runos-lab demo'
 	@echo 'make lint    gofmt, go vet, staticcheck'
-	@echo 'make bench   every Go benchmark, JSON into bench/results/'
+	@echo 'make bench   every Go benchmark, JSON into bench/results/, SVG plots beside it'
+	@echo 'make plots   redraw the SVG plots from bench/results/'
 	@echo 'make clean   remove $(BIN)/'
 	@echo 'make cross   cross-compile for $(CROSS_TARGETS) into $(CROSS)/'
 	@echo 'make desktop-macos  RunOS Desktop.app into $(BIN)/ (on a Mac: needs cgo)'
@@ -106,12 +107,20 @@ lint:
 
 # Benchmarks print their name and their result in separate writes, so the
 # summary joins the JSON's output events before picking the result lines.
+# Then bench/plot draws the SVG plots: one beside each lab result, and the
+# summary plots in bench/results/plots/ that docs/performance.md shows.
 bench:
 	@mkdir -p bench/results
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 60m -json ./... > $(BENCH_OUT); \
 	status=$$?; echo "benchmarks: $(BENCH_OUT)"; \
 	if command -v jq >/dev/null; then jq -j 'select(.Action=="output") | .Output' $(BENCH_OUT) | grep -E '^(Benchmark|ok|FAIL|---)'; \
-	else echo "(install jq to see a summary here)"; fi; exit $$status
+	else echo "(install jq to see a summary here)"; fi; \
+	$(GO) run ./bench/plot -dir bench/results || status=1; exit $$status
+
+# The plots alone, redrawn from the results in bench/results/ (with the
+# fan-out re-runs kept in its subdirectory).
+plots:
+	$(GO) run ./bench/plot -dir bench/results -fanout 'bench/results/fanout-20261203/h1-*/after-*.txt'
 
 clean:
 	rm -rf $(BIN)

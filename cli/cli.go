@@ -1,7 +1,8 @@
 // Package cli is the `runos` command line: the user's VPN verbs (vpn up,
-// connect, status, down), the daemon entry point (vpnd), the user's config,
-// the operator's sign-in and the operator verbs against runos-control
-// (clusters, nodes, services wireguard).
+// connect, status, down, devices), the daemon entry point (vpnd), the
+// user's config, the operator's sign-in and the operator verbs against
+// runos-control (clusters, nodes, services wireguard, devices, sessions,
+// tokens, audit).
 //
 // Everything the commands touch outside the process (output streams,
 // environment, clock, config directory, browser, keystore, the daemon's
@@ -210,6 +211,9 @@ As an operator (after runos login, or with RUNOS_TOKEN):
   runos clusters list
   runos nodes list --cid ky3
   runos services wireguard add --cid ky3 --target-node-id n1 --name vpn --follow
+  runos devices list --cid ky3          who is on the VPN
+  runos devices revoke <id>             cut a device off within a second
+  runos audit                           who changed what
 
 Set a default cluster so you can drop --cid:  runos config set cid ky3`,
 		a.vpnCmd(),
@@ -221,6 +225,10 @@ Set a default cluster so you can drop --cid:  runos config set cid ky3`,
 		a.clustersCmd(),
 		a.nodesCmd(),
 		a.servicesCmd(),
+		a.devicesCmd(),
+		a.sessionsCmd(),
+		a.tokensCmd(),
+		a.auditCmd(),
 		a.versionCmd(),
 	)
 	root.PersistentFlags().BoolVar(&a.insecureHTTP, api.FlagInsecureHTTP, false,

@@ -104,6 +104,12 @@ func renderCluster(w io.Writer, d *api.ClusterDetail) {
 	}
 	fmt.Fprintf(w, "Configured    %s\n", yesNo(d.IsConfigured))
 	fmt.Fprintf(w, "User VPN      %s\n", vpn)
+	if p := d.DevicePool; p != nil {
+		fmt.Fprintf(w, "Device pool   %s: %d of %d addresses in use\n", p.Prefix, p.Used, p.Size)
+		if p.Warning != "" {
+			fmt.Fprintf(w, "warning: %s\n", p.Warning)
+		}
+	}
 
 	fmt.Fprintln(w, "\nDNS records")
 	if len(d.DNSRecords) == 0 {

@@ -38,6 +38,7 @@ type fakeControl struct {
 
 	// Scripted behaviour.
 	refuse      map[string]*api.Error // "METHOD path" → refusal
+	drop        map[string]bool       // "METHOD path" → taken, then the connection drops
 	servicePlan []func(s *api.VPNService)
 	movePlan    []func(m *api.Move)
 	plan        api.MovePlan
@@ -54,6 +55,7 @@ func newFakeControl(t *testing.T) *fakeControl {
 		services: map[string]*api.VPNService{},
 		moves:    map[string]*api.Move{},
 		refuse:   map[string]*api.Error{},
+		drop:     map[string]bool{},
 	}
 	c.clusters = []api.ClusterDetail{
 		{
@@ -119,7 +121,11 @@ func (c *fakeControl) serve(w http.ResponseWriter, r *http.Request) {
 	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	me, expired := c.tokens[tok], c.expired[tok]
 	refusal := c.refuse[key]
+	drop := c.drop[key]
 	c.mu.Unlock()
+	if drop {
+		panic(http.ErrAbortHandler) // control goes away in the middle of the request
+	}
 	switch {
 	case expired:
 		writeErr(w, &api.Error{Status: 401, Code: api.CodeSessionExpired, Message: "the session expired"})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,13 @@ type fakeDaemon struct {
 	clusterErr   map[string]string     // error shown while connecting
 	restoreOnSet []string              // clusters the daemon reconnects after SetSession
 	version      localapi.Version
+	devices      []api.DeviceDetail // the user's devices, as control would list them
+	// dieOn: these calls ("connect", "disconnect", "end session") are
+	// taken, then the connection drops, as when the daemon is killed.
+	dieOn map[string]bool
+	// afterDisconnect and afterEnd change the status a disconnect or an
+	// end of session leaves (a change pending at control, say).
+	afterDisconnect, afterEnd func(st *localapi.Status)
 }
 
 func newFakeDaemon(t testing.TB) *fakeDaemon {
@@ -53,6 +61,7 @@ func newFakeDaemon(t testing.TB) *fakeDaemon {
 		noHandshake: map[string]bool{},
 		connectErr:  map[string]*api.Error{},
 		clusterErr:  map[string]string{},
+		dieOn:       map[string]bool{},
 		version:     localapi.Version{Version: "dev", Commit: "unknown", Date: "unknown"},
 	}
 	d.st = localapi.Status{
@@ -73,6 +82,19 @@ func newFakeDaemon(t testing.TB) *fakeDaemon {
 	mux.HandleFunc("DELETE /v1/session", d.handleEndSession)
 	mux.HandleFunc("POST /v1/connect", d.handleConnect)
 	mux.HandleFunc("POST /v1/disconnect", d.handleDisconnect)
+	mux.HandleFunc("GET /v1/devices", func(w http.ResponseWriter, r *http.Request) {
+		d.record("devices")
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		writeJSON(w, 200, d.devices)
+	})
+	mux.HandleFunc("DELETE /v1/devices/{id}", func(w http.ResponseWriter, r *http.Request) {
+		d.record("remove " + r.PathValue("id"))
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.devices = slices.DeleteFunc(d.devices, func(x api.DeviceDetail) bool { return x.ID == r.PathValue("id") })
+		writeJSON(w, 200, d.st)
+	})
 	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, r *http.Request) {
 		d.record("version")
 		writeJSON(w, 200, d.version)
@@ -101,7 +123,11 @@ func writeErr(w http.ResponseWriter, e *api.Error) {
 func (d *fakeDaemon) record(call string) {
 	d.mu.Lock()
 	d.calls = append(d.calls, call)
+	die := d.dieOn[call] || d.dieOn[strings.Fields(call)[0]]
 	d.mu.Unlock()
+	if die {
+		panic(http.ErrAbortHandler) // the connection drops mid-call
+	}
 }
 
 // Calls returns the state-changing calls seen so far.
@@ -183,6 +209,9 @@ func (d *fakeDaemon) handleEndSession(w http.ResponseWriter, r *http.Request) {
 		st.Session = localapi.Session{State: localapi.SessionSignedOut}
 		st.Clusters = nil
 		st.Tunnel.Up = false
+		if d.afterEnd != nil {
+			d.afterEnd(st)
+		}
 	})
 	st, _ := d.snapshot()
 	writeJSON(w, 200, st)
@@ -256,6 +285,9 @@ func (d *fakeDaemon) handleDisconnect(w http.ResponseWriter, r *http.Request) {
 		n := len(st.Clusters)
 		st.Clusters = slices.DeleteFunc(st.Clusters, func(c localapi.ClusterStatus) bool { return c.CID == req.CID })
 		found = len(st.Clusters) != n
+		if found && d.afterDisconnect != nil {
+			d.afterDisconnect(st)
+		}
 	})
 	if !found {
 		writeErr(w, &api.Error{Status: 404, Code: localapi.CodeNotFound, Message: fmt.Sprintf("%s is not connected", req.CID)})

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -110,11 +113,51 @@ func controlErr(what string, src tokenSource, err error) error {
 	case api.IsCode(err, api.CodeUnauthorized):
 		return fmt.Errorf("%s: control does not accept your sign-in: run `runos login` (%w)", what, err)
 	}
+	if terr := transportErr(what, "", err); terr != nil {
+		return terr
+	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// transportErr words a request that got no answer from control, never the
+// raw transport error: either it never reached control (nothing changed),
+// or control went away while handling it, when a change may have taken
+// effect (check is the command that shows whether; "" for a request that
+// changes nothing). Nil for an answer of control's (an *api.Error).
+func transportErr(what, check string, err error) error {
+	var ae *api.Error
+	var ue *url.Error
+	if errors.As(err, &ae) || !errors.As(err, &ue) {
+		return nil
+	}
+	host := ue.URL
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		host = u.Scheme + "://" + u.Host
+	}
+	var oe *net.OpError
+	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &oe) && oe.Op == "dial", errors.As(err, &dnsErr):
+		return fmt.Errorf("%s: control %s unreachable (%v); nothing was changed: check the network, or the api URL with `runos config get api-url`", what, host, ue.Err)
+	case errors.As(err, &certErr):
+		return fmt.Errorf("%s: control %s: %v; nothing was changed: check the CA file (`runos config get ca-file`) and the api URL", what, host, ue.Err)
+	case check == "":
+		return fmt.Errorf("%s: control %s stopped answering (%v): try again", what, host, ue.Err)
+	}
+	return fmt.Errorf("%s: control %s stopped answering before saying whether it was done (%v); it may have taken effect: check with `%s` before trying again",
+		what, host, ue.Err, check)
 }
 
 // opCall runs one operator request with its context for errors.
 func opCall[T any](ctx context.Context, a *app, what string, fn func(context.Context, *api.Client) (T, error)) (T, error) {
+	return opChange(ctx, a, what, "", fn)
+}
+
+// opChange is opCall for a request that changes something: check is the
+// command that shows whether it took effect, should control go away before
+// answering.
+func opChange[T any](ctx context.Context, a *app, what, check string, fn func(context.Context, *api.Client) (T, error)) (T, error) {
 	var zero T
 	c, src, err := a.operator()
 	if err != nil {
@@ -122,6 +165,9 @@ func opCall[T any](ctx context.Context, a *app, what string, fn func(context.Con
 	}
 	v, err := fn(ctx, c)
 	if err != nil {
+		if terr := transportErr(what, check, err); terr != nil {
+			return zero, terr
+		}
 		return zero, controlErr(what, src, err)
 	}
 	return v, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/backoff"
 )
 
 type moveFlags struct {
@@ -127,7 +128,7 @@ func (a *app) wgMove(ctx context.Context, id string, f moveFlags) error {
 		fmt.Fprintln(out, l)
 	}
 	lead := a.env.Now().Sub(start)
-	m, err := opCall(ctx, a, what, func(ctx context.Context, c *api.Client) (*api.Move, error) {
+	m, err := opChange(ctx, a, what, "runos services wireguard show "+id+" --cid "+cid, func(ctx context.Context, c *api.Client) (*api.Move, error) {
 		return c.StartMove(ctx, cid, id, f.target)
 	})
 	if err != nil {
@@ -200,7 +201,7 @@ func (a *app) followMove(ctx context.Context, out io.Writer, m *api.Move, timeou
 		return m, err
 	}
 	mf := &moveFollower{w: out, shown: shown}
-	var b backoff
+	var b backoff.Backoff // 100 ms doubling to 10 s between failed polls
 	for {
 		mf.show(m)
 		switch m.State {
@@ -219,12 +220,12 @@ func (a *app) followMove(ctx context.Context, out io.Writer, m *api.Move, timeou
 			if !retryable(err) {
 				return m, controlErr("follow move "+m.ID, src, err)
 			}
-			if err := b.wait(ctx); err != nil {
+			if err := b.Wait(ctx); err != nil {
 				return m, fmt.Errorf("move %s: control unreachable: %w", m.ID, err)
 			}
 			continue
 		}
-		b.reset()
+		b.Reset()
 		m = next
 	}
 }

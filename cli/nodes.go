@@ -38,12 +38,21 @@ func (a *app) clusterID(flag string) (string, error) {
 // node n1") names the request in errors together with the cluster. It
 // returns the cluster too, for what is printed after.
 func clusterCall[T any](ctx context.Context, a *app, cidFlag, what string, fn func(ctx context.Context, c *api.Client, cid string) (T, error)) (T, string, error) {
+	return clusterChange(ctx, a, cidFlag, what, "", fn)
+}
+
+// clusterChange is clusterCall for a change; check (with %s for the cid)
+// is the command that shows whether it took effect.
+func clusterChange[T any](ctx context.Context, a *app, cidFlag, what, check string, fn func(ctx context.Context, c *api.Client, cid string) (T, error)) (T, string, error) {
 	cid, err := a.clusterID(cidFlag)
 	if err != nil {
 		var zero T
 		return zero, "", err
 	}
-	v, err := opCall(ctx, a, what+" of "+cid, func(ctx context.Context, c *api.Client) (T, error) {
+	if check != "" {
+		check = fmt.Sprintf(check, cid)
+	}
+	v, err := opChange(ctx, a, what+" of "+cid, check, func(ctx context.Context, c *api.Client) (T, error) {
 		return fn(ctx, c, cid)
 	})
 	return v, cid, err
@@ -212,7 +221,7 @@ func (a *app) nodesIngress(ctx context.Context, nid string, f ingressFlags) erro
 	if err != nil {
 		return err
 	}
-	n, _, err := clusterCall(ctx, a, f.cid, "set the ingress of node "+nid, func(ctx context.Context, c *api.Client, cid string) (*api.Node, error) {
+	n, _, err := clusterChange(ctx, a, f.cid, "set the ingress of node "+nid, "runos nodes show "+nid+" --cid %s", func(ctx context.Context, c *api.Client, cid string) (*api.Node, error) {
 		return c.SetNodeIngress(ctx, cid, nid, r)
 	})
 	if err != nil {
@@ -240,7 +249,7 @@ runos nodes delete-preflight says beforehand what a removal would warn about.`,
 		Args: exactArgs("NID"),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			nid := args[0]
-			_, cid, err := clusterCall(cmd.Context(), a, cid, "delete node "+nid, func(ctx context.Context, c *api.Client, cid string) (struct{}, error) {
+			_, cid, err := clusterChange(cmd.Context(), a, cid, "delete node "+nid, "runos nodes list --cid %s", func(ctx context.Context, c *api.Client, cid string) (struct{}, error) {
 				return struct{}{}, c.DeleteNode(ctx, cid, nid, reset)
 			})
 			if err != nil {

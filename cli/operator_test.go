@@ -291,3 +291,29 @@ func TestServicesMoveRefusedBeforeAnythingMoves(t *testing.T) {
 		t.Error("the move started after the plan was refused")
 	}
 }
+
+// TestOperatorVerbsWordControlGoingAway: no raw transport error from an
+// operator verb: control unreachable says nothing was changed; control
+// going away mid-change says it may have taken effect and how to check.
+func TestOperatorVerbsWordControlGoingAway(t *testing.T) {
+	h := operatorHarness(t)
+	h.run("config", "set", "cid", "ky3").want(t, 0, nil, nil)
+	h.control.mu.Lock()
+	h.control.drop["DELETE /v1/clusters/ky3/nodes/n2"] = true
+	h.control.drop["GET /v1/clusters/ky3/nodes"] = true
+	h.control.mu.Unlock()
+	u := h.control.URL()
+	r := h.run("nodes", "delete", "n2")
+	r.want(t, 1, nil, []string{"delete node n2 of ky3: control " + u + " stopped answering before saying whether it was done (EOF); " +
+		"it may have taken effect: check with `runos nodes list --cid ky3` before trying again"})
+	h.run("nodes", "list").want(t, 1, nil, []string{"list nodes of ky3: control " + u + " stopped answering (EOF): try again"})
+	// Nothing listens: the request never left.
+	h.control.srv.Close()
+	r = h.run("nodes", "ingress", "n2", "--ingress-ip", "10.77.0.22")
+	r.want(t, 1, nil, []string{"set the ingress of node n2 of ky3: control " + u + " unreachable (", "nothing was changed: check the network"})
+	for _, raw := range []string{`Post "`, `Get "`, `Delete "`, `Patch "`, `Put "`} {
+		if strings.Contains(r.stderr, raw) {
+			t.Errorf("raw transport error: %s", r.stderr)
+		}
+	}
+}

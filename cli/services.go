@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/backoff"
 )
 
 // defaultFollowTimeout bounds --follow of add and move.
@@ -81,7 +82,7 @@ func (a *app) wgAdd(ctx context.Context, f addFlags) error {
 		return err
 	}
 	what := "add the WireGuard server of " + cid
-	s, err := opCall(ctx, a, what, func(ctx context.Context, c *api.Client) (*api.VPNService, error) {
+	s, err := opChange(ctx, a, what, "runos services wireguard list --cid "+cid, func(ctx context.Context, c *api.Client) (*api.VPNService, error) {
 		return c.AddVPNService(ctx, cid, api.AddVPNServiceRequest{Name: f.name, TargetNodeID: f.node, Port: f.port})
 	})
 	if err != nil {
@@ -128,7 +129,7 @@ func (a *app) followService(ctx context.Context, out io.Writer, cid string, s *a
 		return s, err
 	}
 	shown := 0
-	var b backoff
+	var b backoff.Backoff // 100 ms doubling to 10 s between failed polls
 	for {
 		steps := serviceSteps(s)
 		for ; shown < len(steps); shown++ {
@@ -149,12 +150,12 @@ func (a *app) followService(ctx context.Context, out io.Writer, cid string, s *a
 			if !retryable(err) {
 				return s, controlErr("follow service "+s.ID, src, err)
 			}
-			if err := b.wait(ctx); err != nil {
+			if err := b.Wait(ctx); err != nil {
 				return s, fmt.Errorf("service %s: control unreachable: %w", s.ID, err)
 			}
 			continue
 		}
-		b.reset()
+		b.Reset()
 		s = next
 	}
 }
@@ -174,30 +175,6 @@ func retryable(err error) bool {
 		return e.Status >= 500
 	}
 	return true
-}
-
-// backoff waits 100 ms doubling to 10 s between failed polls
-// (docs/internals.md), with jitter from the clock's nanoseconds.
-type backoff struct{ d time.Duration }
-
-func (b *backoff) reset() { b.d = 0 }
-
-func (b *backoff) wait(ctx context.Context) error {
-	switch {
-	case b.d == 0:
-		b.d = 100 * time.Millisecond
-	case b.d < 10*time.Second:
-		b.d = min(2*b.d, 10*time.Second)
-	}
-	jitter := time.Duration(time.Now().UnixNano() % int64(b.d/4+1))
-	t := time.NewTimer(b.d - b.d/8 + jitter)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (a *app) wgListCmd() *cobra.Command {

@@ -32,8 +32,11 @@ reconnects the clusters you had connected.`,
 		a.vpnDisconnectCmd(),
 		a.vpnStatusCmd(),
 		a.vpnDownCmd(),
+		a.vpnDevicesCmd(),
 		a.vpnInstallCmd(),
 		a.vpnUninstallCmd(),
+		a.vpnDoctorCmd(),
+		a.vpnBugreportCmd(),
 	)
 	a.addSocketFlag(c)
 	return c
@@ -120,7 +123,7 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 			APIURL: e.APIURL, AccessToken: tok.AccessToken, ExpiresAt: tok.ExpiresAt, User: me.User,
 		})
 		if err != nil {
-			return fmt.Errorf("vpn up: hand the session to the daemon: %w", err)
+			return stoppedWhile("taking over the session", fmt.Errorf("vpn up: hand the session to the daemon: %w", err))
 		}
 		fmt.Fprintf(a.env.Stderr, "Signed in as %s until %s.\n", me.User, fmtTime(tok.ExpiresAt, start))
 		token = tok.AccessToken
@@ -145,7 +148,7 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 	var added []string
 	if cid := plan.Connect; cid != "" {
 		if _, err := d.Connect(ctx, cid); err != nil {
-			return fmt.Errorf("vpn up: connect %s: %w", cid, signedOutHint(err))
+			return stoppedWhile("connecting "+cid, fmt.Errorf("vpn up: connect %s: %w", cid, signedOutHint(err)))
 		}
 		targets, added = append(slices.Clone(restored), cid), []string{cid}
 	}
@@ -309,7 +312,7 @@ func (a *app) vpnConnect(ctx context.Context, cid string, f connectFlags) error 
 	var rollback []string
 	if c := findCluster(st, cid); c == nil || !c.Wanted {
 		if _, err := d.Connect(ctx, cid); err != nil {
-			return fmt.Errorf("connect %s: %w", cid, signedOutHint(err))
+			return stoppedWhile("connecting "+cid, fmt.Errorf("connect %s: %w", cid, signedOutHint(err)))
 		}
 		rollback = []string{cid}
 	}
@@ -323,6 +326,8 @@ func (a *app) vpnConnect(ctx context.Context, cid string, f connectFlags) error 
 // needSession refuses to act without a valid sign-in, saying what to run.
 func needSession(s localapi.Session, now time.Time) error {
 	switch {
+	case s.State == localapi.SessionRevoked:
+		return fmt.Errorf("this device was removed from RunOS at %s: run `runos vpn up` to sign in again with a fresh key", fmtTime(s.RevokedAt, now))
 	case s.State == localapi.SessionExpired || s.State == localapi.SessionSignedIn && !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt):
 		return fmt.Errorf("your sign-in expired at %s: run `runos vpn up` to sign in again", fmtTime(s.ExpiresAt, now))
 	case s.State != localapi.SessionSignedIn:
@@ -351,10 +356,14 @@ the other clusters and the session stay.`,
 			}
 			st, err := d.Disconnect(cmd.Context(), cid)
 			if err != nil {
-				return fmt.Errorf("disconnect %s: %w", cid, err)
+				return stoppedWhile("disconnecting "+cid, fmt.Errorf("disconnect %s: %w", cid, err))
 			}
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
+			}
+			if c := findCluster(st, cid); c != nil && c.Error != "" && hasWarning(st, localapi.WarnLeavePending) {
+				fmt.Fprintf(a.env.Stdout, "Disconnected %s here; %s.\n", cid, c.Error)
+				return nil
 			}
 			fmt.Fprintf(a.env.Stdout, "Disconnected %s.\n", cid)
 			return nil
@@ -381,10 +390,16 @@ signs in again.`,
 			}
 			st, err := d.EndSession(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("vpn down: %w", err)
+				return stoppedWhile("disconnecting every cluster and ending the session", fmt.Errorf("vpn down: %w", err))
 			}
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
+			}
+			for _, w := range st.Warnings {
+				if w.Code == localapi.WarnSignOutPending {
+					fmt.Fprintf(a.env.Stdout, "Disconnected every cluster and signed out here; %s.\n", w.Message)
+					return nil
+				}
 			}
 			fmt.Fprintln(a.env.Stdout, "Disconnected every cluster and ended the session.")
 			return nil
@@ -392,6 +407,17 @@ signs in again.`,
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the daemon's status as JSON")
 	return c
+}
+
+// stoppedWhile words a daemon that went away in the middle of a change
+// (doing: "disconnecting ky3"): it may have taken effect before it did, and
+// its status after the restart says. Any other error is returned as is.
+func stoppedWhile(doing string, err error) error {
+	var se *localapi.StoppedError
+	if errors.As(err, &se) {
+		return fmt.Errorf("the RunOS VPN daemon stopped while %s; it may have taken effect: check `runos vpn status`", doing)
+	}
+	return err
 }
 
 func capitalize(s string) string {

@@ -371,6 +371,56 @@ func TestLoginRealDeviceSignIn(t *testing.T) {
 	h.run("clusters", "list").want(t, 0, []string{"ky3  tc3-ky3  true"}, nil)
 }
 
+// TestDaemonStoppingMidCall: a daemon that goes away while handling a
+// change is said so in the product's words, never as a raw transport error.
+func TestDaemonStoppingMidCall(t *testing.T) {
+	h := newHarness(t)
+	h.run("vpn", "up", "--cid", "ky3").want(t, 0, []string{"ky3 is up"}, nil)
+	for _, tc := range []struct {
+		call string
+		args []string
+		msg  string
+	}{
+		{"disconnect", []string{"vpn", "disconnect", "ky3"}, "the RunOS VPN daemon stopped while disconnecting ky3; it may have taken effect: check `runos vpn status`"},
+		{"connect", []string{"vpn", "connect", "xym"}, "the RunOS VPN daemon stopped while connecting xym; it may have taken effect: check `runos vpn status`"},
+		{"end", []string{"vpn", "down"}, "the RunOS VPN daemon stopped while disconnecting every cluster and ending the session; it may have taken effect: check `runos vpn status`"},
+	} {
+		h.daemon.mu.Lock()
+		h.daemon.dieOn = map[string]bool{tc.call: true}
+		h.daemon.mu.Unlock()
+		r := h.run(tc.args...)
+		r.want(t, 1, nil, []string{tc.msg})
+		for _, raw := range []string{"local.runos", "connection reset", "EOF"} {
+			if strings.Contains(r.stderr, raw) {
+				t.Errorf("%s: the raw transport error shows: %s", tc.call, r.stderr)
+			}
+		}
+	}
+}
+
+// TestDownAndDisconnectSayWhatIsPending: when control did not hear it, the
+// commands say it is done here and pending at control.
+func TestDownAndDisconnectSayWhatIsPending(t *testing.T) {
+	h := newHarness(t)
+	h.run("vpn", "up", "--cid", "ky3").want(t, 0, []string{"ky3 is up"}, nil)
+	const leave = "leaving ky3 pending at control: control https://x unreachable: connection refused; the daemon retries until control answers"
+	h.daemon.mu.Lock()
+	h.daemon.afterDisconnect = func(st *localapi.Status) {
+		st.Clusters = append(st.Clusters, localapi.ClusterStatus{CID: "ky3", State: localapi.ClusterDisconnected, Error: leave})
+		st.Warnings = append(st.Warnings, localapi.Warning{Code: localapi.WarnLeavePending, Message: leave})
+	}
+	h.daemon.mu.Unlock()
+	h.run("vpn", "disconnect", "ky3").want(t, 0, []string{"Disconnected ky3 here; " + leave + "."}, nil)
+	const signOut = "sign-out pending at control: control https://x unreachable: connection refused; the daemon retries until control answers"
+	h.daemon.mu.Lock()
+	h.daemon.afterEnd = func(st *localapi.Status) {
+		st.Warnings = []localapi.Warning{{Code: localapi.WarnSignOutPending, Message: signOut}}
+	}
+	h.daemon.mu.Unlock()
+	h.run("vpn", "down").want(t, 0, []string{"Disconnected every cluster and signed out here; " + signOut + "."}, nil)
+	h.run("vpn", "status").want(t, 0, []string{"warning: " + signOut}, nil)
+}
+
 // Every command that steers the daemon says first that this user may only
 // read, and why, whatever else is wrong (here: signed out too).
 func TestSteeringCommandsCheckAccessFirst(t *testing.T) {

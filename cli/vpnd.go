@@ -17,6 +17,7 @@ import (
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd"
+	"github.com/runos/vpn/vpnd/logring"
 	"github.com/runos/vpn/vpnd/state"
 )
 
@@ -131,7 +132,10 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 		}
 		out = lf // open for the process's life: the daemon logs until it exits
 	}
-	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl}))
+	// The last few thousand lines also stay in memory, for runos vpn
+	// bugreport (GET /v1/logs), whatever the service does with the output.
+	ring := logring.New(logring.DefaultLines)
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(ring, out), &slog.HandlerOptions{Level: lvl}))
 	return vpnd.Config{
 		StateDir:  stateDir,
 		Socket:    a.socketPath(),
@@ -146,6 +150,7 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 			return dnsplit.New(dnsplit.Options{Interface: iface, StateDir: stateDir, Logger: log})
 		},
 		Cleanup: dnsplit.Cleanup,
+		Logs:    ring,
 	}, nil
 }
 

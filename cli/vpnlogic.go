@@ -34,6 +34,8 @@ func checkConnected(st *localapi.Status, targets []string) connectState {
 		return connectState{fatal: errors.New("the sign-in expired while connecting; run `runos vpn up` to sign in again")}
 	case localapi.SessionSignedOut:
 		return connectState{fatal: errors.New("the session ended while connecting; run `runos vpn up`")}
+	case localapi.SessionRevoked:
+		return connectState{fatal: errors.New("this device was removed from RunOS while connecting; run `runos vpn up` to sign in again with a fresh key")}
 	}
 	var waiting, reasons []string
 	for _, cid := range targets {

@@ -1,9 +1,9 @@
 // Package control runs runos-control: it opens the store (SQLite, or
 // PostgreSQL shared by several replicas), imports the world file, builds the
 // change hub (fed across replicas by control/notify), the /v1 API, the OAuth
-// authorization server and the health endpoints on one mux, and serves HTTPS
-// (or plain HTTP behind an explicit --insecure-http) until its context ends,
-// then shuts down gracefully.
+// authorization server, the console (/console) and the health endpoints on
+// one mux, and serves HTTPS (or plain HTTP behind an explicit
+// --insecure-http) until its context ends, then shuts down gracefully.
 package control
 
 import (
@@ -19,11 +19,15 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/clock"
+	"github.com/runos/vpn/control/console"
 	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/metrics"
 	"github.com/runos/vpn/control/notify"
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/server"
 	"github.com/runos/vpn/control/store"
@@ -60,6 +64,9 @@ type Config struct {
 	HeartbeatTimeout time.Duration
 	BcryptCost       int // for plain passwords in the world file; 0 means 12
 
+	MaxDevicesPerUser int           // 0: 20
+	DeviceIdleTTL     time.Duration // 0: 30 days
+
 	Logger *slog.Logger
 	Clock  clock.Clock // nil: the real clock
 
@@ -73,6 +80,11 @@ type Config struct {
 	// OnHub, when set, is given the change hub once built (tests watch
 	// its watchers to know a long-poll is parked).
 	OnHub func(*hub.Hub)
+	// MetricsAddr serves Prometheus metrics (control/metrics) on its own
+	// address, unauthenticated, at /metrics; "" serves none.
+	MetricsAddr string
+	// MetricsListener, when set, is served instead of listening on MetricsAddr.
+	MetricsListener net.Listener
 }
 
 // Check reports the first thing wrong with cfg, saying what to do.
@@ -204,15 +216,41 @@ func Run(ctx context.Context, cfg Config) error {
 		// it listens (readyz).
 		l := notify.New(notify.Config{Connect: st.pg.Conn, Store: st, Hub: h, Origin: st.pg.Origin(), Logger: log})
 		lctx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{})
-		go func() { defer close(done); l.Run(lctx, nil) }()
+		done, heard := make(chan struct{}), make(chan struct{})
+		go func() { defer close(done); l.Run(lctx, func() { close(heard) }) }()
 		defer func() { stopListening(); <-done }()
 		listening = l.Connected
+		// Serve once listening (a balancer would not send anything
+		// before readyz says so anyway); a listener that cannot connect
+		// yet keeps trying, and readyz says not ready meanwhile.
+		select {
+		case <-heard:
+		case <-time.After(cfg.StoreWait):
+			log.Warn("not listening for other replicas' changes yet; serving, not ready")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var mets *metrics.Control
+	var sst store.Store = st
+	var srvMetrics server.Metrics
+	var oaMetrics oauth.Metrics
+	if cfg.MetricsAddr != "" || cfg.MetricsListener != nil {
+		mets = metrics.New(st, clk.Now)
+		sst = mets.Store(st)
+		h.ObserveFanOut(mets.FanOut)
+		srvMetrics, oaMetrics = mets, mets
+		stop, err := serveMetrics(cfg, mets, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	api, err := server.New(server.Config{
-		Store: st, Hub: h, Clock: clk, Logger: log, Shared: st.pg != nil,
+		Store: sst, Hub: h, Clock: clk, Logger: log, Metrics: srvMetrics, Shared: st.pg != nil,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
+		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
 	})
 	if err != nil {
 		return err
@@ -227,14 +265,24 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("login pages' secret: %w", err)
 	}
-	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now, Secret: secret})
+	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now, Metrics: oaMetrics, Secret: secret})
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api.Handler())
-	mux.Handle("/oauth/", oa.Handler())
+	// The sign-in's audit entry names the address it came from.
+	withSource := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		oa.Handler().ServeHTTP(w, r.WithContext(audit.WithSource(r.Context(), r.RemoteAddr)))
+	})
+	mux.Handle("/oauth/", withSource)
 	mux.Handle("/.well-known/", oa.Handler())
+	con, err := console.New(console.Config{Issuer: cfg.Issuer, API: api.Handler(), OAuth: withSource, Hub: h, Logger: log, Now: clk.Now})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/console", con.Handler())
+	mux.Handle("/console/", con.Handler())
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /readyz", readyz(st.Ping, listening))
 
@@ -245,7 +293,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           replicaHeader(cfg.ReplicaName, behindProxies(cfg.TrustedProxies, mux)),
+		// The request id first: it copies the request to carry the id, and
+		// the metrics must see the request the API's mux then labels with
+		// its route pattern (a copy made above them would keep only "/v1/").
+		// The replica's name and the client's address behind a balancer
+		// come before both.
+		Handler:           replicaHeader(cfg.ReplicaName, behindProxies(cfg.TrustedProxies, reqid.Handler(mets.Wrap(mux)))),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -303,4 +356,20 @@ func newHub(ctx context.Context, st store.Store) (*hub.Hub, error) {
 		return nil, fmt.Errorf("load versions: %w", err)
 	}
 	return hub.New(global, versions), nil
+}
+
+// serveMetrics serves /metrics on cfg's metrics address until stop.
+func serveMetrics(cfg Config, m *metrics.Control, log *slog.Logger) (stop func(), err error) {
+	ln := cfg.MetricsListener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return nil, fmt.Errorf("--metrics-addr %s: %w", cfg.MetricsAddr, err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics serving", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() { _ = srv.Close() }, nil
 }

@@ -189,7 +189,7 @@ func TestRunSignInAndRestart(t *testing.T) {
 	mu.Lock()
 	log := logs.String()
 	mu.Unlock()
-	if !strings.Contains(log, `msg="runos-control serving" url=`+url) || !strings.Contains(log, "created=5 existing=0") {
+	if !strings.Contains(log, `msg="runos-control serving" url=`+url) || !strings.Contains(log, "created=6 existing=0") {
 		t.Fatalf("log:\n%s", log)
 	}
 
@@ -203,8 +203,14 @@ func TestRunSignInAndRestart(t *testing.T) {
 	mu.Lock()
 	log = logs.String()
 	mu.Unlock()
-	if !strings.Contains(log, "created=0 existing=5") {
+	if !strings.Contains(log, "created=0 existing=6") {
 		t.Fatalf("second import log:\n%s", log)
+	}
+	// The sign-in is in the audit log, from the address it came from.
+	op := &api.Client{BaseURL: url2, Token: "operator-token-0123456789", HTTP: client}
+	page, err := op.Audit(ctx, api.AuditQuery{Kind: "session.signed_in"})
+	if err != nil || len(page.Entries) != 1 || page.Entries[0].Actor != user || page.Entries[0].Source != "127.0.0.1" {
+		t.Fatalf("audit of the sign-in: %+v, %v", page, err)
 	}
 	// OAuth metadata names the issuer.
 	resp, err := client.Get(url2 + "/.well-known/oauth-authorization-server")

@@ -54,6 +54,11 @@ type opened struct {
 	pg *pgstore.Store // nil on SQLite
 }
 
+// Stats is the store's counts for metrics (both stores have them).
+func (o opened) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
+	return o.Store.(store.StatsReader).Stats(ctx, now)
+}
+
 func openStore(ctx context.Context, cfg *Config, now func() time.Time, log *slog.Logger) (opened, error) {
 	u := cfg.Store
 	if u == "" {

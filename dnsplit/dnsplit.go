@@ -27,6 +27,24 @@ type Status struct {
 	Mode   string // systemd-resolved, resolv.conf, resolver-files, nrpt, off
 	Reason string // why this mode was chosen
 	Error  string // e.g. another program keeps rewriting resolv.conf
+	// Rewrites is how often another program rewrote the resolver
+	// configuration behind split DNS within the last ten minutes (each
+	// one re-applied until it gives up; then Error says so).
+	Rewrites int
+}
+
+// Queries count what the built-in forwarder handled since the
+// configurator started.
+type Queries struct {
+	Answered  uint64 // answers sent to programs on this machine (refusals included)
+	Forwarded uint64 // queries sent on to a cluster's or the original servers
+}
+
+// QueryCounter is a Configurator whose built-in forwarder serves queries
+// (resolv.conf mode; systemd-resolved mode's splitter). The others leave
+// resolving to the OS and count nothing.
+type QueryCounter interface {
+	Queries() Queries
 }
 
 // Configurator routes the given clusters' domains to their servers.

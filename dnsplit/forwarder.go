@@ -117,6 +117,23 @@ type forwarder struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 	tcp    *tcpConns // TCP clients, bounded; hung up on by close
+
+	counts *queryCounts // nil: not counted
+}
+
+// queryCounts are a configurator's forwarder counters; the configurator
+// keeps them across the forwarders it starts and stops.
+type queryCounts struct{ answered, forwarded atomic.Uint64 }
+
+// answered counts an answer written to a client.
+func (f *forwarder) answered() {
+	if f.counts != nil {
+		f.counts.answered.Add(1)
+	}
+}
+
+func (c *queryCounts) queries() Queries {
+	return Queries{Answered: c.answered.Load(), Forwarded: c.forwarded.Load()}
 }
 
 func newForwarder(log *slog.Logger, now func() time.Time, ex exchanger, t *forwardTable) *forwarder {
@@ -193,7 +210,9 @@ func (f *forwarder) serveUDP() {
 		}
 		f.start(slices.Clone(buf[:n]), false, func(out []byte) {
 			if out != nil {
-				_, _ = f.pc.WriteToUDPAddrPort(out, from)
+				if _, err := f.pc.WriteToUDPAddrPort(out, from); err == nil {
+					f.answered()
+				}
 			}
 			<-sem
 		})
@@ -245,6 +264,7 @@ func (f *forwarder) serveTCP() {
 					return
 				}
 				f.tcp.setBusy(tc, false, f.now())
+				f.answered()
 			}
 		}()
 	}
@@ -328,6 +348,9 @@ func (f *forwarder) start(raw []byte, tcp bool, reply func([]byte)) {
 	}
 	p := &pending{f: f, req: req, pkt: pkt, qlen: questionLen(pkt), size: size, tcp: tcp, targets: targets,
 		timeout: t.timeout, deadline: time.Now().Add(queryBudget), reply: reply}
+	if f.counts != nil {
+		f.counts.forwarded.Add(1)
+	}
 	p.next()
 }
 

@@ -26,8 +26,14 @@ func tableWith(clusters map[string]netip.AddrPort, upstreams ...netip.AddrPort) 
 
 // startForwarder runs a real forwarder on a free loopback port.
 func startForwarder(t testing.TB, table *forwardTable) (*forwarder, netip.AddrPort) {
+	return startCountingForwarder(t, table, nil)
+}
+
+// startCountingForwarder is startForwarder whose forwarder counts into c.
+func startCountingForwarder(t testing.TB, table *forwardTable, c *queryCounts) (*forwarder, netip.AddrPort) {
 	t.Helper()
 	f := newForwarder(slog.New(slog.DiscardHandler), time.Now, nil, table)
+	f.counts = c
 	for range 20 {
 		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
@@ -269,5 +275,32 @@ func TestForwarderCloseHangsUpOnTCPClients(t *testing.T) {
 	}
 	if n := f.tcp.len(); n != 0 {
 		t.Errorf("%d TCP connections left", n)
+	}
+}
+
+// TestForwarderCountsQueries: each answer sent is counted, and each query
+// sent on to a server once (whatever the retries); a refusal it makes
+// itself is answered, not forwarded.
+func TestForwarderCountsQueries(t *testing.T) {
+	orig := startDNS(t, "", serverBehaviour{answer: netip.MustParseAddr("198.51.100.21")})
+	var c queryCounts
+	f, addr := startCountingForwarder(t, tableWith(nil, orig.addr), &c)
+	for _, network := range []string{"udp", "tcp", "udp"} {
+		if r := ask(t, addr, network, "www.example.test", dns.TypeA, 0); firstA(r) != "198.51.100.21" {
+			t.Fatalf("over %s: %v", network, r)
+		}
+	}
+	f.setTable(&forwardTable{refuseOthers: true})
+	if r := ask(t, addr, "udp", "www.example.test", dns.TypeA, 0); r.Rcode != dns.RcodeRefused {
+		t.Fatalf("refusing table: %v", r)
+	}
+	// An answer is counted once its write returned, which may be just
+	// after the client read it: wait for the count to settle.
+	q := c.queries()
+	for deadline := time.Now().Add(5 * time.Second); (q.Answered != 4 || q.Forwarded != 3) && time.Now().Before(deadline); q = c.queries() {
+		time.Sleep(time.Millisecond)
+	}
+	if q.Answered != 4 || q.Forwarded != 3 {
+		t.Errorf("counted %+v, want 4 answered, 3 forwarded", q)
 	}
 }

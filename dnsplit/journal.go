@@ -131,7 +131,9 @@ func (j *journal) forget(c change) error {
 type undoer func(change) error
 
 // cleanup undoes every recorded change it has an undoer for. What fails (or
-// has no undoer here) stays recorded; the errors are joined.
+// has no undoer here) stays recorded; the errors are joined. An undoer that
+// finds another program's file where ours was says errLeftForeign: that is
+// no failure, and the record stays.
 func cleanup(stateDir string, log *slog.Logger, undo map[string]undoer) error {
 	j, err := openJournal(stateDir)
 	if err != nil {
@@ -150,7 +152,14 @@ func cleanup(stateDir string, log *slog.Logger, undo map[string]undoer) error {
 			errs = append(errs, fmt.Errorf("dns: cannot undo %s on this OS", c.id()))
 			continue
 		}
-		if err := u(c); err != nil {
+		err := u(c)
+		if errors.Is(err, errLeftForeign) {
+			// Theirs stays, and so does our record: it is replaced by the
+			// next change, and never discarded only because the file differs.
+			log.Warn("dns: left as it is: "+err.Error(), "change", c.id())
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("dns: undo %s: %w", c.id(), err))
 			continue
 		}

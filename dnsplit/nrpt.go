@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/runos/vpn/internal/fault"
 )
 
 // nrptKeyPrefix names the rule keys split DNS owns under DnsPolicyConfig;
@@ -83,6 +85,7 @@ func (m *nrptMode) set(routes []Route) error {
 			errs = append(errs, err)
 			continue
 		}
+		fault.Point("nrpt-recorded")
 		if err := m.reg.SetKey(k, want[k]); err != nil {
 			_ = m.reg.DeleteKey(k)
 			_ = m.j.forget(c)

@@ -172,13 +172,7 @@ func kernelAddr(name string) (netip.Addr, error) {
 // platformUndoers are Cleanup's tools on Linux.
 func platformUndoers(log *slog.Logger) map[string]undoer {
 	return map[string]undoer{
-		kindResolvConf: func(c change) error {
-			left, err := restoreResolvConf(c)
-			if left {
-				log.Warn("dns: resolv.conf was replaced by another program since; leaving it", "path", c.Path)
-			}
-			return err
-		},
+		kindResolvConf:   undoResolvConf,
 		kindResolvedLink: func(c change) error { return revertRecordedLink(c, log) },
 		kindResolverFile: removeResolverFile,
 	}

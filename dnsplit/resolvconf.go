@@ -3,18 +3,11 @@ package dnsplit
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/runos/vpn/internal/atomicfile"
 )
 
 // resolvMarker opens every resolv.conf split DNS writes; Cleanup restores a
@@ -101,96 +94,6 @@ func renderResolvConf(orig []byte, listen netip.Addr, savedIn string) []byte {
 
 func isOurResolvConf(b []byte) bool { return bytes.HasPrefix(b, []byte(resolvMarker)) }
 
-// snapshotResolvConf records path as it is now: content, permissions, and
-// whether it is a symlink (resolvconf, systemd-resolved) or missing.
-func snapshotResolvConf(path string) (change, error) {
-	c := change{Kind: kindResolvConf, Path: path, Perm: 0o644}
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		c.Missing = true
-		return c, nil
-	}
-	if err != nil {
-		return c, err
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		if c.Symlink, err = os.Readlink(path); err != nil {
-			return c, err
-		}
-	} else {
-		c.Perm = fi.Mode().Perm()
-	}
-	b, err := os.ReadFile(path)
-	if err != nil && !(c.Symlink != "" && errors.Is(err, fs.ErrNotExist)) {
-		return c, err
-	}
-	c.Original = b
-	return c, nil
-}
-
-// writeResolvConf replaces path with data: atomically where it can, in place
-// where path is a bind mount. It says which it did.
-func writeResolvConf(path string, data []byte, perm fs.FileMode) (inPlace bool, err error) {
-	err = atomicfile.WriteFile(path, data, perm)
-	if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) {
-		return true, writeFileInPlace(path, data)
-	}
-	return false, err
-}
-
-// restoreResolvConf undoes a recorded kindResolvConf change: the original
-// comes back byte for byte (as a symlink if it was one), unless another
-// program has replaced our file since, in which case that program owns it
-// and it is left alone (left is true).
-func restoreResolvConf(c change) (left bool, err error) {
-	cur, rerr := os.ReadFile(c.Path)
-	if rerr == nil && !isOurResolvConf(cur) && !bytes.Equal(cur, c.Written) {
-		return true, nil
-	}
-	switch {
-	case c.Missing:
-		if err := os.Remove(c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return false, err
-		}
-		return false, nil
-	case c.Symlink != "":
-		tmp := filepath.Join(filepath.Dir(c.Path), ".resolv.conf.runos-link")
-		_ = os.Remove(tmp)
-		if err := os.Symlink(c.Symlink, tmp); err != nil {
-			return false, err
-		}
-		if err := os.Rename(tmp, c.Path); err != nil {
-			_ = os.Remove(tmp)
-			if errors.Is(err, syscall.EBUSY) {
-				// A bind mount cannot become a symlink: put the content back.
-				return false, writeFileInPlace(c.Path, c.Original)
-			}
-			return false, err
-		}
-		atomicfile.SyncDir(filepath.Dir(c.Path))
-		return false, nil
-	default:
-		_, err := writeResolvConf(c.Path, c.Original, c.Perm)
-		return false, err
-	}
-}
-
-// writeFileInPlace truncates and rewrites path through the same inode: the
-// only way to change a file that is a bind mount (a rename onto it fails with
-// EBUSY), as in containers and under `ip netns exec`. It is not atomic; a
-// bind-mounted file allows nothing better.
-func writeFileInPlace(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("rewrite %s in place: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
+// IsSplitResolvConf says whether a resolv.conf is the one split DNS wrote
+// (runos vpn doctor: another program may have rewritten it since).
+func IsSplitResolvConf(b []byte) bool { return isOurResolvConf(b) }

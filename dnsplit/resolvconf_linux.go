@@ -20,6 +20,8 @@ const (
 	// recheckEvery backs up inotify (which can miss writes made through
 	// another mount) with a cheap comparison.
 	recheckEvery = 30 * time.Second
+	// emptyRecheck is how soon an empty resolv.conf is looked at again.
+	emptyRecheck = time.Second
 )
 
 // resolvConfMode points resolv.conf at the built-in forwarder while any
@@ -43,6 +45,7 @@ type resolvConfMode struct {
 	gaveUp   bool
 	err      string
 	checks   atomic.Int64 // how many times check ran (tests wait on it, not on time)
+	counts   queryCounts
 }
 
 func newResolvConfMode(opt Options, j *journal, reason string) *resolvConfMode {
@@ -52,8 +55,20 @@ func newResolvConfMode(opt Options, j *journal, reason string) *resolvConfMode {
 func (m *resolvConfMode) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Status{Mode: ModeResolvConf, Reason: m.reason, Error: m.err}
+	n := 0
+	for _, t := range m.rewrites {
+		if m.opt.Now().Sub(t) < reapplyWindow {
+			n++
+		}
+	}
+	if m.gaveUp {
+		n++ // the one it no longer undid
+	}
+	return Status{Mode: ModeResolvConf, Reason: m.reason, Error: m.err, Rewrites: n}
 }
+
+// Queries counts what the forwarder handled.
+func (m *resolvConfMode) Queries() Queries { return m.counts.queries() }
 
 func (m *resolvConfMode) Set(_ context.Context, routes []Route) error {
 	routes, err := normalizeRoutes(routes)
@@ -93,7 +108,7 @@ func (m *resolvConfMode) table(orig []byte) *forwardTable {
 // at it. Any failure undoes the steps before it: nothing half-configured.
 func (m *resolvConfMode) activate() error {
 	path := m.opt.ResolvConf
-	rec, err := snapshotResolvConf(path)
+	rec, err := m.original(path)
 	if err != nil {
 		return fmt.Errorf("dns: read %s: %w", path, err)
 	}
@@ -108,14 +123,19 @@ func (m *resolvConfMode) activate() error {
 		return err
 	}
 	fwd := newForwarder(m.log, m.opt.Now, m.ex, m.table(rec.Original))
+	fwd.counts = &m.counts
 	if err := fwd.listen(m.opt.ListenAddr); err != nil {
 		_ = m.j.forget(rec)
 		return fmt.Errorf("dns: %w", err)
 	}
 	inPlace, err := writeResolvConf(path, rec.Written, rec.Perm)
 	if err != nil {
+		// A write that failed part way may have changed the file: the
+		// record goes only once the original is back for sure.
+		if left, rerr := restoreResolvConf(rec); rerr == nil && !left {
+			_ = m.j.forget(rec)
+		}
 		fwd.close()
-		_ = m.j.forget(rec)
 		return fmt.Errorf("dns: point %s at the forwarder: %w", path, err)
 	}
 	m.fwd, m.rec, m.inPlace = fwd, rec, inPlace
@@ -124,6 +144,28 @@ func (m *resolvConfMode) activate() error {
 	m.log.Info("dns: resolv.conf points at the forwarder", "path", path, "listen", m.opt.ListenAddr, "inPlace", inPlace,
 		"upstreams", fmt.Sprint(parseResolvConf(rec.Original).upstreams()))
 	return nil
+}
+
+// original is what to record as path's original: what is there now, unless
+// an earlier change's record is still kept and the file is still ours (or
+// half-written by us), as when undoing it failed: then that record's
+// original, never a file of our own.
+func (m *resolvConfMode) original(path string) (change, error) {
+	cs, err := m.j.load()
+	if err != nil {
+		return change{}, err
+	}
+	for _, c := range cs {
+		if c.Kind != kindResolvConf || c.Path != path {
+			continue
+		}
+		if st, err := judgeResolvConf(c); err == nil && st == resolvOurs {
+			m.log.Info("dns: resolv.conf is still ours from an earlier change; keeping its recorded original", "path", path)
+			c.Written = nil
+			return c, nil
+		}
+	}
+	return snapshotResolvConf(path)
 }
 
 func (m *resolvConfMode) startWatching() {
@@ -174,12 +216,14 @@ func (m *resolvConfMode) deactivate() error {
 		return fmt.Errorf("dns: restore %s: %w (still recorded; `runos vpnd --cleanup` retries)", m.rec.Path, err)
 	}
 	if left {
+		// Theirs stays; the record of ours too, until a new change
+		// replaces it (Cleanup says so at each start meanwhile).
 		m.log.Warn("dns: another program replaced resolv.conf; leaving its version", "path", m.rec.Path)
 	} else {
 		m.log.Info("dns: resolv.conf restored", "path", m.rec.Path)
-	}
-	if err := m.j.forget(m.rec); err != nil {
-		m.log.Warn("dns: could not drop the resolv.conf record", "err", err)
+		if err := m.j.forget(m.rec); err != nil {
+			m.log.Warn("dns: could not drop the resolv.conf record", "err", err)
+		}
 	}
 	m.fwd.close()
 	m.fwd = nil
@@ -202,6 +246,13 @@ func (m *resolvConfMode) check() {
 	if err == nil && bytes.Equal(cur, m.rec.Written) {
 		return
 	}
+	if err == nil && len(cur) == 0 {
+		// Another program in the middle of a truncate-then-write: its
+		// content is not there yet, and an empty file must never become
+		// the "original". Look again in a moment (its write is an event too).
+		time.AfterFunc(emptyRecheck, m.check)
+		return
+	}
 	now := m.opt.Now()
 	kept := m.rewrites[:0]
 	for _, t := range m.rewrites {
@@ -221,7 +272,7 @@ func (m *resolvConfMode) check() {
 	m.rewrites = append(m.rewrites, now)
 
 	rec := m.rec
-	if err == nil && !isOurResolvConf(cur) {
+	if err == nil && !halfOurs(cur, rec) {
 		snap, serr := snapshotResolvConf(path)
 		if serr == nil {
 			rec.Original, rec.Perm, rec.Symlink, rec.Missing = snap.Original, snap.Perm, snap.Symlink, snap.Missing

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runos/vpn/internal/fault"
 )
 
 // resolvedMode gives the tunnel's link its own DNS servers and routing-only
@@ -30,7 +32,8 @@ type resolvedMode struct {
 	// (resolved_splitter.go); splitPort is 53 but in tests.
 	split     *splitter
 	splitPort uint16
-	splitEx   exchanger // nil: the network
+	splitEx   exchanger   // nil: the network
+	counts    queryCounts // the splitter's, across its restarts
 }
 
 // busTimeout bounds one D-Bus call: resolved answers in microseconds, and a
@@ -71,6 +74,9 @@ func (m *resolvedMode) Status() Status {
 	defer m.mu.Unlock()
 	return Status{Mode: ModeResolved, Reason: m.reason, Error: m.err}
 }
+
+// Queries counts what the splitter handled (only it serves queries here).
+func (m *resolvedMode) Queries() Queries { return m.counts.queries() }
 
 // linkConfig is what the tunnel's link gets: every cluster's server and
 // every cluster's domain as routing-only.
@@ -141,9 +147,11 @@ func (m *resolvedMode) set(ctx context.Context, routes []Route) error {
 	if err := m.r.SetLinkDNS(ctx, idx, linkServers); err != nil {
 		return fail("SetLinkDNS", err)
 	}
+	fault.Point("resolved-link-dns")
 	if err := m.r.SetLinkDomains(ctx, idx, domains); err != nil {
 		return fail("SetLinkDomains", err)
 	}
+	fault.Point("resolved-link-domains")
 	// Without this, resolved may also send names outside the cluster
 	// domains to the tunnel. Older resolved (< 240) lacks the call; the
 	// routing-only domains then keep it off the default route anyway.

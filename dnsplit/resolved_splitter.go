@@ -65,6 +65,7 @@ func (m *resolvedMode) linkServers(routes []Route, servers []netip.Addr) []netip
 	}
 	f := newForwarder(m.log, m.opt.Now, m.splitEx, splitTable(routes))
 	f.only = a
+	f.counts = &m.counts
 	if err := f.listen(netip.AddrPortFrom(a, m.splitPort)); err != nil {
 		f.close()
 		m.log.Warn("dns: no splitter for several clusters on one link: resolved gets every cluster's server", "interface", m.opt.Interface, "err", err)

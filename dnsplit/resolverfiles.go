@@ -112,6 +112,7 @@ func (m *resolverFilesMode) Close() error {
 func removeResolverFile(c change) error {
 	cur, err := os.ReadFile(c.Path)
 	if errors.Is(err, fs.ErrNotExist) {
+		removeResolverTemps(c.Path)
 		return nil
 	}
 	if err != nil {
@@ -123,5 +124,16 @@ func removeResolverFile(c change) error {
 	if err := os.Remove(c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	removeResolverTemps(c.Path)
 	return nil
+}
+
+// removeResolverTemps removes the temporary files of ours a write that died
+// before its rename left: mDNSResponder reads every file in the directory.
+func removeResolverTemps(path string) {
+	for _, p := range atomicfile.StaleTemps(path) {
+		if b, err := os.ReadFile(p); err == nil && bytes.HasPrefix(b, []byte(resolverMarker)) {
+			_ = os.Remove(p)
+		}
+	}
 }

@@ -34,10 +34,14 @@ func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 }
 
 // newWorldWith is newWorld with more of the lab's options (Dir and BinDir
-// are the test's).
+// are the test's): its metrics (runos-lab up --metrics), control's store
+// and replicas.
 func newWorldWith(t testing.TB, o lab.Options) *world {
 	t.Helper()
 	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "curl")
+	if o.Metrics {
+		netnstest.Require(t, "prometheus")
+	}
 	if o.Store == lab.StorePostgres {
 		pgtest.Require(t)
 		netnstest.Require(t, "haproxy", "setpriv")

@@ -26,8 +26,11 @@ import (
 // installs one as a real System V service with `runos vpn install`, run
 // inside the laptop so that the service's processes live in its network
 // and mount namespaces (its wg1, its /run/runos, its resolv.conf). The
-// service's name, binary and state directory are the test's own, so the
-// machine's /etc/init.d and /usr/local/bin are not disturbed.
+// service's name, binary and state directory are the test's own, and the
+// laptop's /etc is an overlay of the machine's (lab/mountns.go), so the
+// init script and runlevel links land in the laptop's /etc alone: the test
+// looks for them there (clientFiles), and the machine's /etc/init.d and
+// /usr/local/bin are not disturbed.
 type installWorld struct {
 	*world
 	base            string // 0755: the users reach the binary, the CA and their homes
@@ -148,10 +151,21 @@ func (w *installWorld) forceRemove() {
 		}
 		os.Remove(f)
 	}
-	links, _ := filepath.Glob("/etc/rc[0-6].d/[SK][0-9][0-9]" + w.svc)
-	for _, p := range append(links, "/etc/init.d/"+w.svc, w.logFile) {
-		os.Remove(p)
+	_, _ = w.run("client", nil, "sh", "-c", `rm -f /etc/init.d/"$1" /etc/rc[0-6].d/[SK][0-9][0-9]"$1"`, "sh", w.svc)
+	os.Remove(w.logFile)
+}
+
+// clientFiles lists the files matching a shell pattern in the laptop's
+// view of the filesystem, each with its permission bits in octal.
+func (w *installWorld) clientFiles(pattern string) map[string]string {
+	out, _ := w.run("client", nil, "sh", "-c", `for f in `+pattern+`; do [ -e "$f" ] && stat -c '%n %a' "$f"; done; true`)
+	files := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if name, perm, ok := strings.Cut(line, " "); ok {
+			files[name] = perm
+		}
 	}
+	return files
 }
 
 func (w *installWorld) installArgs() []string {
@@ -247,7 +261,7 @@ func TestInstallService(t *testing.T) {
 	if err == nil || !strings.Contains(out, "run it with sudo: sudo runos vpn install") {
 		t.Fatalf("install without root: %v\n%s", err, out)
 	}
-	if _, err := os.Stat("/etc/init.d/" + w.svc); err == nil {
+	if len(w.clientFiles("/etc/init.d/"+w.svc)) != 0 {
 		t.Fatal("a refused install registered the service")
 	}
 
@@ -266,11 +280,14 @@ func TestInstallService(t *testing.T) {
 		t.Errorf("operator.json: %s", b)
 	}
 	// Registered with System V init and running.
-	if fi, err := os.Stat("/etc/init.d/" + w.svc); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Fatalf("init script: %v", err)
+	if perm := w.clientFiles("/etc/init.d/" + w.svc)["/etc/init.d/"+w.svc]; perm != "755" {
+		t.Fatalf("init script: mode %q on the laptop, want 755", perm)
 	}
-	if links, _ := filepath.Glob("/etc/rc2.d/S50" + w.svc); len(links) != 1 {
+	if links := w.clientFiles("/etc/rc2.d/S50" + w.svc); len(links) != 1 {
 		t.Error("not linked into runlevel 2")
+	}
+	if _, err := os.Stat("/etc/init.d/" + w.svc); err == nil {
+		t.Error("the install reached the machine's /etc/init.d, not only the laptop's")
 	}
 	if out := w.must("client", nil, "service", w.svc, "status"); !strings.Contains(out, "Running") {
 		t.Errorf("service status: %s", out)
@@ -295,11 +312,35 @@ func TestInstallService(t *testing.T) {
 	}
 	w.waitStatus("client", 30*time.Second, "ky3 and xym up", upOn("", "ky3", "xym"))
 
+	grant := "sudo runos vpn install --operator " + w.plain.name
+	// runos vpn doctor sees the installed service starting at boot, and
+	// who may steer: the operator gets fresh handshakes; another user is
+	// told they may only read and how to be allowed, and gets the last
+	// handshakes instead of a probe.
+	for _, u := range []testUser{w.operator, w.plain} {
+		out, _ := w.as(u, "vpn", "doctor", "--json", "--service-name", w.svc)
+		var d doctorOut
+		if i := strings.Index(out, "{"); i < 0 || json.NewDecoder(strings.NewReader(out[i:])).Decode(&d) != nil {
+			t.Fatalf("doctor as %s:\n%s", u.name, out)
+		}
+		svc, _ := d.check("service")
+		acc, _ := d.check("access")
+		udp, _ := d.check("xym.udp")
+		if svc.Status != "ok" || !strings.Contains(svc.Finding, w.svc+" (unix-systemv) is installed and starts at boot") || udp.Status != "ok" {
+			t.Errorf("doctor as %s: service %+v, xym.udp %+v\n%s", u.name, svc, udp, d)
+		}
+		if u == w.plain && (acc.Status != "warn" || !strings.Contains(acc.Fix, grant) || !strings.Contains(udp.Finding, "you may only read")) {
+			t.Errorf("doctor as %s: access %+v, udp %+v", u.name, acc, udp)
+		}
+		if u == w.operator && (acc.Status != "ok" || !strings.Contains(udp.Finding, "fresh WireGuard handshake")) {
+			t.Errorf("doctor as %s: access %+v, udp %+v", u.name, acc, udp)
+		}
+	}
+
 	// Another user reads but may not steer, and is told what grants it.
 	if st := w.statusAs(w.plain); !upOn("", "ky3", "xym")(st) {
 		t.Errorf("status as %s: %+v", w.plain.name, st.Clusters)
 	}
-	grant := "sudo runos vpn install --operator " + w.plain.name
 	for _, args := range [][]string{{"vpn", "connect", "ky3"}, {"vpn", "up", "--cid", "ky3"}} {
 		// Disconnect first (as the operator) so that the command has a
 		// change to ask for.
@@ -375,10 +416,10 @@ func TestInstallService(t *testing.T) {
 	if !strings.Contains(out, "Uninstalled the RunOS VPN service "+w.svc) || !strings.Contains(out, "device key stays") {
 		t.Errorf("uninstall output:\n%s", out)
 	}
-	if _, err := os.Stat("/etc/init.d/" + w.svc); err == nil {
+	if len(w.clientFiles("/etc/init.d/"+w.svc)) != 0 {
 		t.Error("init script left")
 	}
-	if links, _ := filepath.Glob("/etc/rc[0-6].d/[SK][0-9][0-9]" + w.svc); len(links) != 0 {
+	if links := w.clientFiles("/etc/rc[0-6].d/[SK][0-9][0-9]" + w.svc); len(links) != 0 {
 		t.Errorf("runlevel links left: %v", links)
 	}
 	for _, pid := range []int{supervisor, daemon} {

@@ -21,8 +21,9 @@ type moveResult struct {
 		Total    int `json:"total"`
 		Switched int `json:"switched"`
 	} `json:"devices"`
-	SwitchMs int64  `json:"switchMs"`
-	Error    string `json:"error"`
+	SwitchMs        int64  `json:"switchMs"`
+	ControlSwitchMs int64  `json:"controlSwitchMs"` // control's own, without the command's lead
+	Error           string `json:"error"`
 }
 
 // move runs the operator's move on a laptop with the operator token.

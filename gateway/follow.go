@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/backoff"
 )
 
 // pollSlack is how much longer than the long-poll's wait a request may take
@@ -14,11 +14,12 @@ const pollSlack = 15 * time.Second
 
 // follow holds the GatewayMap long-poll open and puts every new map in
 // maps. It resumes from the last version it saw after any error, backing
-// off 100 ms doubling to 10 s with jitter; it never polls on a timer.
+// off 100 ms doubling to 10 s with jitter (internal/backoff); it never polls
+// on a timer.
 func (a *agent) follow(ctx context.Context, maps *mailbox[*api.GatewayMap]) {
 	var since uint64
 	first := true
-	bo := newBackoff()
+	bo := backoff.New(backoff.DefaultMin, backoff.DefaultMax)
 	lastErr := ""
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.PollWait+pollSlack)
@@ -28,7 +29,7 @@ func (a *agent) follow(ctx context.Context, maps *mailbox[*api.GatewayMap]) {
 			if ctx.Err() != nil {
 				return
 			}
-			d := bo.delay()
+			d := bo.Next()
 			if msg := err.Error(); msg != lastErr {
 				a.log.Warn("control: gateway map failed; retrying", "err", explainControlErr(err), "since", since, "retryIn", d.Round(time.Millisecond).String())
 				lastErr = msg
@@ -36,11 +37,12 @@ func (a *agent) follow(ctx context.Context, maps *mailbox[*api.GatewayMap]) {
 			sleep(ctx, d)
 			continue
 		}
+		a.cfg.Metrics.ControlAnswered(time.Now())
 		if lastErr != "" {
 			a.log.Info("control: gateway map reachable again", "version", m.Version)
 			lastErr = ""
 		}
-		bo.reset()
+		bo.Reset()
 		// A different version (also a lower one: control's store was
 		// reset) is news; the same one is a long-poll that timed out.
 		if first || m.Version != since {
@@ -59,30 +61,6 @@ func explainControlErr(err error) string {
 	}
 	return err.Error()
 }
-
-// backoff is the delay between retries after errors: 100 ms doubling to
-// 10 s, each delay drawn from its upper half ("equal jitter") so gateways
-// that failed together do not retry together.
-type backoff struct {
-	min, max, cur time.Duration
-	rand          func(n int64) int64
-}
-
-func newBackoff() *backoff {
-	return &backoff{min: 100 * time.Millisecond, max: 10 * time.Second, rand: rand.Int64N}
-}
-
-func (b *backoff) delay() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	half := b.cur / 2
-	return half + time.Duration(b.rand(int64(half)+1))
-}
-
-func (b *backoff) reset() { b.cur = 0 }
 
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

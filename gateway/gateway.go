@@ -22,6 +22,7 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/gateway/clusterdns"
 	"github.com/runos/vpn/gateway/wgserver"
+	"github.com/runos/vpn/internal/backoff"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -69,7 +70,29 @@ type Config struct {
 	DNS DNS
 	// PublicIP detects the node's public address ("" when none); nil: not reported.
 	PublicIP func() string
+	// Metrics receives what the gateway's metrics count (gateway/metrics); nil: none.
+	Metrics Metrics
 }
+
+// Metrics receives the gateway's facts for its Prometheus metrics.
+type Metrics interface {
+	// Serving is the role served (active, standby, draining; "" when not
+	// serving) and how many peers the server has.
+	Serving(role string, peers int)
+	// Handshakes counts new handshakes seen on the server.
+	Handshakes(n int)
+	// Traffic adds bytes received from and sent to devices.
+	Traffic(rx, tx uint64)
+	// ControlAnswered records that control answered (a map or a report).
+	ControlAnswered(at time.Time)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Serving(string, int)       {}
+func (noMetrics) Handshakes(int)            {}
+func (noMetrics) Traffic(uint64, uint64)    {}
+func (noMetrics) ControlAnswered(time.Time) {}
 
 type agent struct {
 	cfg Config
@@ -84,8 +107,10 @@ type agent struct {
 	applyErr error           // why want is not (fully) in effect here (retried)
 	stateErr error           // why the server could not be read
 	watch    watch
-	retry    *backoff
+	retry    *backoff.Backoff
 	publicIP atomic.Pointer[string]
+	started  time.Time                        // this run's start, in every report: a new one tells devices to handshake again
+	traffic  map[wgtypes.Key]wgserver.Traffic // the counters at the last read of this server (metrics)
 }
 
 // Run follows control until ctx ends, then stops serving (the interface,
@@ -115,7 +140,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.DNS == nil {
 		cfg.DNS = clusterdns.NewServer(clusterdns.Port, cfg.Logger)
 	}
-	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: newBackoff()}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
+	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: backoff.New(backoff.DefaultMin, backoff.DefaultMax), started: time.Now().UTC()}
 	return a.run(ctx)
 }
 
@@ -147,6 +175,7 @@ func (a *agent) run(ctx context.Context) error {
 	// disarm the watch and the retry, all derived from the state.
 	after := func() {
 		reports.put(a.report())
+		a.observe()
 		if a.watching(time.Now()) {
 			if watchTick == nil {
 				watchTick = time.NewTicker(watchEvery)
@@ -158,11 +187,11 @@ func (a *agent) run(ctx context.Context) error {
 		}
 		if a.applyErr != nil {
 			if retryC == nil {
-				retryTimer = time.NewTimer(a.retry.delay())
+				retryTimer = time.NewTimer(a.retry.Next())
 				retryC = retryTimer.C
 			}
 		} else {
-			a.retry.reset()
+			a.retry.Reset()
 			if retryTimer != nil {
 				retryTimer.Stop()
 				retryTimer, retryC = nil, nil
@@ -272,6 +301,9 @@ func (a *agent) refresh() []wgtypes.Key {
 	a.stateErr = nil
 	a.state = &st
 	fresh := newHandshakes(prev, st.Handshakes)
+	a.cfg.Metrics.Handshakes(len(fresh))
+	a.cfg.Metrics.Traffic(trafficGrown(a.traffic, st.Traffic))
+	a.traffic = st.Traffic
 	for _, k := range fresh {
 		dev := ""
 		if a.applied != nil {
@@ -280,6 +312,34 @@ func (a *agent) refresh() []wgtypes.Key {
 		a.log.Info("handshake", "device", dev, "key", k.String(), "at", st.Handshakes[k].UTC().Format(time.RFC3339Nano))
 	}
 	return fresh
+}
+
+// observe tells the metrics what is served now.
+func (a *agent) observe() {
+	if a.applied == nil || a.srv == nil {
+		a.cfg.Metrics.Serving("", 0)
+		return
+	}
+	a.cfg.Metrics.Serving(a.applied.role, len(a.applied.wg.Peers))
+}
+
+// trafficGrown is what the peers' byte counters grew by since prev; a
+// counter that went down belongs to a peer added again (from zero).
+func trafficGrown(prev, cur map[wgtypes.Key]wgserver.Traffic) (rx, tx uint64) {
+	for k, c := range cur {
+		p := prev[k]
+		if c.Rx >= p.Rx {
+			rx += uint64(c.Rx - p.Rx)
+		} else {
+			rx += uint64(max(c.Rx, 0))
+		}
+		if c.Tx >= p.Tx {
+			tx += uint64(c.Tx - p.Tx)
+		} else {
+			tx += uint64(max(c.Tx, 0))
+		}
+	}
+	return rx, tx
 }
 
 func (a *agent) handshakes() map[wgtypes.Key]time.Time {
@@ -313,13 +373,14 @@ func (a *agent) closeServer() {
 	if err := a.srv.Close(); err != nil {
 		a.log.Warn("closing the interface", "interface", a.cfg.Interface, "err", err)
 	}
-	a.srv, a.state, a.stateErr = nil, nil, nil
+	a.srv, a.state, a.stateErr, a.traffic = nil, nil, nil, nil
 }
 
 func (a *agent) report() api.GatewayReport {
 	in := reportInputs{
 		publicKey: a.pub,
 		version:   a.cfg.Version,
+		startedAt: a.started,
 		state:     a.state,
 		errs:      []error{a.mapErr, a.applyErr, a.stateErr},
 	}

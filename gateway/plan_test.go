@@ -179,23 +179,6 @@ func TestNewHandshakes(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	b := newBackoff()
-	b.rand = func(n int64) int64 { return n - 1 } // the top of each range
-	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000}
-	for i, w := range want {
-		w *= time.Millisecond
-		if d := b.delay(); d != w {
-			t.Fatalf("delay %d = %v, want %v", i, d, w)
-		}
-	}
-	b.reset()
-	b.rand = func(int64) int64 { return 0 } // the bottom: half
-	if d := b.delay(); d != 50*time.Millisecond {
-		t.Fatalf("after reset, lowest delay %v", d)
-	}
-}
-
 func TestMailboxKeepsLatest(t *testing.T) {
 	m := newMailbox[int]()
 	for i := range 5 {
@@ -208,5 +191,14 @@ func TestMailboxKeepsLatest(t *testing.T) {
 	case v := <-m.ch:
 		t.Fatalf("a stale value %d was kept", v)
 	default:
+	}
+}
+
+func TestTrafficGrownCountsResetsFromZero(t *testing.T) {
+	a, b := wgtypes.Key{1}, wgtypes.Key{2}
+	prev := map[wgtypes.Key]wgserver.Traffic{a: {Rx: 100, Tx: 50}, b: {Rx: 10, Tx: 10}}
+	cur := map[wgtypes.Key]wgserver.Traffic{a: {Rx: 130, Tx: 60}, b: {Rx: 4, Tx: 3}} // b was added again
+	if rx, tx := trafficGrown(prev, cur); rx != 34 || tx != 13 {
+		t.Errorf("grown %d/%d, want 34/13", rx, tx)
 	}
 }

@@ -6,17 +6,15 @@ import (
 	"net/netip"
 	"net/url"
 	"time"
+
+	"github.com/runos/vpn/control/api"
 )
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// isPublic applies the project's rule (docs/internals.md, "Private vs
-// public"): private is RFC 1918 and ULA, CGNAT, link-local and loopback;
-// everything else, documentation ranges included, is public.
+// isPublic applies the project's rule (api.AddressKind) to an address a
+// node could be reached at: not unspecified or multicast.
 func isPublic(a netip.Addr) bool {
 	a = a.Unmap()
-	return a.IsValid() && !a.IsUnspecified() && !a.IsPrivate() && !cgnat.Contains(a) &&
-		!a.IsLoopback() && !a.IsLinkLocalUnicast() && !a.IsMulticast()
+	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && api.AddressKind(a) == api.AddressPublic
 }
 
 // DetectPublicIP returns a detector of the node's public address: the

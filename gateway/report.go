@@ -10,6 +10,7 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/gateway/wgserver"
+	"github.com/runos/vpn/internal/backoff"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -62,6 +63,7 @@ func newHandshakes(prev, cur map[wgtypes.Key]time.Time) []wgtypes.Key {
 type reportInputs struct {
 	publicKey  wgtypes.Key
 	version    string
+	startedAt  time.Time
 	publicIP   string
 	mapVersion uint64 // the latest map processed (applied, or refused with errs)
 	serve      *api.GatewayService
@@ -78,6 +80,7 @@ func buildReport(in reportInputs) api.GatewayReport {
 		Version:    in.version,
 		PublicIP:   in.publicIP,
 		MapVersion: in.mapVersion,
+		StartedAt:  in.startedAt,
 	}
 	if in.serve != nil {
 		r.ServiceID = in.serve.ServiceID
@@ -103,7 +106,7 @@ func buildReport(in reportInputs) api.GatewayReport {
 // sendReports posts every report put in box. A failed post is retried with
 // backoff, unless a newer report arrives first: then that one is sent.
 func (a *agent) sendReports(ctx context.Context, box *mailbox[api.GatewayReport]) {
-	bo := newBackoff()
+	bo := backoff.New(backoff.DefaultMin, backoff.DefaultMax)
 	lastErr := ""
 	for {
 		var r api.GatewayReport
@@ -115,17 +118,18 @@ func (a *agent) sendReports(ctx context.Context, box *mailbox[api.GatewayReport]
 		for {
 			err := a.post(ctx, r)
 			if err == nil {
+				a.cfg.Metrics.ControlAnswered(time.Now())
 				if lastErr != "" {
 					a.log.Info("control: reports reachable again")
 					lastErr = ""
 				}
-				bo.reset()
+				bo.Reset()
 				break
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			d := bo.delay()
+			d := bo.Next()
 			if msg := err.Error(); msg != lastErr {
 				a.log.Warn("control: report failed; retrying", "err", explainControlErr(err), "retryIn", d.Round(time.Millisecond).String())
 				lastErr = msg

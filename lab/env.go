@@ -29,6 +29,9 @@ type Env struct {
 	Hosts         []EnvHost    `json:"hosts"`
 	Resolver      EnvResolver  `json:"resolver"`
 	BinDir        string       `json:"binDir"`
+	// PrometheusURL is the lab's Prometheus, reached from inside the lab
+	// (up --metrics); "" without it.
+	PrometheusURL string `json:"prometheusUrl,omitempty"`
 	// Control's store (sqlite, postgres) and replicas; with more than one,
 	// APIURL is HAProxy's and each replica has its own address.
 	Store           string       `json:"store"`

@@ -180,7 +180,7 @@ func (l *Lab) writeEnv() error {
 	e := &Env{
 		Dir: l.dir, APIURL: l.apiURL(), CAFile: l.caFile(), User: t.User,
 		Password: l.secrets.Password, OperatorToken: l.secrets.OperatorToken,
-		DefaultCID: t.Clusters[0].CID, BinDir: l.bin,
+		DefaultCID: t.Clusters[0].CID, BinDir: l.bin, PrometheusURL: l.PrometheusURL(),
 		Resolver: EnvResolver{Address: t.ResolverIP.String(), Records: map[string]string{}},
 	}
 	if l.ttl > 0 {

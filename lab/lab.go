@@ -34,6 +34,9 @@ type Options struct {
 	// Skip names programs not to start (control, gateway, webapp,
 	// dnsmasq, vpnd): for tests of the lab itself.
 	Skip []string
+	// Metrics: control and every gateway serve Prometheus metrics, and
+	// Debian's prometheus on the control host scrapes them (metrics.go).
+	Metrics bool
 	// Store is control's store: sqlite (the default) or postgres (Debian's
 	// PostgreSQL on host db); ControlReplicas how many runos-control
 	// replicas serve behind HAProxy at control's address (more than one
@@ -57,6 +60,7 @@ type Lab struct {
 	j        *journal
 	env      *Env
 	skip     []string
+	metrics  bool
 }
 
 // Programs the lab runs from BinDir.
@@ -116,7 +120,7 @@ func (o *Options) fill() error {
 
 // CheckPrerequisites says what is missing to run a lab: root, tools on
 // PATH (with the Debian package to install) and the project's programs.
-func CheckPrerequisites(binDir string) error { return checkPrerequisites(binDir, nil) }
+func CheckPrerequisites(binDir string) error { return checkPrerequisites(binDir, nil, false) }
 
 // programOf maps a program file to the lab's processes that run it.
 var programOf = map[string][]string{
@@ -124,8 +128,11 @@ var programOf = map[string][]string{
 	"runos-lab": {"webapp"},
 }
 
-func checkPrerequisites(binDir string, skip []string) error {
+func checkPrerequisites(binDir string, skip []string, metrics bool) error {
 	var missing []string
+	if _, err := exec.LookPath("prometheus"); metrics && err != nil {
+		missing = append(missing, "prometheus for --metrics (apt-get install prometheus)")
+	}
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root (network namespaces): run it with sudo")
 	}
@@ -172,7 +179,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	if err := checkPrerequisites(o.BinDir, o.Skip); err != nil {
+	if err := checkPrerequisites(o.BinDir, o.Skip, o.Metrics); err != nil {
 		return nil, err
 	}
 	if err := claimDir(o.Dir); err != nil {
@@ -186,7 +193,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		return nil, err
 	}
 	l := &Lab{dir: o.Dir, bin: o.BinDir, names: NamesFor(o.Dir), topo: topo, ttl: o.SessionTTL,
-		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip}
+		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip, metrics: o.Metrics}
 	if l.j, err = newJournal(o.Dir, l.names.Prefix, o.Now()); err != nil {
 		return nil, err
 	}
@@ -202,6 +209,11 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	l.step("lab %s in %s (%d hosts, %d laptop(s))", l.names.Prefix, o.Dir, len(topo.Hosts), o.Clients)
 	if err := l.writeFiles(); err != nil {
 		return nil, fmt.Errorf("write lab files: %w", err)
+	}
+	if l.metrics {
+		if err := l.writePrometheusConfig(); err != nil {
+			return nil, fmt.Errorf("write prometheus.yml: %w", err)
+		}
 	}
 	l.step("network: switch %s with segments wan %s and lan %s", l.names.Switch(), wanPrefix, lanPrefix)
 	if err := l.buildNetwork(ctx); err != nil {

@@ -45,15 +45,28 @@ func (l *Lab) procs() []Proc {
 		}
 		ps = append(ps,
 			Proc{Host: h.Name, Name: "webapp", Argv: []string{bin("runos-lab"), "webapp",
-				"--cluster", h.CID, "--node", h.NID, "--listen", ":80"}},
-			Proc{Host: h.Name, Name: "gateway", Argv: []string{bin("runos-gateway"),
-				"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(h.Name),
-				"--state-dir", l.stateDir(h.Name), "--ca-file", l.caFile()}})
+				"--cluster", h.CID, "--node", h.NID, "--listen", ":80", "--tls-listen", ":443", "--domain", l.topo.Domain(h.CID)}},
+			Proc{Host: h.Name, Name: "gateway", Argv: l.gatewayArgv(h.Name)})
+	}
+	if l.metrics {
+		ps = append(ps, l.prometheusProc())
 	}
 	for _, h := range l.topo.Laptops() {
 		ps = append(ps, l.daemonProc(h.Name))
 	}
 	return ps
+}
+
+// gatewayArgv is a node's runos-gateway command line.
+func (l *Lab) gatewayArgv(host string) []string {
+	h, _ := l.topo.Host(host)
+	argv := []string{filepath.Join(l.bin, "runos-gateway"),
+		"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(host),
+		"--state-dir", l.stateDir(host), "--ca-file", l.caFile()}
+	if l.metrics {
+		argv = append(argv, "--metrics-addr", l.gatewayMetricsAddr(host))
+	}
+	return argv
 }
 
 // daemonProc is a laptop's daemon. Its state directory comes from the

@@ -151,6 +151,8 @@ func (l *Lab) readyCheck(p Proc) func(context.Context) error {
 	case "gateway":
 		h, _ := l.topo.Host(p.Host)
 		return func(ctx context.Context) error { return l.gatewayReady(ctx, h.CID, h.NID) }
+	case "prometheus":
+		return l.prometheusReady
 	case "vpnd":
 		return func(ctx context.Context) error {
 			_, err := localapi.NewClient(l.SocketPath(p.Host)).Status(ctx)

@@ -166,6 +166,9 @@ func (l *Lab) controlProcs() []Proc {
 		if l.ttl > 0 {
 			argv = append(argv, "--session-ttl", l.ttl.String())
 		}
+		if l.metrics {
+			argv = append(argv, "--metrics-addr", l.controlMetricsAddr(h.Name))
+		}
 		ps = append(ps, Proc{Host: h.Name, Name: "control", Argv: argv, Env: env})
 	}
 	return ps

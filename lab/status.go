@@ -13,13 +13,16 @@ import (
 // Status is `runos-lab status`: the lab's hosts, whether each recorded
 // process still runs, and each laptop daemon's view.
 type Status struct {
-	Dir     string         `json:"dir"`
-	Prefix  string         `json:"prefix"`
-	Ready   bool           `json:"ready"`
-	APIURL  string         `json:"apiUrl"`
-	Hosts   []HostStatus   `json:"hosts"`
-	Laptops []LaptopStatus `json:"laptops"`
-	Control *ControlStatus `json:"control"`
+	Dir    string `json:"dir"`
+	Prefix string `json:"prefix"`
+	Ready  bool   `json:"ready"`
+	APIURL string `json:"apiUrl"`
+	// PrometheusURL is the lab's Prometheus (up --metrics), reached from
+	// inside the lab; "" without it.
+	PrometheusURL string         `json:"prometheusUrl,omitempty"`
+	Hosts         []HostStatus   `json:"hosts"`
+	Laptops       []LaptopStatus `json:"laptops"`
+	Control       *ControlStatus `json:"control"`
 }
 
 // HostStatus is one host of Status.
@@ -49,7 +52,7 @@ type LaptopStatus struct {
 // Inspect reads a running lab's status.
 func (l *Lab) Inspect(ctx context.Context) *Status {
 	rec := l.j.snapshot()
-	st := &Status{Dir: l.dir, Prefix: l.names.Prefix, Ready: rec.Ready, APIURL: l.apiURL()}
+	st := &Status{Dir: l.dir, Prefix: l.names.Prefix, Ready: rec.Ready, APIURL: l.apiURL(), PrometheusURL: l.PrometheusURL()}
 	for _, h := range l.env.Hosts {
 		hs := HostStatus{Name: h.Name, Netns: h.Netns, Addresses: h.Addresses}
 		for _, p := range rec.Procs {

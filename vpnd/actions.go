@@ -13,6 +13,7 @@ import (
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 // apiError is an answer of the local API that is not a success.
@@ -85,21 +86,36 @@ func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest, re
 		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "run `runos vpn up` to sign in again",
 			"the session already expired at %s", exp.UTC().Format(time.RFC3339))
 	}
-	dev, err := ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.public.String(), Name: d.hostname, OS: d.goos})
-	if err != nil {
-		return localapi.Status{}, fromControl(req.APIURL, "register the device", err)
-	}
-	if dev.ID == "" {
-		return localapi.Status{}, errf(http.StatusBadGateway, localapi.CodeControl, "", "control registered the device without an id")
+	var dev *api.Device
+	for attempt := 1; ; attempt++ {
+		var pub wgtypes.Key
+		dev, pub, err = d.register(ctx, ctl)
+		if err != nil {
+			return localapi.Status{}, fromControl(req.APIURL, "register the device", err)
+		}
+		if dev.ID == "" {
+			return localapi.Status{}, errf(http.StatusBadGateway, localapi.CodeControl, "", "control registered the device without an id")
+		}
+		d.mu.Lock()
+		if d.public == pub {
+			break // mu held
+		}
+		// The old session's sync learned of a revocation meanwhile and
+		// replaced the key: register the one the tunnel now has.
+		d.mu.Unlock()
+		if attempt == 3 {
+			return localapi.Status{}, errf(http.StatusInternalServerError, "internal", "try again",
+				"the device key kept changing while it was being registered")
+		}
 	}
 
-	d.mu.Lock()
 	prev := d.in.Prefs
 	if refuse != nil && prev.Control != req.APIURL {
 		d.mu.Unlock()
 		return localapi.Status{}, refuse(prev.Control, req.APIURL)
 	}
-	p := store.Prefs{Control: req.APIURL, APIURL: req.APIURL, AccessToken: req.AccessToken, ExpiresAt: exp, User: me.User, DeviceID: dev.ID}
+	p := store.Prefs{Control: req.APIURL, APIURL: req.APIURL, AccessToken: req.AccessToken, ExpiresAt: exp, User: me.User, DeviceID: dev.ID,
+		Pending: prev.Pending}
 	if prev.APIURL == p.APIURL && prev.User == p.User {
 		p.Wanted = prev.Wanted // the same user again: restore what they wanted
 	}
@@ -117,6 +133,28 @@ func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest, re
 	d.kickRead()
 	d.log.Info("session handed over", "user", me.User, "expiresAt", exp.UTC().Format(time.RFC3339), "device", dev.ID, "wanted", p.Wanted)
 	return st, nil
+}
+
+// register registers the device's public key with control; a key control
+// refuses as revoked (revoked while the daemon was not listening, or not
+// replaced then) is replaced by a new one, registered once more.
+// It returns the key it registered.
+func (d *daemon) register(ctx context.Context, ctl control) (*api.Device, wgtypes.Key, error) {
+	pub := d.publicKey()
+	dev, err := ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: pub.String(), Name: d.hostname, OS: d.goos})
+	if !api.IsCode(err, api.CodeDeviceRevoked) {
+		return dev, pub, err
+	}
+	d.log.Info("control refuses this device's key: making a new one", "reason", err.Error())
+	d.mu.Lock()
+	ok := d.newKeyLocked()
+	pub = d.public
+	d.mu.Unlock()
+	if !ok {
+		return nil, pub, err
+	}
+	dev, err = ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: pub.String(), Name: d.hostname, OS: d.goos})
+	return dev, pub, err
 }
 
 // checkControlChange refuses (and logs) a session of a control other than
@@ -142,6 +180,9 @@ func (d *daemon) signedIn() (*syncSession, string, *apiError) {
 	defer d.mu.Unlock()
 	d.in.Now = d.clock()
 	switch {
+	case !d.in.Prefs.RevokedAt.IsZero():
+		return nil, "", errf(http.StatusConflict, localapi.CodeSignedOut, "",
+			"this device was removed from RunOS: run `runos vpn up` to sign in again with a new key")
 	case d.in.Prefs.AccessToken == "":
 		return nil, "", errf(http.StatusConflict, localapi.CodeSignedOut, "", "not signed in: run `runos vpn up`")
 	case !d.in.SignedIn():
@@ -168,6 +209,8 @@ func (d *daemon) connect(ctx context.Context, cid string) (localapi.Status, *api
 			return localapi.Status{}, d.controlRefusal(s, "register the device", err)
 		}
 	}
+	// A leave of cid still pending must not reach control after this join.
+	d.dropPendingLeave(cid)
 	if _, err := s.ctl.JoinCluster(ctx, id, cid); err != nil {
 		return localapi.Status{}, d.controlRefusal(s, "connect "+cid, err)
 	}
@@ -202,6 +245,10 @@ func (d *daemon) refreshAccounts(s *syncSession) {
 // controlRefusal maps an error from control during a request; a refused
 // session ends the session here too.
 func (d *daemon) controlRefusal(s *syncSession, what string, err error) *apiError {
+	if api.IsCode(err, api.CodeDeviceRevoked) {
+		d.refused(s, err)
+		return errf(http.StatusConflict, localapi.CodeSignedOut, "", "this device was removed from RunOS: run `runos vpn up` to sign in again with a new key")
+	}
 	if d.refused(s, err) {
 		return errf(http.StatusConflict, localapi.CodeSignedOut, "", "the session expired: run `runos vpn up` to sign in again")
 	}
@@ -224,9 +271,16 @@ func (d *daemon) disconnect(ctx context.Context, cid string) (localapi.Status, *
 		s, id = d.sess, in.Prefs.DeviceID
 	})
 	if s != nil && id != "" {
-		if err := s.ctl.LeaveCluster(ctx, id, cid); err != nil && !api.IsCode(err, api.CodeNotFound) {
-			// Torn down here; control's record goes when the session ends.
-			d.log.Warn("leave on control", "cid", cid, "err", err)
+		d.mu.Lock()
+		p := store.Pending{Kind: store.PendingLeave, APIURL: d.in.Prefs.APIURL, Token: d.in.Prefs.AccessToken, DeviceID: id,
+			Clusters: []string{cid}, Since: d.clock(), ExpiresAt: d.in.Prefs.ExpiresAt}
+		d.mu.Unlock()
+		if done, err := d.sendPending(ctx, p, nil); !done {
+			// Torn down here; control hears it when it answers again.
+			d.mu.Lock()
+			d.addPendingLocked(p, err)
+			d.updateLocked()
+			d.mu.Unlock()
 		}
 	}
 	d.log.Info("disconnect", "cid", cid)
@@ -235,54 +289,42 @@ func (d *daemon) disconnect(ctx context.Context, cid string) (localapi.Status, *
 
 // endSession is `runos vpn down`: every cluster comes down here, then the
 // device leaves them on control and the session ends there; the token and
-// the wanted clusters are forgotten, the device key stays.
+// the wanted clusters are forgotten, the device key stays. When control
+// cannot be told now, the sign-out is pending (pending.go): it is retried
+// until control answers, and status says so meanwhile.
 func (d *daemon) endSession(ctx context.Context) (localapi.Status, *apiError) {
-	var s *syncSession
 	var prev store.Prefs
 	var joined []string
 	d.change(func(in *state.Inputs) {
-		s, prev = d.sess, in.Prefs
+		prev = in.Prefs
 		if in.Map != nil {
 			for _, c := range in.Map.Clusters {
 				joined = append(joined, c.CID)
 			}
 		}
 		d.stopSyncLocked()
-		in.Prefs = store.Prefs{Control: in.Prefs.Control} // signed out, still following the same control
+		// Signed out, still following the same control; what control
+		// has not heard yet stays pending.
+		in.Prefs = store.Prefs{Control: in.Prefs.Control, Pending: in.Prefs.Pending}
 		d.savePrefsLocked()
 		in.Map, in.Accounts, in.JoinErrs = nil, nil, nil
 		in.SessionEnded, in.SessionErr, in.ControlErr = false, "", ""
 	})
-	st := d.Status()
 	if prev.AccessToken == "" {
-		return st, nil
+		return d.Status(), nil
 	}
-	var ctl control
-	if s != nil {
-		ctl = s.ctl
-	} else if c, err := d.newControl(prev.APIURL, prev.AccessToken); err == nil {
-		ctl = c
-	}
-	if ctl == nil {
-		return st, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
 	slices.Sort(joined)
-	for _, cid := range slices.Compact(append(joined, prev.Wanted...)) {
-		if prev.DeviceID == "" {
-			break
-		}
-		if err := ctl.LeaveCluster(ctx, prev.DeviceID, cid); err != nil {
-			d.log.Warn("leave on control", "cid", cid, "err", err)
-		}
+	p := store.Pending{Kind: store.PendingSignOut, APIURL: prev.APIURL, Token: prev.AccessToken, DeviceID: prev.DeviceID,
+		Clusters: slices.Compact(append(joined, prev.Wanted...)), Since: d.clock(), ExpiresAt: prev.ExpiresAt}
+	slices.Sort(p.Clusters)
+	p.Clusters = slices.Compact(p.Clusters)
+	done, err := d.sendPending(ctx, p, nil)
+	if !done {
+		d.mu.Lock()
+		d.addPendingLocked(p, err)
+		d.updateLocked()
+		d.mu.Unlock()
 	}
-	err := ctl.EndSession(ctx)
-	d.log.Info("session ended", "user", prev.User)
-	if err != nil && !api.IsCode(err, api.CodeUnauthorized) && !api.IsCode(err, api.CodeSessionExpired) {
-		return st, errf(http.StatusBadGateway, localapi.CodeControl,
-			fmt.Sprintf("the session lapses on its own at %s", prev.ExpiresAt.UTC().Format(time.RFC3339)),
-			"disconnected and signed out here, but control did not hear it: %v", unwrapURL(err))
-	}
-	return st, nil
+	d.log.Info("session ended", "user", prev.User, "atControl", done)
+	return d.Status(), nil
 }

@@ -27,21 +27,23 @@ type control interface {
 	JoinCluster(ctx context.Context, deviceID, cid string) (*api.ClusterConfig, error)
 	LeaveCluster(ctx context.Context, deviceID, cid string) error
 	DeviceMap(ctx context.Context, deviceID string, since uint64, wait time.Duration) (*api.DeviceMap, error)
+	MyDevices(ctx context.Context) ([]api.DeviceDetail, error)
+	RemoveMyDevice(ctx context.Context, id string) error
 }
 
 // engine is the tunnel (vpnd/tunnel.Engine in production).
 type engine interface {
 	Apply(wgcfg.Config) error
+	SetPrivateKey(wgtypes.Key) error
 	Read() wgcfg.Report
 	Nudge()
+	Probe()
+	Handshake(wgtypes.Key) error // send an initiation now (runos vpn doctor's probe)
 	Close() error
 }
 
-const (
-	slowRead   = 5 * time.Second       // device reads while every wanted peer is up
-	fastRead   = 50 * time.Millisecond // while some wanted peer has no fresh handshake
-	retryApply = time.Second           // after a failed Apply or DNS Set, with no new plan
-)
+// retryApply is when a failed Apply or DNS Set is tried again, with no new plan.
+const retryApply = time.Second
 
 // daemon holds the inputs of the state derivation and applies what it
 // derives. Every change goes through update: set an input, then update
@@ -51,7 +53,7 @@ type daemon struct {
 	log        *slog.Logger
 	clock      func() time.Time
 	dir        store.Dir
-	public     wgtypes.Key // the device's public key: the only key that leaves the machine
+	public     wgtypes.Key // the device's public key: the only key that leaves the machine (mu: replaced after a revocation)
 	hostname   string
 	goos       string
 	eng        engine
@@ -62,8 +64,10 @@ type daemon struct {
 	backoffMin time.Duration
 	backoffMax time.Duration
 
-	ctx      context.Context // the daemon's lifetime
-	wakeRead chan struct{}
+	ctx         context.Context // the daemon's lifetime
+	wakeRead    chan struct{}
+	wakePending chan struct{} // something was added to the pending changes (pending.go)
+	sendingMu   sync.Mutex    // held while a pending change is sent to control
 
 	mu       sync.Mutex
 	in       state.Inputs
@@ -74,6 +78,7 @@ type daemon struct {
 	watchers map[*watcher]struct{}
 	sess     *syncSession // the sync of the current session; nil when none
 	refusals []string     // what the trust refused of the last map, as logged
+	counts   *counters    // the daemon's own metrics; nil: not counted (tests)
 }
 
 // appliedState remembers what was last applied, and when a failed attempt
@@ -170,6 +175,9 @@ func sameRoute(a, b dnsplit.Route) bool {
 // readLocked reads the device into the inputs. mu held.
 func (d *daemon) readLocked() {
 	r := d.eng.Read()
+	if d.counts != nil {
+		d.counts.observeDevice(r, d.tunnel.value)
+	}
 	if d.tunnel.err != "" {
 		r.Err = d.tunnel.err
 	}
@@ -185,6 +193,9 @@ func (d *daemon) publishLocked(st localapi.Status) {
 		return
 	}
 	d.statusJS = js
+	if d.counts != nil {
+		d.counts.observeStatus(d.status, st)
+	}
 	st.Seq = d.status.Seq + 1
 	d.status = st
 	for w := range d.watchers {
@@ -199,10 +210,11 @@ func (d *daemon) Status() localapi.Status {
 	return d.status
 }
 
-// readLoop reads the device every 50 ms while a wanted cluster has no fresh
-// handshake and every 5 s otherwise (local reads of the device, not network
-// polls), and wakes for the next instant at which time alone changes the
-// status (a handshake going stale, the session lapsing).
+// readLoop reads the device on state.ReadEvery's schedule (local reads of
+// the device, not network polls: every second while all is up, faster while
+// a handshake is awaited), nudges and probes the peers that need it, and
+// wakes for the next instant at which time alone changes the status (a
+// handshake going stale, a server falling silent, the session lapsing).
 func (d *daemon) readLoop(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -215,15 +227,11 @@ func (d *daemon) readLoop(ctx context.Context) {
 		}
 		d.mu.Lock()
 		d.in.Now = d.clock()
-		if state.FastRead(&d.in) {
-			d.eng.Nudge()
-		}
+		d.eng.Nudge()
 		d.readLocked()
 		d.updateLocked()
-		wait := slowRead
-		if state.FastRead(&d.in) {
-			wait = fastRead
-		}
+		d.eng.Probe()
+		wait := state.ReadEvery(&d.in)
 		if next := state.NextChange(&d.in); !next.IsZero() {
 			wait = min(wait, max(next.Sub(d.in.Now), time.Millisecond))
 		}

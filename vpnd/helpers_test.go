@@ -3,6 +3,7 @@ package vpnd
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -31,6 +32,14 @@ type fakeEngine struct {
 	applies   int
 	nudges    int
 	closed    bool
+	key       wgtypes.Key // zero: the key the daemon started with (t0Key)
+}
+
+func (e *fakeEngine) SetPrivateKey(k wgtypes.Key) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.key = k
+	return nil
 }
 
 func newFakeEngine() *fakeEngine {
@@ -63,7 +72,11 @@ func (e *fakeEngine) Apply(c wgcfg.Config) error {
 func (e *fakeEngine) Read() wgcfg.Report {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := wgcfg.Report{Interface: "wgfake", Up: !e.closed, PublicKey: mustKey(t0Key).PublicKey(), Addresses: e.cfg.Addresses}
+	pub := mustKey(t0Key).PublicKey()
+	if e.key != (wgtypes.Key{}) {
+		pub = e.key.PublicKey()
+	}
+	r := wgcfg.Report{Interface: "wgfake", Up: !e.closed, PublicKey: pub, Addresses: e.cfg.Addresses}
 	for _, p := range e.peers {
 		r.Peers = append(r.Peers, p)
 	}
@@ -74,6 +87,22 @@ func (e *fakeEngine) Nudge() {
 	e.mu.Lock()
 	e.nudges++
 	e.mu.Unlock()
+}
+
+func (e *fakeEngine) Probe() {}
+
+func (e *fakeEngine) Handshake(k wgtypes.Key) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.peers[k]
+	if !ok {
+		return errors.New("no such peer")
+	}
+	if e.handshake {
+		r.LastHandshake = time.Now()
+		e.peers[k] = r
+	}
+	return nil
 }
 
 func (e *fakeEngine) Close() error {
@@ -167,7 +196,7 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 		log:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		clock: time.Now, dir: sd, public: key.PublicKey(), hostname: "laptop", goos: "linux",
 		eng: eng, mapWait: 2 * time.Second, backoffMin: 10 * time.Millisecond, backoffMax: 200 * time.Millisecond,
-		ctx: ctx, wakeRead: make(chan struct{}, 1),
+		ctx: ctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1), counts: newCounters(time.Now()),
 		newControl: func(apiURL, token string) (control, error) { return api.NewClient(apiURL, token, w.caFile) },
 	}
 	prefs, _ := sd.LoadPrefs()
@@ -180,7 +209,9 @@ func startDaemon(t *testing.T, w *world, dir string) *testDaemon {
 	}
 	d.mu.Unlock()
 	done := make(chan struct{})
-	go func() { d.readLoop(ctx); close(done) }()
+	pendingDone := make(chan struct{})
+	go func() { d.pendingLoop(ctx); close(pendingDone) }()
+	go func() { d.readLoop(ctx); <-pendingDone; close(done) }()
 	td := &testDaemon{daemon: d, eng: eng, dir: sd, cancel: cancel, done: done}
 	t.Cleanup(td.stop)
 	return td

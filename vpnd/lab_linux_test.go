@@ -52,6 +52,13 @@ type lab struct {
 	iface    string
 	client   *localapi.Client
 	d        *daemonProc
+	// real runs bin (the real `runos vpnd`) even with env set; mountNS,
+	// when set, is a persisted mount namespace the daemon runs in (with
+	// nsenter) instead of `ip netns exec`'s.
+	real    bool
+	mountNS string
+	// lastOutput is what the last daemon printed, kept once it exited.
+	lastOutput string
 }
 
 var labDevicePool = netip.MustParsePrefix("100.96.0.0/16")
@@ -60,7 +67,7 @@ func newLab(t testing.TB) *lab {
 	t.Helper()
 	netnstest.Require(t, "ip", "wireguard-go", "wg", "curl", "ping")
 	l := &lab{t: t, servers: map[string]*wgtest.Server{}, active: map[string]string{"ky3": "n1", "xym": "n1"}}
-	l.laptop = netnstest.New(t, "lap")
+	l.laptop = netnstest.New(t, "lap") // with a resolv.conf of its own: the real daemon never writes the machine's
 	ctl := netnstest.New(t, "ctl")
 	l.ctl = ctl
 	netnstest.Link(t, l.laptop, "eth0", "10.0.0.1/24", ctl, "eth0", "10.0.0.2/24")
@@ -232,13 +239,14 @@ func (l *lab) start() {
 	if bin == "" {
 		bin = os.Getenv("RUNOS_VPND_BIN")
 	}
-	if bin != "" && len(l.env) == 0 {
+	if bin != "" && (len(l.env) == 0 || l.real) {
 		// The real `runos vpnd` command instead of this test binary (for
 		// memory: the test binary carries the test code, and the race
 		// detector when built with -race).
 		argv = []string{bin, "vpnd", "--state-dir", l.stateDir, "--socket", l.socket, "--ca-file", l.caFile, "--interface", l.iface}
 	}
-	cmd := exec.Command("ip", append([]string{"netns", "exec", l.laptop.Name}, argv...)...)
+	full := l.inLaptop(argv...)
+	cmd := exec.Command(full[0], full[1:]...)
 	cmd.Env = append(os.Environ(), wgtest.InsideEnv+"=daemon", "T_STATE="+l.stateDir, "T_SOCKET="+l.socket,
 		"T_CA="+l.caFile, "T_IFACE="+l.iface)
 	cmd.Env = append(cmd.Env, l.env...)
@@ -274,6 +282,15 @@ func (l *lab) start() {
 			l.t.Fatal("the daemon's socket never answered")
 		}
 	}
+}
+
+// inLaptop is the command line that runs argv in the laptop's network
+// namespace (and in mountNS, when set).
+func (l *lab) inLaptop(argv ...string) []string {
+	if l.mountNS != "" {
+		return append([]string{"nsenter", "--mount=" + l.mountNS, "--net=/run/netns/" + l.laptop.Name, "--"}, argv...)
+	}
+	return append([]string{"ip", "netns", "exec", l.laptop.Name}, argv...)
 }
 
 // stop sends SIGTERM and waits for a clean exit.

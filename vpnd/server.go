@@ -17,6 +17,7 @@ import (
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/access"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/logring"
 )
 
 const maxBody = 64 << 10 // a session or a cid: far below this
@@ -28,6 +29,7 @@ type server struct {
 	d      *daemon
 	policy access.Policy
 	done   <-chan struct{} // closes every watch stream when the daemon stops
+	logs   *logring.Ring   // the daemon's recent log; nil: not kept
 }
 
 // connContext reads the caller's kernel-verified identity once per
@@ -39,7 +41,37 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.forCaller(s.d.Status(), r)) })
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		st := s.forCaller(s.d.Status(), r)
+		st.Metrics = s.d.metrics()
+		writeJSON(w, st)
+	})
+	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) {
+		// The log names users, devices and addresses: for those who may
+		// steer the daemon, like the log file the service keeps.
+		if d := s.policy.Decide(callerOf(r)); !d.Control {
+			writeErr(w, errf(http.StatusForbidden, localapi.CodeForbidden, d.Hint, "the daemon's log is for those who may steer it: %s", d.Reason))
+			return
+		}
+		writeJSON(w, logs(s.logs))
+	})
+	mux.HandleFunc("POST /v1/probe", func(w http.ResponseWriter, r *http.Request) {
+		var req localapi.ProbeRequest
+		err := decodeBody(r.Body, &req)
+		if err == nil {
+			err = api.CheckCID(req.CID)
+		}
+		if err != nil {
+			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
+			return
+		}
+		res, aerr := s.d.probe(r.Context(), req)
+		if aerr != nil {
+			writeErr(w, aerr)
+			return
+		}
+		writeJSON(w, res)
+	})
 	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, localapi.Version{Version: version.Version, Commit: version.Commit, Date: version.Date})
 	})
@@ -77,6 +109,17 @@ func (s *server) handler() http.Handler {
 			return
 		}
 		s.answer(w, r)(s.d.disconnect(r.Context(), req.CID))
+	})
+	mux.HandleFunc("GET /v1/devices", func(w http.ResponseWriter, r *http.Request) {
+		ds, aerr := s.d.myDevices(r.Context())
+		if aerr != nil {
+			writeErr(w, aerr)
+			return
+		}
+		writeJSON(w, ds)
+	})
+	mux.HandleFunc("DELETE /v1/devices/{id}", func(w http.ResponseWriter, r *http.Request) {
+		s.answer(w, r)(s.d.removeDevice(r.Context(), r.PathValue("id")))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, errf(http.StatusNotFound, localapi.CodeNotFound, "see the routes in vpnd/localapi", "no route %s %s", r.Method, r.URL.Path))

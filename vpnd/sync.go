@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/backoff"
 	"github.com/runos/vpn/vpnd/state"
 )
 
@@ -62,9 +62,9 @@ func (d *daemon) current(s *syncSession, f func(in *state.Inputs)) bool {
 
 func (d *daemon) syncLoop(ctx context.Context, s *syncSession) {
 	defer close(s.done)
-	b := backoff{min: d.backoffMin, max: d.backoffMax}
+	b := backoff.New(d.backoffMin, d.backoffMax)
 	for ctx.Err() == nil {
-		err := d.syncOnce(ctx, s, &b)
+		err := d.syncOnce(ctx, s, b)
 		if ctx.Err() != nil {
 			return
 		}
@@ -77,7 +77,7 @@ func (d *daemon) syncLoop(ctx context.Context, s *syncSession) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(b.next()):
+		case <-time.After(b.Next()):
 		}
 	}
 }
@@ -85,6 +85,10 @@ func (d *daemon) syncLoop(ctx context.Context, s *syncSession) {
 // refused handles control refusing the session's token: the session is
 // over (expired), every cluster comes down, the wanted ones are kept.
 func (d *daemon) refused(s *syncSession, err error) bool {
+	if api.IsCode(err, api.CodeDeviceRevoked) {
+		d.current(s, func(in *state.Inputs) { d.revokedLocked(err) })
+		return true
+	}
 	if !api.IsCode(err, api.CodeSessionExpired) && !api.IsCode(err, api.CodeUnauthorized) {
 		return false
 	}
@@ -100,7 +104,7 @@ func (d *daemon) refused(s *syncSession, err error) bool {
 
 // syncOnce runs one round: device, clusters, joins, then the long-poll until
 // an error.
-func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff) error {
+func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff.Backoff) error {
 	id, err := d.ensureDevice(ctx, s)
 	if err != nil {
 		return err
@@ -131,7 +135,7 @@ func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff) error
 			}
 			return err
 		}
-		b.reset()
+		b.Reset()
 		d.applyMap(s, m)
 		since = m.Version
 		// A wanted cluster the map lacks (joined before a restart that
@@ -157,7 +161,7 @@ func (d *daemon) ensureDevice(ctx context.Context, s *syncSession) (string, erro
 	if id != "" {
 		return id, nil
 	}
-	dev, err := s.ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.public.String(), Name: d.hostname, OS: d.goos})
+	dev, err := s.ctl.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: d.publicKey().String(), Name: d.hostname, OS: d.goos})
 	if err != nil {
 		return "", err
 	}
@@ -177,7 +181,7 @@ func (d *daemon) join(ctx context.Context, s *syncSession, id, cid string) error
 	case err == nil:
 		d.current(s, func(in *state.Inputs) { delete(in.JoinErrs, cid) })
 		return nil
-	case api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized):
+	case api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized) || api.IsCode(err, api.CodeDeviceRevoked):
 		return err
 	case errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable && ae.Status < 500:
 		msg := fmt.Sprintf("control refused to join %s: %v", cid, err)
@@ -207,6 +211,9 @@ func (d *daemon) applyMap(s *syncSession, m *api.DeviceMap) {
 			d.logRefusalsLocked(m)
 		}
 		in.Map = m
+		if in.ControlErr != "" && d.counts != nil {
+			d.counts.control++ // control answers again after a failure
+		}
 		in.ControlErr = ""
 		if e := m.Session.ExpiresAt; !e.IsZero() && !e.Equal(in.Prefs.ExpiresAt) {
 			in.Prefs.ExpiresAt = e // control is the authority on the session's end
@@ -266,21 +273,3 @@ func controlErr(apiURL string, err error) string {
 	}
 	return fmt.Sprintf("control %s unreachable: %v", apiURL, unwrapURL(err))
 }
-
-// backoff is exponential with jitter: each wait is drawn from [d/2, d] and d
-// doubles from min to max; a success resets it.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	}
-	d := b.cur
-	b.cur = min(b.cur*2, b.max)
-	half := d / 2
-	return half + rand.N(d-half+1)
-}
-
-func (b *backoff) reset() { b.cur = 0 }

@@ -24,6 +24,7 @@ import (
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/access"
+	"github.com/runos/vpn/vpnd/logring"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
 	"github.com/runos/vpn/vpnd/tunnel"
@@ -46,6 +47,9 @@ type Config struct {
 	DNS func(iface string, log *slog.Logger) (dnsplit.Configurator, error)
 	// Cleanup is dnsplit's crash clean-up; nil: none.
 	Cleanup func(stateDir string, log *slog.Logger) error
+	// Logs keeps the daemon's recent log lines (the Logger writes to it as
+	// well) for GET /v1/logs; nil: none kept.
+	Logs *logring.Ring
 }
 
 // DefaultInterface is the tunnel's name when Config.Interface is empty.
@@ -115,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &daemon{
 		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
 		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
-		ctx: dctx, wakeRead: make(chan struct{}, 1),
+		ctx: dctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1), counts: newCounters(time.Now()),
 		allowHTTP: cfg.AllowHTTP,
 		newControl: func(apiURL, token string) (control, error) {
 			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
@@ -148,7 +152,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	done := make(chan struct{})
 	srv := &http.Server{
-		Handler:           (&server{d: d, policy: access.SystemPolicy(dir.Path), done: done}).handler(),
+		Handler:           (&server{d: d, policy: access.SystemPolicy(dir.Path), done: done, logs: cfg.Logs}).handler(),
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -158,9 +162,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	eng.OnHandshake(d.kickRead)
 	readDone := make(chan struct{})
-	go func() { d.readLoop(dctx); close(readDone) }()
+	pendingDone := make(chan struct{})
+	go func() { d.pendingLoop(dctx); close(pendingDone) }()
+	go func() { d.readLoop(dctx); <-pendingDone; close(readDone) }()
 	waitMemory := startMemoryWatch(dctx, log, eng.Name()) // gives memory back after bursts of traffic (trim.go)
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
 		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"github.com/runos/vpn/bench/benchplot"
 	"net"
 	"net/http"
 	"os"
@@ -333,6 +334,14 @@ func (w *world) save(r *Result) {
 	}
 	abs, _ := filepath.Abs(path)
 	w.b.Logf("results: %s", abs)
+	// Its plot beside it (bench/benchplot); make bench redraws the summary
+	// plots after every benchmark has run.
+	svg, err := benchplot.RenderFile(path)
+	if err != nil {
+		w.b.Errorf("plot of %s: %v", path, err)
+	} else if svg != "" {
+		w.b.Logf("plot: %s", svg)
+	}
 }
 
 // A lab benchmark does a fixed amount of work, set by its RUNOS_BENCH_*

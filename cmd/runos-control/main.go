@@ -95,10 +95,14 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 				name string
 				v    time.Duration
 			}{{"--session-ttl", cfg.SessionTTL}, {"--move-ready-timeout", cfg.MoveReadyTimeout},
-				{"--move-deadline", cfg.MoveDeadline}, {"--heartbeat-timeout", cfg.HeartbeatTimeout}} {
+				{"--move-deadline", cfg.MoveDeadline}, {"--heartbeat-timeout", cfg.HeartbeatTimeout},
+				{"--device-idle-ttl", cfg.DeviceIdleTTL}} {
 				if d.v <= 0 {
 					return fmt.Errorf("%s %s: want a positive duration such as 30s", d.name, d.v)
 				}
+			}
+			if cfg.MaxDevicesPerUser < 1 {
+				return fmt.Errorf("--max-devices-per-user %d: want at least 1", cfg.MaxDevicesPerUser)
 			}
 			if err := cfg.Check(); err != nil {
 				return err
@@ -125,6 +129,9 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 	f.DurationVar(&cfg.MoveReadyTimeout, "move-ready-timeout", 15*time.Second, "a move fails (changing nothing for devices) if the target gateway is not listening within this")
 	f.DurationVar(&cfg.MoveDeadline, "move-deadline", 30*time.Second, "after the switch, a move is done when every device handshaked with the new node or this passed")
 	f.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a node is no_heartbeat this long after its gateway's last report")
+	f.IntVar(&cfg.MaxDevicesPerUser, "max-devices-per-user", 20, "how many devices one user may register (revoked ones count until deleted); the next is refused, naming the limit")
+	f.DurationVar(&cfg.DeviceIdleTTL, "device-idle-ttl", 30*24*time.Hour, "a device with no live session and no handshake this long is deleted and its address reused")
+	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

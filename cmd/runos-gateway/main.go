@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/gateway"
+	"github.com/runos/vpn/gateway/metrics"
 	"github.com/runos/vpn/gateway/nodekey"
 	"github.com/runos/vpn/internal/secretfile"
 	"github.com/runos/vpn/internal/version"
@@ -47,6 +50,7 @@ type flags struct {
 	heartbeat                                           time.Duration
 	logLevel, logFormat                                 string
 	insecureHTTP                                        bool
+	metricsAddr                                         string
 }
 
 type usageError struct{ error }
@@ -114,6 +118,7 @@ the DNS listener are removed before the process exits.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text, or json for log collectors")
 	fl.BoolVar(&f.insecureHTTP, api.FlagInsecureHTTP, false, "allow an http:// --control (tests only: the enrollment token would travel in clear text)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd.SetVersionTemplate("runos-gateway {{.Version}}\n")
 	cmd.SetArgs(args)
@@ -201,7 +206,18 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	}
 	log.Info("runos-gateway starting", "version", version.String(), "node", f.nodeID, "control", f.control,
 		"interface", f.iface, "heartbeat", f.heartbeat.String(), "publicKey", key.PublicKey().String())
+	var mets gateway.Metrics
+	if f.metricsAddr != "" {
+		m := metrics.New(time.Now)
+		stop, err := serveMetrics(f.metricsAddr, m, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		mets = m
+	}
 	err = gateway.Run(ctx, gateway.Config{
+		Metrics:   mets,
 		Control:   client,
 		NodeID:    f.nodeID,
 		Key:       key,
@@ -216,6 +232,20 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	}
 	log.Info("runos-gateway stopped")
 	return nil
+}
+
+// serveMetrics serves /metrics on addr until stop.
+func serveMetrics(addr string, m *metrics.Gateway, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics serving", "addr", ln.Addr().String(), "path", "/metrics")
+	return func() { _ = srv.Close() }, nil
 }
 
 // readToken reads the enrollment token, refusing a file others may read.

@@ -21,6 +21,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Hint    string `json:"hint,omitempty"`
+	// At is when what the error reports began, where that is known: a
+	// device's revocation, a token's expiry.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Error codes shared by server and clients.
@@ -121,6 +124,7 @@ type ClusterDetail struct {
 	DNSRecords    []DNSRecord  `json:"dnsRecords"`
 	Nodes         []Node       `json:"nodes"`
 	VPNServices   []VPNService `json:"vpnServices"`
+	DevicePool    *PoolUsage   `json:"devicePool,omitempty"` // operators only (access.go)
 }
 
 // Node is a node of a cluster.
@@ -173,6 +177,9 @@ type VPNService struct {
 	Address     string `json:"address"` // the server's address inside Subnet
 	Devices     int    `json:"devices"` // connected devices (joined, live session)
 	Version     uint64 `json:"version"` // for long-polling with ?since=
+	// LatestMoveID is the service's newest move (in flight or not), for
+	// following its progress (GET /v1/moves/{id}); "" if it never moved.
+	LatestMoveID string `json:"latestMoveId,omitempty"`
 }
 
 // AddVPNServiceRequest is POST /v1/clusters/{cid}/services/wireguard.
@@ -269,6 +276,10 @@ type VPNConfig struct {
 	DNS       string   `json:"dns"`      // cluster DNS server (the VPN server's address)
 	Domains   []string `json:"domains"`  // names that resolve through the tunnel
 	Ready     bool     `json:"ready"`
+	// ServerStartedAt is when the serving node's gateway last started:
+	// when it changes while the key stays, the server has forgotten every
+	// device's session and devices handshake again at once.
+	ServerStartedAt time.Time `json:"serverStartedAt,omitzero"`
 }
 
 // ClusterConfig is one cluster a device has joined.
@@ -350,12 +361,17 @@ type GatewayReport struct {
 	MapVersion uint64          `json:"mapVersion"` // the GatewayMap this report reflects
 	Error      string          `json:"error,omitempty"`
 	Handshakes []PeerHandshake `json:"handshakes,omitempty"`
+	// StartedAt is when this gateway process started (the same in every
+	// report of one run): a new value for the hosting node tells its
+	// devices the server restarted.
+	StartedAt time.Time `json:"startedAt,omitzero"`
 }
 
 // OAuth client ids known to control.
 const (
 	ClientCLI     = "runos-cli"
 	ClientDesktop = "runos-desktop"
+	ClientConsole = "runos-console" // control's own web page, /console
 )
 
 // Query parameters of the long-polls.

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // World is the world file (runos-control --seed FILE, JSON): the accounts,
 // clusters, nodes, users and tokens control starts with. Seeding is
 // idempotent: an entity that already exists (same key) is left as it is in
@@ -14,7 +16,10 @@ type World struct {
 type WorldAccount struct {
 	AID           string `json:"aid"`
 	Name          string `json:"name,omitempty"`
-	OperatorToken string `json:"operatorToken,omitempty"` // stored hashed
+	OperatorToken string `json:"operatorToken,omitempty"` // stored hashed, as the account's API token "world-file"
+	// OperatorTokenExpiresAt is when the world file's token stops working;
+	// zero: it works until it is revoked (runos tokens revoke world-file).
+	OperatorTokenExpiresAt time.Time `json:"operatorTokenExpiresAt,omitzero"`
 }
 
 // WorldUser is a user who signs in with email and password.

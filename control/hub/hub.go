@@ -1,7 +1,7 @@
 // Package hub is control's change hub (docs/internals.md "Push"). Every
 // committed change carries the global version it was given and the topics it
 // concerns (device:<id>, gateway:<cid>/<nid>, cluster:<cid>, service:<id>,
-// move:<id>, session:<id>). The hub keeps, per topic, the version of its
+// move:<id>, session:<id>, account:<aid>). The hub keeps, per topic, the version of its
 // latest change and wakes only the waiters of the topics a change concerns,
 // so a move wakes the devices of one cluster and nobody else.
 //
@@ -21,6 +21,7 @@ package hub
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Topic names.
@@ -31,6 +32,11 @@ func Service(id string) string       { return "service:" + id }
 func Move(id string) string          { return "move:" + id }
 func Gateway(cid, nid string) string { return "gateway:" + cid + "/" + nid }
 
+// Account is what the console of an account follows: touched by every
+// audit entry of the account and by the handshakes and sessions of its
+// devices (control/audit, control/console).
+func Account(aid string) string { return "account:" + aid }
+
 // Hub fans changes out to watchers. The zero value is not usable; use New.
 type Hub struct {
 	mu       sync.RWMutex // guards topics, every Topic's watches and watching
@@ -38,6 +44,19 @@ type Hub struct {
 	topics   map[string]*Topic
 	watching int // registered watches
 	hooks    []func(version uint64, topics []string)
+	fanOut   atomic.Pointer[func(time.Duration)]
+}
+
+// ObserveFanOut has f called with each publish's fan-out: the time from
+// the publish (the commit) until every long-poll it woke said Answered.
+// For control's metrics; nothing is measured without it.
+func (h *Hub) ObserveFanOut(f func(time.Duration)) { h.fanOut.Store(&f) }
+
+// wave is one publish's wake-up of its watchers.
+type wave struct {
+	at   time.Time
+	left atomic.Int64
+	done func(time.Duration)
 }
 
 // Topic is one topic's state in the hub. A long-poll keeps the topics of
@@ -133,6 +152,13 @@ func (h *Hub) Publish(version uint64, topics []string) {
 	}
 	hooks := h.hooks
 	h.mu.Unlock()
+	if f := h.fanOut.Load(); f != nil && len(fired) > 0 {
+		wv := &wave{at: time.Now(), done: *f}
+		wv.left.Store(int64(len(fired)))
+		for _, w := range fired {
+			w.wave = wv // before the close: the woken reader sees it
+		}
+	}
 	for _, w := range fired {
 		close(w.c)
 	}
@@ -172,6 +198,22 @@ type Watch struct {
 	topics []*Topic
 	c      chan struct{}
 	done   atomic.Bool // removed from the hub; set under h.mu, read without it by Stop
+	wave   *wave       // the publish that fired it, when fan-outs are observed
+	told   atomic.Bool // Answered was called
+}
+
+// Answered tells the hub that the long-poll this watch woke has written
+// its answer (or gone back to waiting): the last of a publish's watches
+// to say so ends its fan-out. Only a fired watch counts; calling it
+// again, or on a watch that did not fire, does nothing.
+func (w *Watch) Answered() {
+	wv := w.wave
+	if wv == nil || w.told.Swap(true) {
+		return
+	}
+	if wv.left.Add(-1) == 0 {
+		wv.done(time.Since(wv.at))
+	}
 }
 
 // Watch registers for the next change of any of topics. Call Stop when done.

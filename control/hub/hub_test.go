@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // watch registers for the topics named.
@@ -155,4 +156,28 @@ func BenchmarkPublishTo10000(b *testing.B) {
 		b.StartTimer()
 		h.Publish(h.Global()+1, []string{Cluster("ky3")})
 	}
+}
+
+// TestFanOutEndsWithTheLastAnswer: a publish's fan-out is observed once,
+// when the last watch it fired has answered; watches it did not fire and
+// repeated answers do not count.
+func TestFanOutEndsWithTheLastAnswer(t *testing.T) {
+	h := New(0, nil)
+	var got []time.Duration
+	h.ObserveFanOut(func(d time.Duration) { got = append(got, d) })
+	a, b, other := h.Watch(h.Topic("device:a")), h.Watch(h.Topic("device:b")), h.Watch(h.Topic("device:c"))
+	h.Publish(1, []string{"device:a", "device:b"})
+	<-a.C()
+	<-b.C()
+	a.Answered()
+	a.Answered()
+	other.Answered()
+	if len(got) != 0 {
+		t.Fatalf("observed %v before the last answer", got)
+	}
+	b.Answered()
+	if len(got) != 1 || got[0] < 0 {
+		t.Fatalf("observed %v, want one fan-out", got)
+	}
+	other.Stop()
 }

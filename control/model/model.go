@@ -15,9 +15,12 @@ import (
 
 // Account is an account (aid).
 type Account struct {
-	AID               string
-	Name              string
-	OperatorTokenHash string // hex SHA-256 of the account's operator API token
+	AID  string
+	Name string
+	// OperatorTokenHash is where schema 1 kept the world file's operator
+	// token. Since migration 2 every operator token is an APIToken (the
+	// world file's too) and nothing writes or reads this.
+	OperatorTokenHash string
 }
 
 // User signs in with email and password.
@@ -65,6 +68,7 @@ type Node struct {
 	LastHeartbeat       time.Time
 	GatewayKey          string // the gateway's public key, as last reported
 	GatewayVersion      string
+	GatewayStartedAt    time.Time // when its gateway last started, as it reported while listening
 }
 
 // IsControlPlane reports whether the node carries the control-plane role.
@@ -89,9 +93,15 @@ func (n Node) Ingress() netip.Addr {
 	return n.Public()
 }
 
+// WithHeartbeat returns n with its last heartbeat at t.
+func (n Node) WithHeartbeat(t time.Time) Node {
+	n.LastHeartbeat = t
+	return n
+}
+
 // Status is derived from the heartbeats: ready while they arrive,
 // no_heartbeat once timeout has passed since the last one (or before the
-// first).
+// first). rules.Heartbeats adds control's own outage to it.
 func (n Node) Status(now time.Time, timeout time.Duration) string {
 	if n.LastHeartbeat.IsZero() || now.Sub(n.LastHeartbeat) >= timeout {
 		return api.NodeNoHeartbeat
@@ -99,19 +109,9 @@ func (n Node) Status(now time.Time, timeout time.Duration) string {
 	return api.NodeReady
 }
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
 // AddressKind says whether devices dialing addr reach a private or a public
-// address (docs/internals.md "Addresses"): private for RFC 1918, ULA,
-// CGNAT, link-local and loopback; public otherwise, documentation ranges
-// included.
-func AddressKind(addr netip.Addr) string {
-	a := addr.Unmap()
-	if a.IsPrivate() || cgnat.Contains(a) || a.IsLoopback() || a.IsLinkLocalUnicast() {
-		return api.AddressPrivate
-	}
-	return api.AddressPublic
-}
+// address: api.AddressKind, the one rule (docs/internals.md "Addresses").
+func AddressKind(addr netip.Addr) string { return api.AddressKind(addr) }
 
 // Dialable reports whether devices could dial addr at all: a unicast
 // address that is not loopback, link-local or unspecified.
@@ -178,6 +178,11 @@ type Device struct {
 	Address   netip.Addr
 	SessionID string // the session bound to the device (the last to register it)
 	CreatedAt time.Time
+
+	LastSeen      time.Time // control last heard from it (written at most every few minutes)
+	LastHandshake time.Time // the newest handshake any gateway reported for it
+	RevokedAt     time.Time // zero unless revoked (access.go)
+	RevokedBy     string
 }
 
 // Session states.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/token"
 )
 
@@ -58,8 +59,10 @@ func one(vs url.Values, key string) (string, bool) {
 
 // parseAuthRequest checks an authorization request, in the order RFC 6749
 // §4.1.2.1 needs: client and redirect URI first (refused on a page), then
-// everything else (refused by redirect).
-func parseAuthRequest(vs url.Values) (authRequest, *authError) {
+// everything else (refused by redirect). The native apps redirect to a
+// loopback listener (RFC 8252); the console, control's own page, only to
+// consoleRedirect, exactly.
+func parseAuthRequest(vs url.Values, consoleRedirect string) (authRequest, *authError) {
 	var a authRequest
 	clientID, ok := one(vs, "client_id")
 	if !ok || clientID == "" {
@@ -72,7 +75,13 @@ func parseAuthRequest(vs url.Values) (authRequest, *authError) {
 	if !ok {
 		return a, &authError{desc: "redirect_uri is given more than once."}
 	}
-	redirect, err := checkRedirectURI(raw)
+	var redirect *url.URL
+	var err error
+	if clientID == api.ClientConsole {
+		redirect, err = checkConsoleRedirect(raw, consoleRedirect)
+	} else {
+		redirect, err = checkRedirectURI(raw)
+	}
 	if err != nil {
 		return a, &authError{desc: "This sign-in link is not valid: " + err.Error() + "."}
 	}
@@ -134,7 +143,7 @@ func (s *Server) authorizePage(w http.ResponseWriter, r *http.Request) {
 		s.renderMessage(w, http.StatusBadRequest, "Sign-in cannot start", "This sign-in link is garbled. Start the sign-in again from the RunOS app.")
 		return
 	}
-	a, aerr := parseAuthRequest(vs)
+	a, aerr := parseAuthRequest(vs, s.endpoint(ConsoleCallback))
 	if aerr != nil {
 		s.refuseAuth(w, r, a, aerr)
 		return
@@ -150,7 +159,7 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		s.renderMessage(w, http.StatusBadRequest, "Sign-in failed", "The form could not be read: "+err.Error()+".")
 		return
 	}
-	a, aerr := parseAuthRequest(vs)
+	a, aerr := parseAuthRequest(vs, s.endpoint(ConsoleCallback))
 	if aerr != nil {
 		s.refuseAuth(w, r, a, aerr)
 		return
@@ -210,6 +219,7 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 	}
 	if !good {
 		// Counted already, when the attempt reserved its place.
+		s.cfg.Metrics.Refused("wrong_password")
 		s.log.Info("oauth: wrong password", "user", username, "addr", r.RemoteAddr)
 		again(http.StatusOK, "Wrong email or password.")
 		return "", false
@@ -233,6 +243,7 @@ func (s *Server) slowDown(w http.ResponseWriter, r *http.Request, now time.Time,
 		return a, false
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
+	s.cfg.Metrics.Refused("throttled")
 	s.log.Info("oauth: sign-in slowed down", "user", username, "addr", r.RemoteAddr, "wait", wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	again(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-in attempts. Wait %s and try again.", plural(secs, "second")))

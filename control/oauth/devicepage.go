@@ -86,6 +86,8 @@ func (s *Server) deviceLogin(w http.ResponseWriter, r *http.Request, p params, n
 	if msg != "" {
 		if status >= 500 {
 			a.ok(r.Context(), now) // not the user's fault
+		} else {
+			s.cfg.Metrics.Refused("bad_user_code")
 		}
 		again(status, msg)
 		return

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/reqid"
 )
 
@@ -90,13 +91,20 @@ func (s *Server) renderMessage(w http.ResponseWriter, status int, title, text st
 	s.writePage(w, status, p, "")
 }
 
+func loginIntro(clientID string) string {
+	if clientID == api.ClientConsole {
+		return "Sign in to see and manage your VPN in the RunOS console."
+	}
+	return "Sign in to connect " + clientName(clientID) + " on this computer."
+}
+
 // renderLogin shows the login form of an authorization request, with a
 // fresh CSRF token bound to it and this browser.
 func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int, a authRequest, username, errMsg string) {
 	nonce := s.csrfNonce(w, r)
 	p := page{
 		Title:    "Sign in to RunOS",
-		Intro:    "Sign in to connect " + clientName(a.ClientID) + " on this computer.",
+		Intro:    loginIntro(a.ClientID),
 		Error:    errMsg,
 		Action:   "/oauth/authorize",
 		AskLogin: true,
@@ -112,5 +120,9 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 		},
 		Buttons: []button{{Value: "login", Label: "Sign in"}, {Value: "cancel", Label: "Cancel", Secondary: true}},
 	}
-	s.writePage(w, status, p, " "+loopbackOrigin(a.redirect))
+	formAction := " " + loopbackOrigin(a.redirect)
+	if a.ClientID == api.ClientConsole {
+		formAction = "" // back to control itself: 'self'
+	}
+	s.writePage(w, status, p, formAction)
 }

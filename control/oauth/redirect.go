@@ -60,6 +60,14 @@ func checkRedirectURI(raw string) (*url.URL, error) {
 	return u, nil
 }
 
+// checkConsoleRedirect accepts the console's one redirect URI, exactly.
+func checkConsoleRedirect(raw, want string) (*url.URL, error) {
+	if raw != want || want == "" {
+		return nil, errors.New("the RunOS console signs in only through " + want)
+	}
+	return url.Parse(raw)
+}
+
 // withParams returns the redirect URI with params as its query (it has
 // none of its own: checkRedirectURI refuses one, so that no parameter of
 // the client's can be confused with ours).

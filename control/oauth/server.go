@@ -48,7 +48,22 @@ type Config struct {
 	// address must share it (control takes it from the store); nil: 32
 	// random bytes for this process.
 	Secret []byte
+
+	// Metrics counts sign-ins and refusals (control/metrics); nil: none.
+	Metrics Metrics
 }
+
+// Metrics receives the sign-ins the token endpoint issues, by grant type,
+// and the attempts refused, by reason (a fixed set of words, never who).
+type Metrics interface {
+	SignedIn(grant string)
+	Refused(reason string)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) SignedIn(string) {}
+func (noMetrics) Refused(string)  {}
 
 // Server is the authorization server. It is safe for concurrent use.
 type Server struct {
@@ -65,7 +80,12 @@ type Server struct {
 var clients = map[string]string{
 	api.ClientCLI:     "the RunOS CLI",
 	api.ClientDesktop: "RunOS Desktop",
+	api.ClientConsole: "the RunOS console",
 }
+
+// ConsoleCallback is where the console's sign-in comes back to, on
+// control itself: the one redirect URI its client may use (control/console).
+const ConsoleCallback = "/console/callback"
 
 // New checks cfg, fills in defaults and returns a Server.
 func New(cfg Config) (*Server, error) {
@@ -82,6 +102,9 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.PageTTL, 15*time.Minute)
 	setDefault(&cfg.FailureDelay, time.Second)
 	setDefault(&cfg.MaxFailureDelay, 5*time.Minute)
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
 	if cfg.UserFailures <= 0 {
 		cfg.UserFailures = 5
 	}

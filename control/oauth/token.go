@@ -106,6 +106,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, exp, terr := s.grant(r, w)
 	if terr != nil {
+		if terr.status < 500 && terr.code != "authorization_pending" && terr.code != "slow_down" {
+			s.cfg.Metrics.Refused(terr.code) // an OAuth error code: a fixed set
+		}
 		if terr.status < 500 { // failures were logged with the request id
 			s.log.Debug("oauth: token request refused", "err", terr, "addr", r.RemoteAddr)
 		}
@@ -131,13 +134,23 @@ func (s *Server) grant(r *http.Request, w http.ResponseWriter) (string, time.Tim
 	}
 	switch gt := p["grant_type"]; gt {
 	case grantAuthorizationCode:
-		return s.grantCode(r, p, client)
+		return s.counted("authorization_code")(s.grantCode(r, p, client))
 	case grantDeviceCode:
-		return s.grantDevice(r, p, client)
+		return s.counted("device_code")(s.grantDevice(r, p, client))
 	case "":
 		return "", time.Time{}, badRequest("invalid_request", "grant_type is missing")
 	default:
 		return "", time.Time{}, badRequest("unsupported_grant_type", "grant_type must be authorization_code or "+grantDeviceCode)
+	}
+}
+
+// counted counts a session issued through grant.
+func (s *Server) counted(grant string) func(string, time.Time, *tokenError) (string, time.Time, *tokenError) {
+	return func(tok string, exp time.Time, terr *tokenError) (string, time.Time, *tokenError) {
+		if terr == nil {
+			s.cfg.Metrics.SignedIn(grant)
+		}
+		return tok, exp, terr
 	}
 }
 

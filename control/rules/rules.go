@@ -93,11 +93,36 @@ func GatewayRole(svc model.Service, mv *model.Move, nid string) string {
 	return ""
 }
 
+// Heartbeats decides a node's status from its heartbeats ("Miss heartbeats
+// for 30 seconds and it flips to no_heartbeat"), counting control's own
+// outage: heartbeats cannot arrive while control is down, so a node heard
+// from before control came up (Since) is not no_heartbeat until it has had
+// a full window (Timeout) since then to report again. A node never heard
+// from is no_heartbeat.
+type Heartbeats struct {
+	Timeout time.Duration
+	Since   time.Time // when this control came up
+}
+
+// Status is ready or no_heartbeat at now.
+func (h Heartbeats) Status(n model.Node, now time.Time) string {
+	last := n.LastHeartbeat
+	if !last.IsZero() && last.Before(h.Since) {
+		last = h.Since
+	}
+	return n.WithHeartbeat(last).Status(now, h.Timeout)
+}
+
+// Unheard reports whether control has not heard from n since it came up:
+// within the grace above, its status says ready on the strength of
+// heartbeats before the outage.
+func (h Heartbeats) Unheard(n model.Node) bool { return n.LastHeartbeat.Before(h.Since) }
+
 // PlanMove says what moving svc from its node to target would give
 // devices, with the docs' warning when the address changes between private
 // and public. It refuses a move to the node already hosting the server and
 // to a node devices could not dial.
-func PlanMove(svc model.Service, from, target model.Node, now time.Time, heartbeatTimeout, readyTimeout time.Duration) (api.MovePlan, *api.Error) {
+func PlanMove(svc model.Service, from, target model.Node, now time.Time, hb Heartbeats, readyTimeout time.Duration) (api.MovePlan, *api.Error) {
 	if target.NID == from.NID {
 		return api.MovePlan{}, conflict(
 			fmt.Sprintf("the VPN server of %s already runs on %s", svc.CID, target.NID),
@@ -133,7 +158,7 @@ func PlanMove(svc model.Service, from, target model.Node, now time.Time, heartbe
 				"only devices that can reach that private network will keep the tunnel",
 			ep, ingressSource(target), plan.PreviousEndpoint))
 	}
-	if target.Status(now, heartbeatTimeout) != api.NodeReady {
+	if hb.Status(target, now) != api.NodeReady {
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf(
 			"%s is %s (its gateway is not heartbeating): the move fails unless its gateway brings the server up within %s",
 			target.NID, api.NodeNoHeartbeat, readyTimeout))

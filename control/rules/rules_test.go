@@ -129,7 +129,7 @@ func TestMovePlanWarnsPrivateToPublic(t *testing.T) {
 	n1.DeclaredIngress, n1.PublicIP = addr("10.77.0.21"), addr("198.51.100.21")
 	n2 := worker("n2")
 	n2.PublicIP = addr("198.51.100.22")
-	plan, e := PlanMove(svc, n1, n2, now, hb, ready)
+	plan, e := PlanMove(svc, n1, n2, now, Heartbeats{Timeout: hb}, ready)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -143,14 +143,14 @@ func TestMovePlanWarnsPrivateToPublic(t *testing.T) {
 	}
 	// And back: public to private warns too, the other way.
 	svc.NodeID = "n2"
-	plan, _ = PlanMove(svc, n2, n1, now, hb, ready)
+	plan, _ = PlanMove(svc, n2, n1, now, Heartbeats{Timeout: hb}, ready)
 	if plan.AddressKind != api.AddressPrivate || len(plan.Warnings) != 1 || !strings.Contains(plan.Warnings[0], "a private address") {
 		t.Fatalf("back: %+v", plan)
 	}
 	// Same kind: no warning.
 	n3 := worker("n3")
 	n3.PublicIP = addr("198.51.100.23")
-	plan, _ = PlanMove(svc, n2, n3, now, hb, ready)
+	plan, _ = PlanMove(svc, n2, n3, now, Heartbeats{Timeout: hb}, ready)
 	if len(plan.Warnings) != 0 {
 		t.Fatalf("public to public warned: %q", plan.Warnings)
 	}
@@ -160,14 +160,14 @@ func TestMovePlanRefusals(t *testing.T) {
 	svc := model.Service{ID: "wg-ky3", CID: "ky3", NodeID: "n1", Port: 32768}
 	n1 := cp("n1")
 	n1.DeclaredIngress = addr("10.77.0.21")
-	_, e := PlanMove(svc, n1, n1, now, hb, ready)
+	_, e := PlanMove(svc, n1, n1, now, Heartbeats{Timeout: hb}, ready)
 	wantErr(t, e, api.CodeConflict, "already runs on n1")
-	_, e = PlanMove(svc, n1, worker("n2"), now, hb, ready)
+	_, e = PlanMove(svc, n1, worker("n2"), now, Heartbeats{Timeout: hb}, ready)
 	wantErr(t, e, api.CodeRefused, "devices would be given no address", "runos nodes ingress n2 --cid ky3 --ingress-ip <ip>")
 	// A target without heartbeats is planned with a warning (the move itself fails).
 	n2 := worker("n2")
 	n2.DeclaredIngress, n2.LastHeartbeat = addr("10.77.0.22"), now.Add(-hb)
-	plan, e := PlanMove(svc, n1, n2, now, hb, ready)
+	plan, e := PlanMove(svc, n1, n2, now, Heartbeats{Timeout: hb}, ready)
 	if e != nil || len(plan.Warnings) != 1 || !strings.Contains(plan.Warnings[0], "no_heartbeat") {
 		t.Fatalf("plan = %+v, %v", plan, e)
 	}
@@ -298,5 +298,42 @@ func TestDeletePreflightWarnsOnEvenEtcd(t *testing.T) {
 	p = DeletePreflight(ky3, one, nil, nil, one[0], false)
 	if len(p.Refusals) != 1 || !strings.Contains(p.Refusals[0], "last control-plane node") {
 		t.Fatalf("last cp: %+v", p)
+	}
+}
+
+// TestHeartbeatsCountControlsOwnOutage: a node heard from before control
+// came up is ready until a full window after control's start; one never
+// heard from is no_heartbeat; one heard since counts from its own report.
+func TestHeartbeatsCountControlsOwnOutage(t *testing.T) {
+	up := now.Add(-10 * time.Second) // control came up 10 s ago, after 45 s down
+	h := Heartbeats{Timeout: hb, Since: up}
+	n := worker("n2")
+	n.LastHeartbeat = up.Add(-45 * time.Second)
+	if got := h.Status(n, now); got != api.NodeReady || !h.Unheard(n) {
+		t.Errorf("10 s after control's start: %s (unheard %v), want ready", got, h.Unheard(n))
+	}
+	if got := h.Status(n, up.Add(hb)); got != api.NodeNoHeartbeat {
+		t.Errorf("a full window after control's start: %s", got)
+	}
+	if got := (Heartbeats{Timeout: hb}).Status(n, now); got != api.NodeNoHeartbeat {
+		t.Errorf("without the grace: %s", got)
+	}
+	never := worker("n3")
+	never.LastHeartbeat = time.Time{}
+	if got := h.Status(never, now); got != api.NodeNoHeartbeat {
+		t.Errorf("never heard from: %s", got)
+	}
+	n.LastHeartbeat = now.Add(-time.Second)
+	if got := h.Status(n, now.Add(hb)); got != api.NodeNoHeartbeat || h.Unheard(n) {
+		t.Errorf("heard since the start, then silent a window: %s", got)
+	}
+	// The move's plan uses the same rule: no warning within the grace.
+	svc := model.Service{ID: "wg-ky3", CID: "ky3", NodeID: "n1", Port: 32768}
+	n1 := worker("n1")
+	n1.DeclaredIngress = addr("10.77.0.21")
+	n.LastHeartbeat = up.Add(-45 * time.Second)
+	n.DeclaredIngress = addr("10.77.0.22")
+	if plan, e := PlanMove(svc, n1, n, now, h, ready); e != nil || len(plan.Warnings) != 0 {
+		t.Errorf("plan within the grace: %+v %v", plan, e)
 	}
 }

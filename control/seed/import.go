@@ -82,18 +82,15 @@ func Import(ctx context.Context, st store.Store, w api.World, opt Options) (Summ
 			}
 		}
 		for _, a := range w.Accounts {
-			acc := model.Account{AID: a.AID, Name: a.Name}
-			if a.OperatorToken != "" {
-				acc.OperatorTokenHash = token.Hash(a.OperatorToken)
-			}
 			if there, err := exists(tx.Account(a.AID)); err != nil {
 				return fmt.Errorf("account %s: %w", a.AID, err)
 			} else if there {
 				sum.Existing++
-				continue
-			}
-			if _, err := count(tx.PutAccount(acc)); err != nil {
+			} else if _, err := count(tx.PutAccount(model.Account{AID: a.AID, Name: a.Name})); err != nil {
 				return err
+			}
+			if err := importToken(tx, a, opt.Now, count); err != nil {
+				return fmt.Errorf("account %s: %w", a.AID, err)
 			}
 		}
 		for _, u := range w.Users {
@@ -114,6 +111,32 @@ func Import(ctx context.Context, st store.Store, w api.World, opt Options) (Summ
 		return nil
 	})
 	return sum, err
+}
+
+// WorldTokenName is the name of the API token the world file gives an
+// account (runos tokens list shows it; runos tokens revoke world-file ends it).
+const WorldTokenName = "world-file"
+
+// importToken makes the account's world-file operator token an API token,
+// unless a token with the same secret exists already (revoked or not: a
+// revoked world token stays revoked across restarts with the same file).
+func importToken(tx store.Writer, a api.WorldAccount, now time.Time, count func(error) (bool, error)) error {
+	if a.OperatorToken == "" {
+		return nil
+	}
+	hash := token.Hash(a.OperatorToken)
+	if _, err := tx.APITokenByHash(hash); err == nil {
+		_, err := count(store.ErrExists)
+		return err
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	// A live token of that name with another secret (the world file's
+	// token was changed) is what exists: it is left as it is, like every
+	// other entry, until it is revoked.
+	_, err := count(tx.PutAPIToken(model.APIToken{ID: token.ID("tok"), AID: a.AID, Name: WorldTokenName, Hash: hash,
+		CreatedAt: now, CreatedBy: "world file", ExpiresAt: a.OperatorTokenExpiresAt.UTC()}))
+	return err
 }
 
 func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(error) (bool, error)) error {

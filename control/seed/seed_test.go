@@ -130,7 +130,8 @@ func TestImportIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Created != 11 || sum.Existing != 0 {
+	// 12: one account, its world-file token, users, clusters, nodes, services.
+	if sum.Created != 12 || sum.Existing != 0 {
 		t.Fatalf("first import: %+v", sum)
 	}
 	var v1 uint64
@@ -140,8 +141,8 @@ func TestImportIsIdempotent(t *testing.T) {
 		if err != nil || bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte("correct horse")) != nil || !u.Operator {
 			t.Errorf("user = %+v, %v", u, err)
 		}
-		a, err := r.AccountByOperatorToken(token.Hash("op-token-0123456789abcdef"))
-		if err != nil || a.AID != "rjwrn" {
+		a, err := r.APITokenByHash(token.Hash("op-token-0123456789abcdef"))
+		if err != nil || a.AID != "rjwrn" || a.Name != WorldTokenName || !a.ExpiresAt.IsZero() {
 			t.Errorf("operator token: %+v, %v", a, err)
 		}
 		ky3, _ := r.Services("ky3")
@@ -174,7 +175,7 @@ func TestImportIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Created != 0 || sum.Existing != 11 {
+	if sum.Created != 0 || sum.Existing != 12 {
 		t.Fatalf("second import: %+v", sum)
 	}
 	_ = st.View(ctx, func(r store.Reader) error {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/lru"
 	"github.com/runos/vpn/control/model"
@@ -32,16 +33,25 @@ const (
 type principal struct {
 	hash    string // of the bearer token: how a long-poll checks the caller again
 	kind    string
-	user    model.User    // kindUser
-	session model.Session // kindUser
-	sesVer  uint64        // version of session:<id> when read
-	aid     string        // kindOperator
-	node    model.Node    // kindGateway
+	user    model.User     // kindUser
+	session model.Session  // kindUser
+	sesVer  uint64         // version of session:<id> when read
+	aid     string         // kindOperator
+	token   model.APIToken // kindOperator
+	node    model.Node     // kindGateway
 
 	// kindUser: session:<id>, and api.SessionInfo encoded for device
 	// maps, made once per sign-in rather than on every long-poll wake.
 	sesTopic *hub.Topic
 	sesJSON  json.RawMessage
+}
+
+// actor is who the audit log says made a change.
+func (p *principal) actor() audit.Actor {
+	if p.kind == kindOperator {
+		return audit.Token(p.token.Name)
+	}
+	return audit.User(p.user.Email)
 }
 
 // canSee reports whether the caller may see the account's clusters.
@@ -79,8 +89,16 @@ var (
 	errUnknownToken = &api.Error{Status: 401, Code: api.CodeUnauthorized,
 		Message: "unknown or revoked token", Hint: "sign in again: `runos vpn up` or `runos login`"}
 	errEnded = &api.Error{Status: 401, Code: api.CodeUnauthorized,
-		Message: "this session was ended (signed out)", Hint: "sign in again: `runos vpn up` or `runos login`"}
+		Message: "this session was ended (signed out, or by an operator)", Hint: "sign in again: `runos vpn up` or `runos login`"}
 )
+
+// errDeviceRevoked answers the session of a device that was revoked or
+// removed: the daemon shows it as revoked and makes a new key.
+func errDeviceRevoked(at time.Time) *api.Error {
+	return &api.Error{Status: 401, Code: api.CodeDeviceRevoked, At: at.UTC(),
+		Message: fmt.Sprintf("this device was removed from RunOS at %s: its session ended and its key is refused", at.UTC().Format(time.RFC3339)),
+		Hint:    "`runos vpn up` signs in again with a new key"}
+}
 
 func errExpired(at time.Time) *api.Error {
 	return &api.Error{Status: 401, Code: api.CodeSessionExpired,
@@ -143,6 +161,9 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 			case sess.State == model.SessionEnded:
 				apiErr = errEnded
 				return nil
+			case sess.State == model.SessionRevoked:
+				apiErr = errDeviceRevoked(sess.EndedAt)
+				return nil
 			case sess.State == model.SessionExpired || !now.Before(sess.ExpiresAt):
 				apiErr = errExpired(sess.ExpiresAt)
 				return nil
@@ -165,8 +186,10 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		if a, err := r.AccountByOperatorToken(hash); err == nil {
-			p = &principal{kind: kindOperator, aid: a.AID}
+		if k, err := r.APITokenByHash(hash); err == nil {
+			if apiErr = tokenRefusal(k, now); apiErr == nil {
+				p = &principal{kind: kindOperator, aid: k.AID, token: k}
+			}
 			return nil
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -190,8 +213,11 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 		return nil, apiErr
 	}
 	p.hash = hash
-	if p.kind == kindUser {
+	switch p.kind {
+	case kindUser:
 		s.auth.put(hash, p)
+	case kindOperator:
+		s.tokenUsed(ctx, p.token, now)
 	}
 	return p, nil
 }
@@ -279,7 +305,12 @@ func (s *Server) CreateSession(ctx context.Context, email, clientID, grant strin
 		sess.User = u.Email // as the store spells it, whatever case was typed
 		// Told, so that the replica acting on timers (timers.go) arms its expiry.
 		w.Touch(hub.Session(sess.ID))
-		return w.PutSession(sess)
+		if err := w.PutSession(sess); err != nil {
+			return err
+		}
+		return audit.Record(w, audit.Entry{At: now, AIDs: u.Accounts, Actor: audit.User(u.Email), Source: audit.Source(ctx),
+			Kind: audit.SignedIn, Target: sess.ID,
+			Outcome: fmt.Sprintf("signed in with %s until %s", clientID, sess.ExpiresAt.UTC().Format(time.RFC3339))})
 	})
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("create session for %s: %w", email, err)
@@ -302,10 +333,23 @@ func (s *Server) RevokeGrant(ctx context.Context, grant string) (bool, error) {
 			return err
 		}
 		revoked = true
-		return closeSession(tx, sess, model.SessionEnded, s.now())
+		now := s.now()
+		if err := closeSession(tx, sess, model.SessionEnded, now); err != nil {
+			return err
+		}
+		aids, err := userAccounts(tx, sess.User)
+		if err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{At: now, AIDs: aids, Actor: audit.Control, Source: audit.Source(ctx),
+			Kind: audit.SessionEnded, Target: sess.ID,
+			Outcome: fmt.Sprintf("ended: the authorization code that signed %s in was presented again", sess.User)})
 	})
 	if err != nil {
 		return false, fmt.Errorf("revoke session %s: %w", id, err)
+	}
+	if revoked {
+		s.afterSessionsClosed()
 	}
 	if revoked {
 		s.log.Warn("session revoked: its authorization code was presented again", "session", id)

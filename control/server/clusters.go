@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/rules"
@@ -100,6 +101,14 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request, p *princi
 		}
 		d = api.ClusterDetail{Cluster: clusterDoc(c), CustomDomains: c.CustomDomains,
 			DNSRecords: rules.DNSRecords(c, nodes), Nodes: []api.Node{}, VPNServices: []api.VPNService{}}
+		if p.canOperate(c.AID) {
+			// Every account's devices share the pool: only operators see it.
+			u, err := s.poolUsage(rd)
+			if err != nil {
+				return err
+			}
+			d.DevicePool = &u
+		}
 		for _, n := range nodes {
 			d.Nodes = append(d.Nodes, s.nodeDoc(n, svcs, now))
 		}
@@ -197,7 +206,12 @@ func (s *Server) handleNodeIngress(w http.ResponseWriter, r *http.Request, p *pr
 		}
 		out = s.nodeDoc(changed, svcs, s.now())
 		s.log.Info("node ingress set", "cid", c.CID, "nid", n.NID, "ingress", out.IngressIP, "published", out.Published)
-		return nil
+		pub := "published"
+		if !out.Published {
+			pub = "not published"
+		}
+		return s.record(tx, r, p, audit.Entry{AIDs: []string{c.AID}, Kind: audit.IngressChanged, CID: c.CID, Target: n.NID,
+			Outcome: fmt.Sprintf("ingress %s, %s", orNone(out.IngressIP), pub)})
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -231,7 +245,11 @@ func (s *Server) handleDeleteNode(w http.ResponseWriter, r *http.Request, p *pri
 		}
 		tx.Touch(hub.Gateway(c.CID, n.NID), hub.Cluster(c.CID))
 		s.log.Info("node deleted", "cid", c.CID, "nid", n.NID, "resetCluster", reset)
-		return nil
+		outcome := "deleted"
+		if reset && n.IsControlPlane() {
+			outcome += "; the cluster was reset"
+		}
+		return s.record(tx, r, p, audit.Entry{AIDs: []string{c.AID}, Kind: audit.NodeDeleted, CID: c.CID, Target: n.NID, Outcome: outcome})
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -288,4 +306,11 @@ func (s *Server) handleDeletePreflight(w http.ResponseWriter, r *http.Request, p
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

@@ -14,6 +14,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
@@ -88,8 +89,15 @@ func (s *Server) handleRegisterDevice(w http.ResponseWriter, r *http.Request, p 
 		return
 	}
 	var d model.Device
+	var usage api.PoolUsage
 	created := false
+	now := s.now()
 	err := s.update(r.Context(), func(tx store.Writer) error {
+		if k, err := tx.KeyRevoked(req.PublicKey); err == nil {
+			return errKeyRevoked(k)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 		var err error
 		d, err = tx.DeviceByKey(req.PublicKey)
 		switch {
@@ -99,7 +107,7 @@ func (s *Server) handleRegisterDevice(w http.ResponseWriter, r *http.Request, p 
 					"each device has its own key; generate a new one on this device (delete the daemon's device.key)")
 			}
 			rebind := d.SessionID != p.session.ID
-			d.Name, d.OS, d.SessionID = req.Name, req.OS, p.session.ID
+			d.Name, d.OS, d.SessionID, d.LastSeen = req.Name, req.OS, p.session.ID, now
 			if err := tx.UpdateDevice(d); err != nil {
 				return err
 			}
@@ -111,6 +119,9 @@ func (s *Server) handleRegisterDevice(w http.ResponseWriter, r *http.Request, p 
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
+		if err := s.checkDeviceLimit(tx, p.user.Email); err != nil {
+			return err
+		}
 		lo, hi := s.devices.Range()
 		idx, err := tx.FreeDeviceAddrIndex(lo, hi)
 		if errors.Is(err, store.ErrPoolFull) {
@@ -120,10 +131,17 @@ func (s *Server) handleRegisterDevice(w http.ResponseWriter, r *http.Request, p 
 			return err
 		}
 		d = model.Device{ID: token.ID("dev"), User: p.user.Email, Name: req.Name, OS: req.OS, PublicKey: req.PublicKey,
-			AddrIndex: idx, Address: s.devices.Addr(idx), SessionID: p.session.ID, CreatedAt: s.now()}
+			AddrIndex: idx, Address: s.devices.Addr(idx), SessionID: p.session.ID, CreatedAt: now, LastSeen: now}
 		created = true
 		tx.Touch(hub.Device(d.ID))
-		return tx.PutDevice(d)
+		if err := tx.PutDevice(d); err != nil {
+			return err
+		}
+		if usage, err = s.poolUsage(tx); err != nil {
+			return err
+		}
+		return s.record(tx, r, p, audit.Entry{AIDs: p.user.Accounts, Kind: audit.DeviceRegistered, Target: d.ID,
+			Outcome: fmt.Sprintf("%s (%s), address %s", d.Name, d.OS, d.Address)})
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -133,8 +151,28 @@ func (s *Server) handleRegisterDevice(w http.ResponseWriter, r *http.Request, p 
 	if created {
 		status = http.StatusCreated
 		s.log.Info("device registered", "device", d.ID, "user", d.User, "name", d.Name, "address", d.Address)
+		s.notePool(usage)
 	}
 	writeJSON(w, status, deviceDoc(d))
+}
+
+// errKeyRevoked refuses to register a key that was revoked.
+func errKeyRevoked(k model.RevokedKey) *api.Error {
+	return &api.Error{Status: 403, Code: api.CodeDeviceRevoked, At: k.RevokedAt.UTC(),
+		Message: fmt.Sprintf("this device's key was revoked at %s by %s: it may not register again", k.RevokedAt.UTC().Format(time.RFC3339), k.RevokedBy),
+		Hint:    "the daemon makes a new key: run `runos vpn up` again"}
+}
+
+// checkDeviceLimit refuses a new device to a user who has as many as one
+// may have, naming the limit and how to remove an old one.
+func (s *Server) checkDeviceLimit(tx store.Reader, email string) error {
+	n, err := tx.CountUserDevices(email)
+	if err != nil || n < s.cfg.MaxDevicesPerUser {
+		return err
+	}
+	return &api.Error{Status: 409, Code: api.CodeDeviceLimit,
+		Message: fmt.Sprintf("%s has %d devices, the most one user may have (runos-control --max-devices-per-user %d)", email, n, s.cfg.MaxDevicesPerUser),
+		Hint:    "remove one you no longer use: list them with `runos vpn devices`, then `runos vpn devices remove ID`"}
 }
 
 // ownDevice reads the caller's device id: 404 for another user's device.
@@ -174,6 +212,12 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		if err != nil {
 			return err
 		}
+		if joined {
+			if err := s.record(tx, r, p, audit.Entry{AIDs: []string{c.AID}, Kind: audit.DeviceJoined, CID: cid, Target: d.ID,
+				Outcome: fmt.Sprintf("%s (%s of %s) joined %s", d.Name, d.Address, d.User, cid)}); err != nil {
+				return err
+			}
+		}
 		// The daemon joining is the device's current sign-in.
 		rebind := d.SessionID != p.session.ID
 		if rebind {
@@ -209,11 +253,16 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principa
 		if err != nil {
 			return err
 		}
-		if _, err := cluster(tx, p, cid, false); err != nil {
+		c, err := cluster(tx, p, cid, false)
+		if err != nil {
 			return err
 		}
 		left, err := tx.LeaveCluster(d.ID, cid)
 		if err != nil || !left {
+			return err
+		}
+		if err := s.record(tx, r, p, audit.Entry{AIDs: []string{c.AID}, Kind: audit.DeviceLeft, CID: cid, Target: d.ID,
+			Outcome: fmt.Sprintf("%s (%s of %s) left %s", d.Name, d.Address, d.User, cid)}); err != nil {
 			return err
 		}
 		tx.Touch(hub.Device(d.ID))
@@ -233,7 +282,8 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principa
 // answers 401 session_expired), and any change of a joined cluster (a move).
 func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
-	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
+	s.markSeen(r.Context(), id, s.now())
+	s.longPoll(w, r, "device_map", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		de, err := s.deviceState(ctx, id)
 		if err != nil {
 			return doc{}, s.asError(ctx, err)
@@ -241,6 +291,9 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 		if de.dev.User != p.user.Email {
 			return doc{}, &api.Error{Status: 404, Code: api.CodeNotFound,
 				Message: fmt.Sprintf("no device %s of yours", id), Hint: "register the device first (POST /v1/devices)"}
+		}
+		if de.dev.Revoked() {
+			return doc{}, errDeviceRevoked(de.dev.RevokedAt)
 		}
 		m := &deviceMapWire{Version: max(de.version, p.sesVer), Device: de.json, Session: p.sesJSON,
 			Clusters: make([]json.RawMessage, 0, len(de.cids))}
@@ -302,13 +355,18 @@ func (s *Server) handleEndSession(w http.ResponseWriter, r *http.Request, p *pri
 		if err != nil {
 			return err
 		}
-		return closeSession(tx, sess, model.SessionEnded, now)
+		if err := closeSession(tx, sess, model.SessionEnded, now); err != nil {
+			return err
+		}
+		return s.record(tx, r, p, audit.Entry{AIDs: p.user.Accounts, Kind: audit.SignedOut, Target: sess.ID,
+			Outcome: "signed out of " + sess.ClientID})
 	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("session ended", "session", p.session.ID, "user", p.user.Email)
+	s.afterSessionsClosed()
 	w.WriteHeader(http.StatusNoContent)
 }
 

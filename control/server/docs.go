@@ -50,7 +50,7 @@ func (s *Server) nodeDoc(n model.Node, svcs []model.Service, now time.Time) api.
 	}
 	return api.Node{
 		NID: n.NID, CID: n.CID, Name: n.Name, Roles: roles,
-		Status:            n.Status(now, s.cfg.HeartbeatTimeout),
+		Status:            s.heartbeats().Status(n, now),
 		IngressIP:         addrString(n.Ingress()),
 		DeclaredIngressIP: addrString(n.DeclaredIngress),
 		PublicIP:          addrString(n.Public()),
@@ -73,6 +73,11 @@ func (s *Server) serviceDoc(r store.Reader, svc model.Service, now time.Time) (a
 		d.Endpoint, d.AddressKind = ep, kind
 	}
 	if d.Devices, err = r.PeerCount(svc.CID, now); err != nil {
+		return d, err
+	}
+	if m, err := r.LatestMove(svc.ID); err == nil {
+		d.LatestMoveID = m.ID
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return d, err
 	}
 	d.Version, err = r.TopicVersion(hub.Service(svc.ID))
@@ -107,6 +112,7 @@ func vpnConfig(c model.Cluster, svcs []model.Service, host model.Node) (api.VPNC
 		v.Endpoint = ep
 	}
 	v.Ready = svc.State == api.ServiceServing && v.PublicKey != "" && v.Endpoint != ""
+	v.ServerStartedAt = host.GatewayStartedAt
 	return v, true
 }
 

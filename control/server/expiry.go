@@ -69,6 +69,9 @@ func (s *Server) expireSessions() {
 	for _, sess := range expired {
 		s.log.Info("session expired", "session", sess.ID, "user", sess.User, "at", sess.ExpiresAt)
 	}
+	if len(expired) > 0 {
+		s.afterSessionsClosed()
+	}
 	s.mu.Lock()
 	s.expiry = time.Time{}
 	s.mu.Unlock()

@@ -20,7 +20,7 @@ import (
 // handleGatewayMap is a gateway's long-poll: what its node must serve.
 func (s *Server) handleGatewayMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	cid, nid := p.node.CID, p.node.NID
-	s.longPoll(w, r, p, func(ctx context.Context, _ *principal) (doc, *api.Error) {
+	s.longPoll(w, r, "gateway_map", p, func(ctx context.Context, _ *principal) (doc, *api.Error) {
 		var m api.GatewayMap
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			var err error
@@ -140,6 +140,7 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 	now := s.now()
 	src := sourceAddr(r)
 	var after func()
+	fresh := s.hs.fresh(p.node.CID, rep.Handshakes, now)
 	err := s.update(r.Context(), func(tx store.Writer) error {
 		n, err := tx.Node(p.node.CID, p.node.NID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -152,6 +153,13 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		if rep.PublicKey != "" {
 			n.GatewayKey = rep.PublicKey
 		}
+		// A gateway that started again is serving again only once it
+		// listens: then its devices are told to handshake at once (the
+		// restarted server has forgotten their sessions).
+		restarted := rep.Listening && !rep.StartedAt.IsZero() && !rep.StartedAt.Equal(n.GatewayStartedAt)
+		if restarted {
+			n.GatewayStartedAt = rep.StartedAt.UTC()
+		}
 		if src.IsValid() && !src.IsLoopback() {
 			n.DetectedIP = src
 		}
@@ -162,7 +170,16 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		if err != nil {
 			return err
 		}
-		if before.Ingress() != n.Ingress() {
+		if len(fresh) > 0 {
+			c, err := tx.Cluster(n.CID)
+			if err != nil {
+				return err
+			}
+			if err := recordHandshakes(tx, n.CID, c.AID, fresh); err != nil {
+				return err
+			}
+		}
+		if before.Ingress() != n.Ingress() || restarted && hostsVPN(svcs, n.NID) {
 			tx.Touch(hub.Cluster(n.CID))
 			for _, svc := range svcs {
 				tx.Touch(hub.Service(svc.ID))
@@ -191,6 +208,7 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		s.fail(w, r, err)
 		return
 	}
+	s.hs.written(p.node.CID, fresh)
 	if after != nil {
 		after()
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/rules"
@@ -60,15 +61,31 @@ func (s *Server) handleStartMove(w http.ResponseWriter, r *http.Request, p *prin
 			step(&m, now, "warning: %s", wrn)
 		}
 		tx.Touch(hub.Move(m.ID), hub.Service(mc.svc.ID))
-		if st := mc.to.Status(now, s.cfg.HeartbeatTimeout); st != api.NodeReady {
+		entry := audit.Entry{AIDs: []string{mc.c.AID}, Kind: audit.MoveRequested, CID: mc.c.CID, Target: m.ID,
+			Outcome: fmt.Sprintf("%s from %s to %s: devices will be given %s (%s)", mc.svc.ID, mc.from.NID, mc.to.NID, plan.Endpoint, plan.AddressKind)}
+		if st := s.heartbeats().Status(mc.to, now); st != api.NodeReady {
 			m.State, m.FinishedAt = api.MoveFailed, now
 			m.Error = fmt.Sprintf("%s is %s: its gateway is not running, so it cannot bring the server up; the move failed and no device was told anything",
 				mc.to.NID, st)
 			step(&m, now, "failed: %s", m.Error)
+			entry.Outcome += "; failed at once: " + m.Error
+			if err := s.record(tx, r, p, entry); err != nil {
+				return err
+			}
 			return tx.PutMove(m)
 		}
 		step(&m, now, "asked %s's gateway to bring the server up (standby, with every current peer)", mc.to.NID)
+		if s.heartbeats().Unheard(mc.to) {
+			// Control came up moments ago: the target counts as ready on
+			// its heartbeats before the outage, and the move waits for its
+			// first report (within the prepare deadline) to know.
+			step(&m, now, "control started %s ago and has not heard from %s since: waiting for its gateway's first report (up to %s)",
+				now.Sub(s.upSince).Round(time.Second), mc.to.NID, s.cfg.MoveReadyTimeout)
+		}
 		tx.Touch(hub.Gateway(mc.c.CID, mc.to.NID))
+		if err := s.record(tx, r, p, entry); err != nil {
+			return err
+		}
 		return tx.PutMove(m)
 	})
 	if err != nil {
@@ -92,7 +109,7 @@ func checkStartMove(mc moveContext) error {
 // handleMove is GET of a move, long-pollable for --follow.
 func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
-	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
+	s.longPoll(w, r, "move", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		var d api.Move
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			m, err := rd.Move(id)
@@ -144,9 +161,17 @@ func (s *Server) moveReadyTimeout(id string) {
 		if err != nil || m.State != api.MovePreparing {
 			return err
 		}
-		failMove(tx, &m, now, fmt.Sprintf("%s's gateway did not report the server listening within %s: the move failed and no device was told anything",
-			m.TargetNodeID, s.cfg.MoveReadyTimeout))
-		return tx.UpdateMove(m)
+		why := fmt.Sprintf("%s's gateway did not report the server listening within %s: the move failed and no device was told anything",
+			m.TargetNodeID, s.cfg.MoveReadyTimeout)
+		if n, err := tx.Node(m.CID, m.TargetNodeID); err == nil && s.heartbeats().Unheard(n) {
+			why = fmt.Sprintf("%s's gateway has not reported since control started %s ago (is it running?) and did not bring the server up within %s: "+
+				"the move failed and no device was told anything", m.TargetNodeID, now.Sub(s.upSince).Round(time.Second), s.cfg.MoveReadyTimeout)
+		}
+		failMove(tx, &m, now, why)
+		if err := tx.UpdateMove(m); err != nil {
+			return err
+		}
+		return recordMoveOutcome(tx, m, now)
 	})
 	if err != nil {
 		s.log.Error("move ready timeout", "move", id, "err", err)
@@ -172,7 +197,10 @@ func (s *Server) moveDeadline(id string) {
 			return err
 		}
 		s.finishMove(tx, &m, now)
-		return tx.UpdateMove(m)
+		if err := tx.UpdateMove(m); err != nil {
+			return err
+		}
+		return recordMoveOutcome(tx, m, now)
 	})
 	if err != nil {
 		s.log.Error("move deadline", "move", id, "err", err)
@@ -209,7 +237,10 @@ func (s *Server) onTargetReport(tx store.Writer, m *model.Move, n model.Node, re
 		if !rep.Listening {
 			if rep.Error != "" {
 				failMove(tx, m, now, fmt.Sprintf("%s's gateway could not bring the server up: %s; no device was told anything", n.NID, rep.Error))
-				return nil, tx.UpdateMove(*m)
+				if err := tx.UpdateMove(*m); err != nil {
+					return nil, err
+				}
+				return nil, recordMoveOutcome(tx, *m, now)
 			}
 			return nil, nil
 		}
@@ -246,11 +277,17 @@ func (s *Server) switchMove(tx store.Writer, m *model.Move, rep api.GatewayRepor
 	if err := s.countHandshakes(tx, m, rep, now); err != nil {
 		return nil, err
 	}
-	if m.State == api.MoveSwitching && m.Total == 0 {
+	noDevices := m.State == api.MoveSwitching && m.Total == 0 // else countHandshakes recorded the end, if it came
+	if noDevices {
 		s.finishMove(tx, m, now)
 	}
 	if err := tx.UpdateMove(*m); err != nil {
 		return nil, err
+	}
+	if noDevices {
+		if err := recordMoveOutcome(tx, *m, now); err != nil {
+			return nil, err
+		}
 	}
 	s.log.Info("move switching", "move", m.ID, "to", m.TargetNodeID, "devices", m.Total)
 	if m.State != api.MoveSwitching {
@@ -303,5 +340,38 @@ func (s *Server) countHandshakes(tx store.Writer, m *model.Move, rep api.Gateway
 	if m.Switched >= m.Total {
 		s.finishMove(tx, m, now)
 	}
-	return tx.UpdateMove(*m)
+	if err := tx.UpdateMove(*m); err != nil {
+		return err
+	}
+	if m.State == api.MoveDone {
+		return recordMoveOutcome(tx, *m, now)
+	}
+	return nil
+}
+
+// recordMoveOutcome records how a move ended, in the name of whoever asked
+// for it (their move.requested entry says who): control reached the
+// outcome, but the change is theirs.
+func recordMoveOutcome(tx store.Writer, m model.Move, now time.Time) error {
+	aids, err := clusterAccount(tx, m.CID)
+	if err != nil {
+		return err
+	}
+	e := audit.Entry{At: now, AIDs: aids, Actor: audit.Control, CID: m.CID, Target: m.ID}
+	if req, err := tx.AuditEntries(store.AuditFilter{AIDs: aids, Kind: audit.MoveRequested, Target: m.ID, Limit: 1}); err != nil {
+		return err
+	} else if len(req) == 1 {
+		e.Actor, e.Source = req[0].Actor, req[0].Source
+	}
+	switch m.State {
+	case api.MoveDone:
+		e.Kind = audit.MoveDone
+		e.Outcome = fmt.Sprintf("%s now on %s: %d/%d devices switched", m.ServiceID, m.TargetNodeID, min(m.Switched, m.Total), m.Total)
+		if m.SwitchMs > 0 {
+			e.Outcome += fmt.Sprintf(" in %d ms", m.SwitchMs)
+		}
+	default:
+		e.Kind, e.Outcome = audit.MoveFailed, m.Error
+	}
+	return audit.Record(tx, e)
 }

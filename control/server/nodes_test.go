@@ -14,7 +14,6 @@ import (
 func TestAddService(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	bob := e.signIn("bob@example.com") // a sign-in is a change of its own
 	before := e.version()
 	_, err := e.op.AddVPNService(ctx, "ky3", api.AddVPNServiceRequest{Name: "second", TargetNodeID: "n2"})
 	ae := wantCode(t, err, 409, api.CodeRefused)
@@ -30,6 +29,11 @@ func TestAddService(t *testing.T) {
 	wantCode(t, err, 404, api.CodeNotFound)
 	_, err = e.op.AddVPNService(ctx, "abc", api.AddVPNServiceRequest{TargetNodeID: "n1"})
 	wantCode(t, err, 400, api.CodeInvalid)
+	if e.version() != before {
+		t.Fatal("a refused add changed something")
+	}
+	bob := e.signIn("bob@example.com")
+	before = e.version() // bob's sign-in is a change
 	_, err = bob.AddVPNService(ctx, "abc", api.AddVPNServiceRequest{Name: "wg", TargetNodeID: "n1"})
 	wantCode(t, err, 403, api.CodeForbidden)
 	if e.version() != before {

@@ -41,7 +41,10 @@ const recheckEvery = time.Second
 // watch is registered (then the hub's version is past the document's, and
 // it is read again) or after (then it wakes the watch). The answer carries
 // the version read with the document, so re-polling with it repeats nothing.
-func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, p *principal, load func(ctx context.Context, p *principal) (doc, *api.Error)) {
+//
+// kind names the document for the metrics (long-polls held by kind); a
+// wake is told back to the hub once answered (the fan-out's end).
+func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, kind string, p *principal, load func(ctx context.Context, p *principal) (doc, *api.Error)) {
 	since, wait, e := pollParams(r)
 	if e != nil {
 		writeError(w, e)
@@ -54,6 +57,12 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, p *principal, 
 		defer t.Stop()
 	}
 	timedOut, checked := false, true
+	var woke *hub.Watch // the watch whose publish woke this poll, if any
+	defer func() {
+		if woke != nil {
+			woke.Answered() // after the answer below was written
+		}
+	}()
 	for {
 		if !checked {
 			if p, e = s.principalOf(ctx, p.hash); e != nil {
@@ -96,8 +105,13 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, p *principal, 
 			recheck = make(chan struct{})
 			rt = s.clock.AfterFunc(recheckEvery, func() { close(recheck) })
 		}
+		held := s.cfg.Metrics.PollHeld(kind)
 		select {
 		case <-watch.C():
+			if woke != nil {
+				woke.Answered() // that wake ended without an answer: waiting again
+			}
+			woke = watch
 		case <-recheck:
 		case <-timeout:
 			timedOut = true
@@ -105,6 +119,7 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, p *principal, 
 			timedOut = true // shutting down: answer now, the client re-polls elsewhere
 		case <-ctx.Done():
 		}
+		held()
 		watch.Stop()
 		if rt != nil {
 			rt.Stop()

@@ -33,6 +33,21 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/devices/{id}/clusters/{cid}", s.withAuth(s.handleLeave, users...))
 	m.HandleFunc("GET /v1/devices/{id}/map", s.withAuth(s.handleDeviceMap, users...))
 
+	// Who is on the VPN, and how to throw them off (access.go of control/api).
+	m.HandleFunc("GET /v1/devices", s.withAuth(s.handleDevices, people...))
+	m.HandleFunc("GET /v1/devices/{id}", s.withAuth(s.handleDevice, people...))
+	m.HandleFunc("POST /v1/devices/{id}/revoke", s.withAuth(s.handleRevokeDevice, people...))
+	m.HandleFunc("DELETE /v1/devices/{id}", s.withAuth(s.handleDeleteDevice, people...))
+	m.HandleFunc("GET /v1/me/devices", s.withAuth(s.handleMyDevices, users...))
+	m.HandleFunc("DELETE /v1/me/devices/{id}", s.withAuth(s.handleRemoveMyDevice, users...))
+	m.HandleFunc("GET /v1/sessions", s.withAuth(s.handleSessions, people...))
+	m.HandleFunc("DELETE /v1/sessions/{id}", s.withAuth(s.handleEndUserSession, people...))
+	m.HandleFunc("DELETE /v1/sessions", s.withAuth(s.handleEndUserSessions, people...))
+	m.HandleFunc("POST /v1/tokens", s.withAuth(s.handleCreateToken, people...))
+	m.HandleFunc("GET /v1/tokens", s.withAuth(s.handleTokens, people...))
+	m.HandleFunc("DELETE /v1/tokens/{id}", s.withAuth(s.handleRevokeToken, people...))
+	m.HandleFunc("GET /v1/audit", s.withAuth(s.handleAudit, people...))
+
 	m.HandleFunc("GET /v1/gateway/map", s.withAuth(s.handleGatewayMap, gw...))
 	m.HandleFunc("POST /v1/gateway/report", s.withAuth(s.handleGatewayReport, gw...))
 

@@ -19,8 +19,10 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/reqid"
+	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
 )
 
@@ -39,11 +41,30 @@ type Config struct {
 	MoveDeadline     time.Duration // 30s: after the switch, done even if not every device handshaked
 	HeartbeatTimeout time.Duration // 30s: a node is no_heartbeat this long after its last report
 
+	MaxDevicesPerUser int           // 20: a user's devices (revoked ones too, until deleted)
+	DeviceIdleTTL     time.Duration // 30 days: a device with no session and no handshake this long is deleted
+	// Metrics counts long-polls and finished moves (control/metrics); nil: none.
+	Metrics Metrics
 	// Shared says other replicas commit to the same store (PostgreSQL):
 	// the replica holding the timers' lease then learns of their sessions,
 	// moves and services from the hub (control/notify feeds it).
 	Shared bool
 }
+
+// Metrics receives what control's metrics count from the API's logic.
+type Metrics interface {
+	// PollHeld counts a long-poll of kind as held until done runs.
+	PollHeld(kind string) (done func())
+	// MoveFinished counts a move that ended: outcome done, deadline (done
+	// with devices left behind) or failed; switchMs is its switch time
+	// when it saw a handshake.
+	MoveFinished(outcome string, switchMs int64, sawHandshake bool)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) PollHeld(string) func()           { return func() {} }
+func (noMetrics) MoveFinished(string, int64, bool) {}
 
 // Server serves the /v1 API. It is safe for concurrent use.
 type Server struct {
@@ -59,11 +80,20 @@ type Server struct {
 	auth     authCache
 	clusters clusterCache
 	devCache deviceCache
+	used     *throttle  // operator tokens' last use, written at most once a minute
+	seen     *throttle  // devices' last contact, written at most every seenEvery
+	hs       handshakes // the handshakes last written, per cluster and key
+	pool     poolWatch  // whether the device pool's near-full warning was logged
+
+	// upSince is when this server came up: heartbeats could not arrive
+	// before it (rules.Heartbeats).
+	upSince time.Time
 
 	mu      sync.Mutex
 	timers  map[string]*timer
 	expiry  time.Time // when the session-expiry timer is armed for (zero: not armed)
 	leading bool      // this replica holds the timers' lease
+	idleAt  time.Time // when the idle clean-up timer is armed for (zero: not armed)
 	closed  bool
 	bgWG    sync.WaitGroup
 	closeCh chan struct{}
@@ -88,11 +118,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
 	setDefault(&cfg.SessionTTL, 24*time.Hour)
 	setDefault(&cfg.SessionRetention, 30*24*time.Hour)
 	setDefault(&cfg.MoveReadyTimeout, 15*time.Second)
 	setDefault(&cfg.MoveDeadline, 30*time.Second)
 	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
+	setDefault(&cfg.DeviceIdleTTL, 30*24*time.Hour)
+	if cfg.MaxDevicesPerUser <= 0 {
+		cfg.MaxDevicesPerUser = 20
+	}
 	if !cfg.DevicePool.IsValid() {
 		cfg.DevicePool = netip.MustParsePrefix(api.DefaultDevicePool)
 	}
@@ -115,6 +152,10 @@ func New(cfg Config) (*Server, error) {
 		devices: devices, services: services,
 		timers:  map[string]*timer{},
 		closeCh: make(chan struct{}),
+		upSince: cfg.Clock.Now(),
+		used:    newThrottle(usedEvery, 10_000),
+		seen:    newThrottle(seenEvery, 200_000),
+		hs:      handshakes{m: map[string]time.Time{}},
 	}
 	s.rearm.wake = make(chan struct{}, 1)
 	s.auth.init()
@@ -172,16 +213,62 @@ func (s *Server) Close() {
 	s.bgWG.Wait()
 }
 
-// update runs fn as one change and publishes what it touched.
+// update runs fn as one change and publishes what it touched. Moves the
+// change finished are counted once it is committed.
 func (s *Server) update(ctx context.Context, fn func(store.Writer) error) error {
-	ch, err := s.st.Update(ctx, fn)
+	var moves map[string]model.Move
+	ch, err := s.st.Update(ctx, func(tx store.Writer) error {
+		moves = nil // a retried transaction starts again
+		return fn(&moveWriter{Writer: tx, moves: &moves})
+	})
 	if err != nil {
 		return err
 	}
 	if ch.Version > 0 {
 		s.hub.Publish(ch.Version, ch.Topics)
 	}
+	for _, m := range moves {
+		switch {
+		case m.State == api.MoveFailed:
+			s.cfg.Metrics.MoveFinished("failed", 0, false)
+		case m.State == api.MoveDone && m.Switched >= m.Total:
+			s.cfg.Metrics.MoveFinished("done", m.SwitchMs, !m.LastHandshake.IsZero())
+		case m.State == api.MoveDone:
+			s.cfg.Metrics.MoveFinished("deadline", m.SwitchMs, !m.LastHandshake.IsZero())
+		}
+	}
 	return nil
+}
+
+// moveWriter remembers the last state of each move a change writes; a
+// move reaches done or failed once (every path checks the state first),
+// so a finished one seen here has just finished.
+type moveWriter struct {
+	store.Writer
+	moves *map[string]model.Move
+}
+
+func (w *moveWriter) note(m model.Move) {
+	if *w.moves == nil {
+		*w.moves = map[string]model.Move{}
+	}
+	(*w.moves)[m.ID] = m
+}
+
+func (w *moveWriter) PutMove(m model.Move) error {
+	err := w.Writer.PutMove(m)
+	if err == nil {
+		w.note(m)
+	}
+	return err
+}
+
+func (w *moveWriter) UpdateMove(m model.Move) error {
+	err := w.Writer.UpdateMove(m)
+	if err == nil {
+		w.note(m)
+	}
+	return err
 }
 
 // bg is the context of work started by timers.
@@ -190,3 +277,8 @@ func (s *Server) bg() (context.Context, context.CancelFunc) {
 }
 
 func (s *Server) now() time.Time { return s.clock.Now() }
+
+// heartbeats is how node status is decided (rules.Heartbeats).
+func (s *Server) heartbeats() rules.Heartbeats {
+	return rules.Heartbeats{Timeout: s.cfg.HeartbeatTimeout, Since: s.upSince}
+}

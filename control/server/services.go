@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/rules"
@@ -55,7 +56,7 @@ func (s *Server) handleServices(w http.ResponseWriter, r *http.Request, p *princ
 // handleService is GET of one service, long-pollable for --follow.
 func (s *Server) handleService(w http.ResponseWriter, r *http.Request, p *principal) {
 	cid, id := r.PathValue("cid"), r.PathValue("id")
-	s.longPoll(w, r, p, func(ctx context.Context, p *principal) (doc, *api.Error) {
+	s.longPoll(w, r, "service", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		var d api.VPNService
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			if _, err := cluster(rd, p, cid, false); err != nil {
@@ -135,6 +136,10 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 			}
 		}
 		tx.Touch(hub.Service(svc.ID), hub.Cluster(c.CID), hub.Gateway(c.CID, target.NID))
+		if err := s.record(tx, r, p, audit.Entry{AIDs: []string{c.AID}, Kind: audit.ServiceAdded, CID: c.CID, Target: svc.ID,
+			Outcome: fmt.Sprintf("%s on %s, port %d, subnet %s: installing", svc.Name, svc.NodeID, svc.Port, svc.Subnet)}); err != nil {
+			return err
+		}
 		out, err = s.serviceDoc(tx, svc, now)
 		if err != nil {
 			return err
@@ -226,7 +231,7 @@ func (s *Server) planMove(rd store.Reader, p *principal, cid, id string, req api
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return api.MovePlan{}, mc, err
 	}
-	plan, e := rules.PlanMove(svc, from, to, s.now(), s.cfg.HeartbeatTimeout, s.cfg.MoveReadyTimeout)
+	plan, e := rules.PlanMove(svc, from, to, s.now(), s.heartbeats(), s.cfg.MoveReadyTimeout)
 	if e != nil {
 		return api.MovePlan{}, mc, e
 	}

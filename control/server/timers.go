@@ -12,7 +12,7 @@ import (
 )
 
 // Timers: session expiry, a move's ready timeout and deadline, a service's
-// install timeout. Each is acted on by exactly one replica, the one holding
+// install timeout, idle devices' clean-up (idle.go). Each is acted on by exactly one replica, the one holding
 // the store's "timers" lease (always this one on SQLite). The holder arms
 // them from the store when it gets the lease (so nothing is lost across a
 // restart or a takeover: a lapsed session is expired at once), arms new
@@ -80,6 +80,7 @@ func (s *Server) stopTimersLocked() {
 		delete(s.timers, k)
 	}
 	s.expiry = time.Time{}
+	s.idleAt = time.Time{}
 }
 
 // lead makes this replica the one acting on timers, holding l: it acts on
@@ -89,8 +90,9 @@ func (s *Server) lead(ctx context.Context, l store.Lease) error {
 	s.mu.Lock()
 	s.leading = true
 	s.mu.Unlock()
-	s.log.Info("timers: this replica acts on session expiry, move deadlines and install timeouts")
+	s.log.Info("timers: this replica acts on session expiry, move deadlines, install timeouts and idle devices")
 	s.expireSessions()
+	s.cleanIdle()
 	var moves, installs []string
 	err := s.st.View(ctx, func(r store.Reader) error {
 		ms, err := r.InFlightMoves()
@@ -226,7 +228,10 @@ func (s *Server) rearmLoop() {
 			}
 		}
 		if sessions {
+			// A session that began or closed elsewhere: its expiry, and
+			// the idle clean-up of its devices.
 			s.armNextExpiry(ctx)
+			s.afterSessionsClosed()
 		}
 		cancel()
 	}

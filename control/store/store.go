@@ -92,7 +92,6 @@ type Reader interface {
 	TopicsSince(v uint64) (map[string]uint64, error)
 
 	Account(aid string) (model.Account, error)
-	AccountByOperatorToken(hash string) (model.Account, error)
 	User(email string) (model.User, error) // email matched without regard to case
 
 	Cluster(cid string) (model.Cluster, error)
@@ -130,11 +129,14 @@ type Reader interface {
 	// FirstEnded is the earliest end of an ended or expired session (ok=false: none).
 	FirstEnded() (t time.Time, ok bool, err error)
 
-	// Peers are the devices joined to cid whose bound session is live at now.
+	// Peers are the devices joined to cid, not revoked, whose bound
+	// session is live at now.
 	Peers(cid string, now time.Time) ([]model.Peer, error)
 	// PeerCount is len(Peers(cid, now)), without reading them.
 	PeerCount(cid string, now time.Time) (int, error)
 	DevicesOfSession(sessionID string) ([]model.Device, error)
+
+	AccessReader // access.go
 }
 
 // Writer reads and writes inside one transaction.
@@ -172,4 +174,6 @@ type Writer interface {
 	UpdateSession(model.Session) error
 	// DeleteSessionsEndedBy forgets sessions that ended or expired at or before t.
 	DeleteSessionsEndedBy(t time.Time) (int, error)
+
+	AccessWriter // access.go
 }

@@ -11,12 +11,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/desktop/menu"
+	"github.com/runos/vpn/internal/backoff"
 	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
 )
@@ -209,7 +209,7 @@ func (a *App) render(s menu.State) {
 // follow streams the daemon's status into the loop, reconnecting with
 // backoff when the daemon is not running or restarts.
 func (a *App) follow(ctx context.Context) {
-	delay := a.cfg.BackoffMin
+	b := backoff.New(a.cfg.BackoffMin, a.cfg.BackoffMax)
 	var lastErr string
 	for {
 		got := false
@@ -225,7 +225,8 @@ func (a *App) follow(ctx context.Context) {
 			return
 		}
 		if got {
-			delay, lastErr = a.cfg.BackoffMin, ""
+			b.Reset()
+			lastErr = ""
 		}
 		if err == nil {
 			err = errors.New("the daemon ended the stream")
@@ -235,16 +236,14 @@ func (a *App) follow(ctx context.Context) {
 			lastErr = err.Error()
 		}
 		a.post(menu.LostEvent{Err: err})
-		// Full jitter over the upper half, so many desktops reconnecting
-		// to one restarted daemon do not arrive together.
-		wait := delay/2 + rand.N(delay/2+1)
+		// Jitter over the upper half of each step, so many desktops
+		// reconnecting to one restarted daemon do not arrive together.
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.retry:
-			delay = a.cfg.BackoffMin
-		case <-time.After(wait):
-			delay = min(2*delay, a.cfg.BackoffMax)
+			b.Reset()
+		case <-time.After(b.Next()):
 		}
 	}
 }

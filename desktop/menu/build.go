@@ -15,6 +15,7 @@ import (
 // Texts the tests and the docs share.
 const (
 	TitleSignInNeeded = "Sign-in needed"
+	TitleRemoved      = "Signed out: this device was removed"
 	TitleConnect      = "Connect"
 	TitleDisconnect   = "Disconnect"
 	TitleSignIn       = "Sign in…"
@@ -99,6 +100,8 @@ func statusLine(s State, now time.Time) string {
 			return who
 		}
 		return who + " until " + when(ses.ExpiresAt, now)
+	case s.Link == LinkUp && s.Status.Session.State == localapi.SessionRevoked:
+		return TitleRemoved
 	}
 	return TitleSignInNeeded
 }
@@ -195,6 +198,13 @@ func notices(s State, now time.Time) []Item {
 		out = append(out, ro...)
 		out = append(out, lines("To change it, "+lowerFirst(hint))...)
 	}
+	if st.Session.State == localapi.SessionRevoked && !s.SigningIn {
+		line := "RunOS no longer accepts this device's key"
+		if !st.Session.RevokedAt.IsZero() {
+			line = "Removed from RunOS at " + when(st.Session.RevokedAt, now) + "; signing in makes a new key"
+		}
+		out = append(out, lines(line)...)
+	}
 	if st.Session.State == localapi.SessionExpired && !s.SigningIn {
 		line := "Your sign-in has ended (a sign-in lasts 24 hours)"
 		if !st.Session.ExpiresAt.IsZero() {
@@ -202,7 +212,7 @@ func notices(s State, now time.Time) []Item {
 		}
 		out = append(out, lines(line)...)
 	}
-	if st.Session.Error != "" {
+	if st.Session.Error != "" && st.Session.State != localapi.SessionRevoked {
 		out = append(out, lines("Control: "+st.Session.Error)...)
 	}
 	if st.Tunnel.Error != "" {
@@ -215,8 +225,9 @@ func notices(s State, now time.Time) []Item {
 		switch {
 		case w.Code == localapi.WarnDNS && st.DNS.Error != "":
 			// The "DNS:" line above says it.
-		case w.Code == localapi.WarnSessionExpired && st.Session.State == localapi.SessionExpired:
-			// The menu words it: the sign-in line above and "Sign in…".
+		case w.Code == localapi.WarnSessionExpired && st.Session.State == localapi.SessionExpired,
+			w.Code == localapi.WarnDeviceRevoked && st.Session.State == localapi.SessionRevoked:
+			// The menu words it: the status or sign-in line above and "Sign in…".
 		default:
 			// Any other code, known or not, as the daemon words it.
 			out = append(out, lines(w.Message)...)
@@ -226,6 +237,14 @@ func notices(s State, now time.Time) []Item {
 		out = append(out, lines("Failed: "+s.Err)...)
 	}
 	return out
+}
+
+func capitalizeFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	return strings.ToUpper(string(r)) + s[n:]
 }
 
 func lowerFirst(s string) string {
@@ -276,6 +295,8 @@ func toggle(s State) Item {
 		// A fresh sign-in is needed: the toggle says so, and nothing opens
 		// a browser until the user clicks it.
 		it = Item{Title: TitleSignIn, Click: up, Tooltip: "Sign in in your browser, then connect"}
+	case st.Session.State == localapi.SessionRevoked:
+		it = Item{Title: TitleSignIn, Click: up, Tooltip: "Sign in in your browser: this device gets a new key, then connects"}
 	case st.Session.State != localapi.SessionSignedIn:
 		it = Item{Title: TitleConnect, Click: up, Tooltip: "Sign in in your browser, then connect your default cluster"}
 	case wantedAny(st):
@@ -312,6 +333,11 @@ func trouble(s State, c localapi.ClusterStatus) string {
 		return "connecting…"
 	case localapi.ClusterConnected:
 		if !c.PeerUp {
+			if c.Error != "" {
+				// What the daemon observed, e.g. "no answer from n1 at
+				// 10.77.0.21:32768 for 17 s".
+				return c.Error
+			}
 			return "no handshake"
 		}
 	case localapi.ClusterError:
@@ -359,6 +385,8 @@ func rowTooltip(c localapi.ClusterStatus) string {
 	switch {
 	case c.State == localapi.ClusterConnected && c.PeerUp:
 		return fmt.Sprintf("Connected through %s (%s)", c.Server.NodeID, c.Server.Endpoint)
+	case c.State == localapi.ClusterConnected && c.Error != "":
+		return capitalizeFirst(c.Error) + "; the tunnel to " + c.CID + " carries nothing until it answers again"
 	case c.State == localapi.ClusterConnected:
 		return fmt.Sprintf("No WireGuard handshake with %s (%s) in the last %s", c.Server.NodeID, c.Server.Endpoint, localapi.HandshakeFresh)
 	case c.Error != "":
@@ -400,6 +428,8 @@ func summary(s State) (Icon, string) {
 		return IconError, app + ": trouble" + list(" with ", bad)
 	case st.Session.State == localapi.SessionExpired:
 		return IconSignIn, app + ": sign-in needed"
+	case st.Session.State == localapi.SessionRevoked:
+		return IconSignIn, app + ": signed out, this device was removed"
 	case len(connecting) > 0:
 		return IconConnecting, app + ": connecting" + list(" to ", connecting)
 	case len(up) > 0:

@@ -12,7 +12,7 @@ import (
 // statuses included, so any order of daemon changes, link failures, clicks
 // and answers is tried.
 func eventsFrom(b []byte) []Event {
-	sessions := []string{localapi.SessionSignedIn, localapi.SessionSignedOut, localapi.SessionExpired, ""}
+	sessions := []string{localapi.SessionSignedIn, localapi.SessionSignedOut, localapi.SessionExpired, localapi.SessionRevoked, ""}
 	states := []string{localapi.ClusterConnecting, localapi.ClusterConnected, localapi.ClusterDisconnected, localapi.ClusterError, "?"}
 	cids := []string{"ky3", "xym", "abc"}
 	kinds := []OpKind{OpNone, OpUp, OpDown, OpConnect, OpDisconnect, OpCancelSignIn, OpRetry, OpOpenConsole, OpQuit, OpKind(99)}

@@ -189,6 +189,24 @@ func TestNoHandshake(t *testing.T) {
 	}
 }
 
+// TestSilentServer: a connected cluster whose server stopped answering
+// shows what the daemon observed on its row, and the tray says trouble.
+func TestSilentServer(t *testing.T) {
+	c := cluster("ky3", localapi.ClusterConnected, true, false)
+	c.Error = "no answer from n1 at 10.77.0.21:32768 for 17 s"
+	s, _ := run(t, State{}, StatusEvent{status(3, localapi.SessionSignedIn, c)})
+	m := Build(s, now)
+	if m.Clusters[0].Title != "ky3 — no answer from n1 at 10.77.0.21:32768 for 17 s" || !m.Clusters[0].Checked {
+		t.Fatalf("row %+v", m.Clusters[0])
+	}
+	if !strings.Contains(m.Clusters[0].Tooltip, "No answer from n1 at 10.77.0.21:32768 for 17 s") {
+		t.Fatalf("tooltip %q", m.Clusters[0].Tooltip)
+	}
+	if m.Icon != IconError || m.Tooltip != "RunOS VPN: trouble with ky3" {
+		t.Fatalf("icon %v %q", m.Icon, m.Tooltip)
+	}
+}
+
 func TestClusterConnectingAndError(t *testing.T) {
 	bad := cluster("xym", localapi.ClusterError, true, false)
 	bad.Error = "connect xym: gateway n1 unreachable: no route to host"

@@ -51,7 +51,12 @@ type State struct {
 	ListenPort int
 	// Handshakes holds every peer's latest handshake (zero: none yet).
 	Handshakes map[wgtypes.Key]time.Time
+	// Traffic holds every peer's byte counters since it was added.
+	Traffic map[wgtypes.Key]Traffic
 }
+
+// Traffic is a peer's byte counters, as the device keeps them.
+type Traffic struct{ Rx, Tx int64 }
 
 // Server is one serving WireGuard interface. Its methods may be called from
 // several goroutines.
@@ -208,8 +213,10 @@ func (s *Server) State() (State, error) {
 	// with a port is a bound one.
 	st.Listening = s.bound && ifc.Flags&net.FlagUp != 0 && d.ListenPort != 0
 	st.Handshakes = make(map[wgtypes.Key]time.Time, len(d.Peers))
+	st.Traffic = make(map[wgtypes.Key]Traffic, len(d.Peers))
 	for _, p := range d.Peers {
 		st.Handshakes[p.PublicKey] = p.LastHandshakeTime
+		st.Traffic[p.PublicKey] = Traffic{Rx: p.ReceiveBytes, Tx: p.TransmitBytes}
 	}
 	return st, nil
 }

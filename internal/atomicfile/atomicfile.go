@@ -8,6 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/runos/vpn/internal/fault"
 )
 
 // WriteFile replaces path with data: a temporary file in the same directory
@@ -19,6 +22,10 @@ import (
 // A rename onto a bind-mounted file fails with EBUSY (containers, `ip netns
 // exec`); the error wraps it, so a caller that must change such a file can
 // tell and rewrite it in place instead.
+//
+// The fault points "<base>-temp" (the temporary file written and synced,
+// not yet renamed) and "<base>-renamed" (renamed, the directory not yet
+// synced) let tests stop the process between the steps (internal/fault).
 func WriteFile(path string, data []byte, perm fs.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
@@ -44,9 +51,11 @@ func WriteFile(path string, data []byte, perm fs.FileMode) (err error) {
 	if err = f.Close(); err != nil {
 		return err
 	}
+	fault.Point(filepath.Base(path) + "-temp")
 	if err = os.Rename(tmp, path); err != nil {
 		return err
 	}
+	fault.Point(filepath.Base(path) + "-renamed")
 	SyncDir(dir)
 	return nil
 }
@@ -59,4 +68,21 @@ func SyncDir(dir string) {
 		_ = d.Sync()
 		d.Close()
 	}
+}
+
+// StaleTemps lists the temporary files WriteFile may have left next to path
+// when the process died between writing one and renaming it.
+func StaleTemps(path string) []string {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), "."+base+".tmp") {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
 }

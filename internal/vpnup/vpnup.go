@@ -29,6 +29,8 @@ import (
 // none is).
 func SignInReason(s localapi.Session, apiURL string, now time.Time) string {
 	switch {
+	case s.State == localapi.SessionRevoked:
+		return "this device was removed from RunOS; signing in again with a fresh key to " + orDaemon(apiURL, s.APIURL)
 	case s.State == localapi.SessionExpired:
 		return "your sign-in expired; signing in again to " + orDaemon(apiURL, s.APIURL)
 	case s.State != localapi.SessionSignedIn:

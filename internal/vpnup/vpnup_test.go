@@ -57,6 +57,7 @@ func TestSignInReason(t *testing.T) {
 		{in, "https://other", "signed in to https://c, not https://other"},
 		{localapi.Session{State: localapi.SessionSignedIn, APIURL: "https://c/", ExpiresAt: now.Add(time.Hour)}, "https://c", ""},
 		{localapi.Session{State: localapi.SessionExpired, APIURL: "https://c/"}, "", "signing in again to https://c"},
+		{localapi.Session{State: localapi.SessionRevoked, APIURL: "https://c"}, "", "this device was removed from RunOS; signing in again with a fresh key to https://c"},
 	}
 	for _, c := range cases {
 		got := SignInReason(c.s, c.apiURL, now)

@@ -102,6 +102,7 @@ func upCmd() *cobra.Command {
 		skip    []string
 		store   string
 		reps    int
+		metrics bool
 	)
 	c := &cobra.Command{
 		Use:   "up",
@@ -117,14 +118,15 @@ credentials, sockets) for scripts and tests. If anything fails, what was made is
 removed again.`,
 		Example: `  sudo runos-lab up --dir /tmp/lab
   sudo runos-lab up --dir /tmp/lab --clients 3 --session-ttl 2m
-  sudo runos-lab up --dir /tmp/lab --store postgres --control-replicas 3`,
+  sudo runos-lab up --dir /tmp/lab --store postgres --control-replicas 3
+  sudo runos-lab up --dir /tmp/lab --metrics`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if clients < 1 || clients > lab.MaxClients {
 				return fmt.Errorf("--clients %d: want 1 to %d laptops", clients, lab.MaxClients)
 			}
 			l, err := lab.Up(cmd.Context(), lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl,
-				BinDir: bin, Skip: skip, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose),
+				BinDir: bin, Skip: skip, Metrics: metrics, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose),
 				Store: store, ControlReplicas: reps})
 			if err != nil {
 				return err
@@ -140,12 +142,17 @@ removed again.`,
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every step to stderr")
 	c.Flags().StringVar(&store, "store", lab.StoreSQLite, "control's store: sqlite (one file) or postgres (Debian's PostgreSQL on host db)")
 	c.Flags().IntVar(&reps, "control-replicas", 1, fmt.Sprintf("runos-control replicas (1 to %d) behind HAProxy at control's address, on hosts control-1…; more than one needs --store postgres", lab.MaxReplicas))
+	c.Flags().BoolVar(&metrics, "metrics", false, "control and the gateways serve Prometheus metrics, scraped by Debian's prometheus on the control host (its URL in runos-lab status)")
 	c.Flags().StringSliceVar(&skip, "skip", nil, "programs not to start (tests of the lab itself)")
 	_ = c.Flags().MarkHidden("skip")
 	return c
 }
 
 func printUsage(w io.Writer, e *lab.Env) {
+	if e.PrometheusURL != "" {
+		fmt.Fprintf(w, "\nPrometheus: %s (inside the lab: runos-lab exec --dir %s control -- curl -s '%s/api/v1/query?query=runos_control_moves_total')\n",
+			e.PrometheusURL, e.Dir, e.PrometheusURL)
+	}
 	fmt.Fprintf(w, `
 The lab is up. Control: %s (CA %s). User %s.
 Try:

@@ -41,7 +41,12 @@ func statusCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
-			fmt.Fprintf(out, "lab %s in %s (ready: %v), control %s\n\n", st.Prefix, st.Dir, st.Ready, st.APIURL)
+			fmt.Fprintf(out, "lab %s in %s (ready: %v), control %s\n", st.Prefix, st.Dir, st.Ready, st.APIURL)
+			if st.PrometheusURL != "" {
+				fmt.Fprintf(out, "prometheus %s (scraping control and every gateway; reach it inside the lab: runos-lab exec --dir %s control -- curl %s/api/v1/targets)\n",
+					st.PrometheusURL, st.Dir, st.PrometheusURL)
+			}
+			fmt.Fprintln(out)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "HOST\tNETNS\tADDRESSES\tPROCESSES")
 			for _, h := range st.Hosts {
@@ -107,7 +112,7 @@ each command shown with its real output. Then it removes the lab, unless --keep.
 }
 
 func webappCmd() *cobra.Command {
-	var cid, nid, listen string
+	var cid, nid, listen, tlsListen, domain string
 	c := &cobra.Command{
 		Use:    "webapp",
 		Short:  "The web app on port 80 of every lab node (stands in for Traefik)",
@@ -121,6 +126,16 @@ func webappCmd() *cobra.Command {
 			fmt.Fprintf(cmd.ErrOrStderr(), "webapp: cluster=%s node=%s on %s\n", cid, nid, ln.Addr())
 			srv := &http.Server{Handler: lab.WebApp(cid, nid), ReadHeaderTimeout: 10 * time.Second}
 			go func() { <-cmd.Context().Done(); srv.Close() }()
+			if tlsListen != "" {
+				// HTTPS as Traefik serves it on 443, with a certificate of
+				// its own (as Traefik's default one is before cert-manager's).
+				tln, err := lab.WebAppTLSListener(tlsListen, cid, domain)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "webapp: HTTPS on %s\n", tln.Addr())
+				go func() { _ = srv.Serve(tln) }()
+			}
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
@@ -130,6 +145,8 @@ func webappCmd() *cobra.Command {
 	c.Flags().StringVar(&cid, "cluster", "", "the node's cluster (cid)")
 	c.Flags().StringVar(&nid, "node", "", "the node (nid)")
 	c.Flags().StringVar(&listen, "listen", ":80", "address to listen on")
+	c.Flags().StringVar(&tlsListen, "tls-listen", "", "also serve HTTPS (a self-signed certificate) on this address")
+	c.Flags().StringVar(&domain, "domain", "", "the cluster's domain, named in the HTTPS certificate")
 	_ = c.MarkFlagRequired("cluster")
 	_ = c.MarkFlagRequired("node")
 	return c

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/runos/vpn/control/api"
@@ -41,6 +42,18 @@ func NewClient(path string) *Client {
 // ErrNoDaemon is returned (wrapped) when the socket cannot be reached.
 var ErrNoDaemon = errors.New("the RunOS VPN daemon is not running")
 
+// StoppedError is returned when the daemon went away in the middle of a
+// call (it was stopped or crashed after taking the request): what was asked
+// may or may not have taken effect, and the daemon's status after it
+// restarts says which.
+type StoppedError struct{ Err error }
+
+func (e *StoppedError) Error() string {
+	return "the RunOS VPN daemon stopped during the call (" + e.Err.Error() + "); it may have taken effect: check `runos vpn status`"
+}
+
+func (e *StoppedError) Unwrap() error { return e.Err }
+
 // Error is an error answer of the daemon; it shares control's shape.
 type Error = api.Error
 
@@ -64,18 +77,37 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return c.dialErr(err)
+		return c.callErr(ctx, err)
 	}
 	defer resp.Body.Close()
-	return decode(resp, out)
+	if err := decode(resp, out); err != nil {
+		var ae *Error
+		if !errors.As(err, &ae) && ctx.Err() == nil {
+			var se *json.SyntaxError
+			if !errors.As(err, &se) {
+				return &StoppedError{Err: err} // the answer was cut off
+			}
+		}
+		return err
+	}
+	return nil
 }
 
-func (c *Client) dialErr(err error) error {
+// callErr tells a daemon that is not running (the dial failed: nothing was
+// asked) from one that went away after taking the request.
+func (c *Client) callErr(ctx context.Context, err error) error {
 	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "dial" {
+	switch {
+	case errors.As(err, &oe) && oe.Op == "dial":
 		return fmt.Errorf("%w (socket %s: %v); start it with: sudo runos vpn install", ErrNoDaemon, c.Socket, oe.Err)
+	case ctx.Err() != nil:
+		return err
 	}
-	return err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return &StoppedError{Err: err}
 }
 
 func decode(resp *http.Response, out any) error {
@@ -142,7 +174,7 @@ func (c *Client) Watch(ctx context.Context, fn func(*Status) bool) error {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return c.dialErr(err)
+		return c.callErr(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -166,4 +198,17 @@ func (c *Client) Watch(ctx context.Context, fn func(*Status) bool) error {
 		return ctx.Err()
 	}
 	return io.ErrUnexpectedEOF
+}
+
+// Logs returns the daemon's recent log lines (root, the operator and the
+// runos group only).
+func (c *Client) Logs(ctx context.Context) (*Logs, error) {
+	var l Logs
+	return &l, c.do(ctx, http.MethodGet, "/v1/logs", nil, &l)
+}
+
+// Probe asks the daemon for a fresh handshake with cid's server now.
+func (c *Client) Probe(ctx context.Context, r ProbeRequest) (*ProbeResult, error) {
+	var p ProbeResult
+	return &p, c.do(ctx, http.MethodPost, "/v1/probe", r, &p)
 }

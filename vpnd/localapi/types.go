@@ -15,6 +15,11 @@
 //	                             accepted the join (the handshake follows: watch for peerUp)
 //	POST   /v1/disconnect        ConnectRequest: leave a cluster
 //	GET    /v1/version           Version
+//	GET    /v1/devices           []control/api.DeviceDetail: the signed-in user's devices (asked of control)
+//	DELETE /v1/devices/{id}      remove one of them on control (revoked and deleted; devices.go)
+//	GET    /v1/logs              Logs: the daemon's recent log lines (root, the operator, the runos group)
+//	POST   /v1/probe             ProbeRequest: a fresh WireGuard handshake with a cluster's server
+//	                             now; answers ProbeResult (diagnostics: runos vpn doctor)
 //
 // Reading (GET) is open to every local user; changing state is for root,
 // the operator recorded at install and members of the runos group. Every
@@ -31,6 +36,10 @@ const (
 	SessionSignedIn  = "signed-in"
 	SessionSignedOut = "signed-out"
 	SessionExpired   = "expired"
+	// SessionRevoked: the device was removed from RunOS (an operator
+	// revoked it, or its user removed it): its key is refused, so
+	// `runos vpn up` signs in again with a new one.
+	SessionRevoked = "revoked"
 )
 
 // Cluster connection states.
@@ -61,6 +70,10 @@ type Status struct {
 	// refuses its changes; nil from a daemon that predates the field (then
 	// only a refusal tells).
 	Access *Access `json:"access,omitempty"`
+	// Metrics are the daemon's counters since it started, in GET
+	// /v1/status answers only: they change with every packet, so the
+	// derived status (and the watch stream) leaves them out.
+	Metrics *Metrics `json:"metrics,omitempty"`
 }
 
 // Warning codes. Clients decide by the code, never by a message's words;
@@ -69,6 +82,11 @@ const (
 	WarnSessionExpiring = "session-expiring" // the session ends within the hour
 	WarnSessionExpired  = "session-expired"  // the session lapsed: clusters stay down until `runos vpn up`
 	WarnDNS             = "dns"              // split DNS failed; the same error is in DNS.Error
+	WarnDeviceRevoked   = "device-revoked"   // the device was removed from RunOS: `runos vpn up` signs in again with a new key
+	// Done here, not yet at control (it was unreachable): the daemon
+	// retries until control answers, or the session lapses anyway.
+	WarnSignOutPending = "sign-out-pending" // "sign-out pending at control: …"
+	WarnLeavePending   = "leave-pending"    // "leaving xym pending at control: …"
 )
 
 // Warning is something the user should know about the daemon's state.
@@ -102,12 +120,13 @@ type Access struct {
 
 // Session is the sign-in the daemon holds.
 type Session struct {
-	State     string    `json:"state"`     // signed-in, signed-out or expired
+	State     string    `json:"state"`     // signed-in, signed-out, expired or revoked
 	User      string    `json:"user"`      // "" when signed out
 	ExpiresAt time.Time `json:"expiresAt"` // null when signed out (see MarshalJSON)
 	APIURL    string    `json:"apiUrl,omitempty"`
 	DeviceID  string    `json:"deviceId,omitempty"`
-	Error     string    `json:"error,omitempty"` // e.g. control unreachable
+	Error     string    `json:"error,omitempty"`    // e.g. control unreachable
+	RevokedAt time.Time `json:"revokedAt,omitzero"` // state revoked: when the device was removed
 }
 
 // Tunnel is the wg1 interface.
@@ -124,6 +143,11 @@ type DNS struct {
 	Mode   string `json:"mode"`             // e.g. systemd-resolved, resolv.conf, resolver-files, nrpt, off
 	Reason string `json:"reason,omitempty"` // why that mode was chosen
 	Error  string `json:"error,omitempty"`
+	// Rewrites is how often another program (NetworkManager, a DHCP
+	// client, resolvconf) rewrote the resolver configuration behind the
+	// daemon within the last ten minutes; the daemon re-applied it each
+	// time until it gave up (then Error says so).
+	Rewrites int `json:"rewrites,omitempty"`
 }
 
 // Server is a cluster's VPN server as the device sees it.
@@ -146,13 +170,22 @@ type ClusterStatus struct {
 	Name          string     `json:"name,omitempty"`
 	State         string     `json:"state"`         // connecting, connected, disconnected or error
 	Wanted        bool       `json:"wanted"`        // the user asked for it
-	PeerUp        bool       `json:"peerUp"`        // handshake within HandshakeFresh, read from the device
+	PeerUp        bool       `json:"peerUp"`        // the server answers: a handshake within HandshakeFresh and no 15 s silence while sending, read from the device
 	LastHandshake time.Time  `json:"lastHandshake"` // null before the first (see MarshalJSON)
 	Server        Server     `json:"server"`
 	Subnet        string     `json:"subnet,omitempty"`
 	DNS           ClusterDNS `json:"dns"`
 	Error         string     `json:"error"` // "" when there is none
+	// Path is how packets reach the server: PathDirect (UDP) or PathRelay
+	// (WireGuard over HTTPS); "" from a daemon without relays (direct).
+	Path string `json:"path,omitempty"`
 }
+
+// Cluster paths.
+const (
+	PathDirect = "direct"
+	PathRelay  = "relay"
+)
 
 // The status's documented fields are always in its JSON, so a script can
 // index them in every state; a time not yet known is null rather than

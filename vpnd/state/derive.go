@@ -9,6 +9,7 @@ import (
 
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/store"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -53,6 +54,8 @@ func Derive(in *Inputs) localapi.Status {
 			DNS: localapi.ClusterDNS{Domains: []string{}}}
 		if wanted && live {
 			deriveCluster(in, &cst, cs[cid])
+		} else if p, ok := pendingLeave(in, cid); ok {
+			cst.Error = pendingText(in, p)
 		}
 		st.Clusters = append(st.Clusters, cst)
 	}
@@ -67,6 +70,10 @@ func deriveSession(in *Inputs) localapi.Session {
 	s := localapi.Session{State: localapi.SessionSignedOut}
 	switch sessionState(in) {
 	case signedOut:
+		return s
+	case revoked:
+		s.State, s.RevokedAt, s.Error = localapi.SessionRevoked, in.Prefs.RevokedAt, in.Prefs.RevokedWhy
+		s.User, s.APIURL = in.Prefs.User, in.Prefs.APIURL
 		return s
 	case expired:
 		s.State = localapi.SessionExpired
@@ -100,7 +107,7 @@ func deriveDNS(s dnsplit.Status) localapi.DNS {
 	if s.Mode == "" {
 		return localapi.DNS{Mode: "off", Reason: "no split-DNS configurator", Error: s.Error}
 	}
-	return localapi.DNS{Mode: s.Mode, Reason: s.Reason, Error: s.Error}
+	return localapi.DNS{Mode: s.Mode, Reason: s.Reason, Error: s.Error, Rewrites: s.Rewrites}
 }
 
 // deriveCluster fills in a wanted cluster's connection while the session is live.
@@ -146,8 +153,12 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 	}
 	cst.State = localapi.ClusterConnected
 	cst.LastHandshake = r.LastHandshake
-	cst.PeerUp = fresh(r.LastHandshake, in.Now)
+	cst.PeerUp = answering(r, in.Now)
 	if cst.PeerUp {
+		return
+	}
+	if quiet, silent := silence(r, in.Now); silent && fresh(r.LastHandshake, in.Now) {
+		cst.Error = fmt.Sprintf("no answer from %s at %s for %d s", v.NodeID, v.Endpoint, int(quiet/time.Second))
 		return
 	}
 	switch {
@@ -163,6 +174,10 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 func warnings(in *Inputs) []localapi.Warning {
 	var w []localapi.Warning
 	switch sessionState(in) {
+	case revoked:
+		w = append(w, localapi.Warning{Code: localapi.WarnDeviceRevoked,
+			Message: fmt.Sprintf("this device was removed from RunOS at %s: run `runos vpn up` to sign in again with a new key (your clusters reconnect)",
+				in.Prefs.RevokedAt.UTC().Format("2006-01-02 15:04 UTC"))})
 	case expired:
 		w = append(w, localapi.Warning{Code: localapi.WarnSessionExpired,
 			Message: "the session expired: run `runos vpn up` to sign in again (your clusters reconnect)"})
@@ -176,7 +191,41 @@ func warnings(in *Inputs) []localapi.Warning {
 	if in.DNS.Error != "" {
 		w = append(w, localapi.Warning{Code: localapi.WarnDNS, Message: "dns: " + in.DNS.Error})
 	}
+	for _, p := range in.Prefs.Pending {
+		code := localapi.WarnSignOutPending
+		if p.Kind == store.PendingLeave {
+			code = localapi.WarnLeavePending
+		}
+		w = append(w, localapi.Warning{Code: code, Message: pendingText(in, p)})
+	}
 	return w
+}
+
+// pendingLeave finds a pending leave of cid.
+func pendingLeave(in *Inputs, cid string) (store.Pending, bool) {
+	for _, p := range in.Prefs.Pending {
+		if p.Kind == store.PendingLeave && slices.Contains(p.Clusters, cid) {
+			return p, true
+		}
+	}
+	return store.Pending{}, false
+}
+
+// pendingText says what control has not heard, why, and what happens next.
+func pendingText(in *Inputs, p store.Pending) string {
+	what := "sign-out"
+	if p.Kind == store.PendingLeave {
+		what = "leaving " + strings.Join(p.Clusters, ", ")
+	}
+	why := in.PendingErrs[p.Key()]
+	if why == "" {
+		why = "control has not answered yet"
+	}
+	s := fmt.Sprintf("%s pending at control: %s; the daemon retries until control answers", what, why)
+	if !p.ExpiresAt.IsZero() && p.Kind == store.PendingSignOut {
+		s += fmt.Sprintf(" (the session lapses on its own at %s)", p.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	return s
 }
 
 // Prefixes renders prefixes for logs.

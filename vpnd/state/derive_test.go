@@ -525,33 +525,45 @@ func TestDeriveDetails(t *testing.T) {
 	}
 }
 
-func TestFastReadAndNextChange(t *testing.T) {
+func TestReadEveryAndNextChange(t *testing.T) {
 	in := base()
 	in.Prefs = signedInPrefs("ky3")
-	if FastRead(&in) {
-		t.Error("fast read with no map")
+	if got := ReadEvery(&in); got != readIdle {
+		t.Errorf("no map: read every %v, want %v", got, readIdle)
 	}
 	in.Map = dmap(ky3n1)
-	if !FastRead(&in) {
-		t.Error("no fast read while the peer is not configured")
+	if got := ReadEvery(&in); got != readPending {
+		t.Errorf("peer not configured: %v", got)
 	}
 	in.Device = device(peer(key1, time.Time{}))
-	if !FastRead(&in) {
-		t.Error("no fast read while the peer has no handshake")
+	if got := ReadEvery(&in); got != readPending {
+		t.Errorf("no handshake: %v", got)
 	}
 	if got := NextChange(&in); !got.Equal(t0.Add(-time.Second + noHandshakeGrace)) {
 		t.Errorf("NextChange = %v, want the end of the grace", got)
 	}
+	// Just (re)created: reads a quarter of the time since, from 1 ms.
+	p := peer(key1, time.Time{})
+	p.HandshakeAsked = t0.Add(-8 * time.Millisecond)
+	in.Device = device(p)
+	if got := ReadEvery(&in); got != 2*time.Millisecond {
+		t.Errorf("8 ms after asking for a handshake: %v, want 2 ms", got)
+	}
+	p.HandshakeAsked = t0
+	in.Device = device(p)
+	if got := ReadEvery(&in); got != readFastest {
+		t.Errorf("at the asking: %v", got)
+	}
 	in.Device = device(peer(key1, t0.Add(-10*time.Second)))
-	if FastRead(&in) {
-		t.Error("fast read with a fresh handshake")
+	if got := ReadEvery(&in); got != readUp {
+		t.Errorf("up: %v, want %v", got, readUp)
 	}
 	if got := NextChange(&in); !got.Equal(t0.Add(170 * time.Second)) {
 		t.Errorf("NextChange = %v, want when the handshake goes stale", got)
 	}
 	in.Device = device(peer(key1, t0.Add(-200*time.Second)))
-	if !FastRead(&in) {
-		t.Error("no fast read with a stale handshake")
+	if got := ReadEvery(&in); got != readPending {
+		t.Errorf("stale handshake: %v", got)
 	}
 	if got := NextChange(&in); !got.Equal(in.Prefs.ExpiresAt.Add(-expiryWarning)) {
 		t.Errorf("NextChange = %v, want the last-hour warning", got)
@@ -561,8 +573,93 @@ func TestFastReadAndNextChange(t *testing.T) {
 		t.Errorf("NextChange = %v, want the expiry", got)
 	}
 	in.Now = t0.Add(31 * time.Minute)
-	if !NextChange(&in).IsZero() || FastRead(&in) {
+	if !NextChange(&in).IsZero() || ReadEvery(&in) != readIdle {
 		t.Error("expired session still has pending changes or fast reads")
+	}
+}
+
+// TestPeerUpTellsTheTruth: peerUp needs a fresh handshake and no silence
+// while sending; the error says from whom and for how long; any byte back
+// or the next handshake makes it up again.
+func TestPeerUpTellsTheTruth(t *testing.T) {
+	in := base()
+	in.Prefs = signedInPrefs("ky3")
+	in.Map = dmap(ky3n1)
+	hs := t0.Add(-60 * time.Second)
+	p := peer(key1, hs)
+	p.LastReceive = t0.Add(-4 * time.Second)
+	in.Device = device(p)
+	if c := clusterOf(Derive(&in), "ky3"); !c.PeerUp || c.Error != "" {
+		t.Fatalf("answering: %+v", c)
+	}
+	// Sending (a probe went out 3 s after the last answer), nothing back.
+	p.SentSince = p.LastReceive.Add(3 * time.Second)
+	for _, tc := range []struct {
+		at   time.Duration // after the last answer
+		up   bool
+		text string
+	}{
+		{10 * time.Second, true, ""},
+		{14 * time.Second, true, ""},
+		{15 * time.Second, false, "no answer from n1 at 10.77.0.21:32768 for 15 s"},
+		{17*time.Second + 900*time.Millisecond, false, "no answer from n1 at 10.77.0.21:32768 for 17 s"},
+	} {
+		in.Now = p.LastReceive.Add(tc.at)
+		in.Device = device(p)
+		c := clusterOf(Derive(&in), "ky3")
+		if c.PeerUp != tc.up || c.Error != tc.text || c.State != localapi.ClusterConnected {
+			t.Errorf("%v after the last answer: peerUp=%v error=%q state %s; want %v %q", tc.at, c.PeerUp, c.Error, c.State, tc.up, tc.text)
+		}
+		if !tc.up && ReadEvery(&in) != readPending {
+			t.Errorf("silent peer read every %v", ReadEvery(&in))
+		}
+	}
+	// NextChange wakes the daemon when the silence becomes evidence.
+	in.Now = p.LastReceive.Add(6 * time.Second)
+	if got := NextChange(&in); !got.Equal(p.LastReceive.Add(silentFor)) {
+		t.Errorf("NextChange = %v, want %v", got, p.LastReceive.Add(silentFor))
+	}
+	// Silence with nothing sent is an idle tunnel, not a dead one.
+	q := p
+	q.SentSince = time.Time{}
+	in.Now = p.LastReceive.Add(40 * time.Second)
+	in.Device = device(q)
+	if c := clusterOf(Derive(&in), "ky3"); !c.PeerUp {
+		t.Errorf("idle: %+v", c)
+	}
+	// A send just now after a long silence is not yet evidence.
+	q.SentSince = in.Now.Add(-2 * time.Second)
+	in.Device = device(q)
+	if c := clusterOf(Derive(&in), "ky3"); !c.PeerUp {
+		t.Errorf("a send 2 s old: %+v", c)
+	}
+	// The next handshake (or a byte back) makes it up again.
+	r := p
+	r.LastHandshake = in.Now.Add(-time.Second)
+	in.Device = device(r)
+	if c := clusterOf(Derive(&in), "ky3"); !c.PeerUp || c.Error != "" {
+		t.Errorf("after a new handshake: %+v", c)
+	}
+	// Past 180 s without a handshake the stale-handshake words stand.
+	s := p
+	in.Now = hs.Add(200 * time.Second)
+	in.Device = device(s)
+	if c := clusterOf(Derive(&in), "ky3"); c.PeerUp || !strings.Contains(c.Error, "no handshake with the VPN server") {
+		t.Errorf("stale: %+v", c)
+	}
+}
+
+// TestWantCarriesProbeAndEpoch: each peer is probed at its cluster's DNS
+// server, and carries the server's start so a restart re-handshakes.
+func TestWantCarriesProbeAndEpoch(t *testing.T) {
+	in := base()
+	in.Prefs = signedInPrefs("ky3")
+	c := ky3n1
+	c.VPN.ServerStartedAt = t0.Add(-time.Hour)
+	in.Map = dmap(c)
+	ps := Want(&in).Tunnel.Peers
+	if len(ps) != 1 || ps[0].Probe != netip.MustParseAddrPort("100.100.1.1:53") || !ps[0].Epoch.Equal(t0.Add(-time.Hour)) {
+		t.Fatalf("peers %+v", ps)
 	}
 }
 

@@ -34,7 +34,9 @@ func FuzzDeviceMap(f *testing.F) {
 		st := Derive(&in)
 		plan := Want(&in)
 		_ = NextChange(&in)
-		_ = FastRead(&in)
+		if e := ReadEvery(&in); e < readFastest || e > readIdle {
+			t.Fatalf("read every %v", e)
+		}
 		states := map[string]string{}
 		for _, c := range st.Clusters {
 			states[c.CID] = c.State

@@ -31,6 +31,9 @@ type Inputs struct {
 	Accounts   []api.Cluster     // GET /v1/clusters: the account's clusters
 	ControlErr string            // the last exchange with control failed: why ("" when it worked)
 	JoinErrs   map[string]string // by cid: control refused or failed the join
+	// PendingErrs says why each of Prefs.Pending (by its Key) did not
+	// reach control yet.
+	PendingErrs map[string]string
 
 	Device wgcfg.Report   // what the WireGuard device reports
 	DNS    dnsplit.Status // the split-DNS configurator; Mode "" means off
@@ -51,10 +54,13 @@ const (
 	signedOut session = iota
 	signedIn
 	expired
+	revoked // control removed the device (Prefs.RevokedAt)
 )
 
 func sessionState(in *Inputs) session {
 	switch {
+	case !in.Prefs.RevokedAt.IsZero():
+		return revoked
 	case in.Prefs.AccessToken == "":
 		return signedOut
 	case in.SessionEnded:

@@ -37,26 +37,21 @@ func Want(in *Inputs) Plan {
 			continue
 		}
 		delete(cs, cid) // a cid wanted twice is still one peer
-		p.Tunnel.Peers = append(p.Tunnel.Peers, c.peer)
+		peer := c.peer
+		peer.Epoch = c.cc.VPN.ServerStartedAt
+		switch {
+		case c.dns.IsValid():
+			peer.Probe = netip.AddrPortFrom(c.dns, 53)
+		case c.server.IsValid():
+			peer.Probe = netip.AddrPortFrom(c.server, 53)
+		}
+		p.Tunnel.Peers = append(p.Tunnel.Peers, peer)
 		p.Tunnel.Routes = append(p.Tunnel.Routes, c.peer.AllowedIPs...)
 		if c.dns.IsValid() && len(c.domains) > 0 {
 			p.DNS = append(p.DNS, dnsplit.Route{CID: cid, Server: c.dns, Domains: slices.Clone(c.domains)})
 		}
 	}
 	return p
-}
-
-// FastRead reports whether some wanted cluster's peer has no fresh
-// handshake: the daemon then reads the device every 50 ms instead of every
-// 5 s, so peerUp turns true moments after the handshake.
-func FastRead(in *Inputs) bool {
-	for _, pr := range Want(in).Tunnel.Peers {
-		r, ok := in.Device.Peer(pr.PublicKey)
-		if !ok || !fresh(r.LastHandshake, in.Now) {
-			return true
-		}
-	}
-	return false
 }
 
 // NextChange returns the first instant after in.Now at which time alone
@@ -86,10 +81,16 @@ func NextChange(in *Inputs) time.Time {
 		} else {
 			consider(r.LastHandshake.Add(localapi.HandshakeFresh))
 		}
+		if h := heard(r); !r.SentSince.IsZero() && !h.IsZero() && !r.SentSince.Before(h) {
+			consider(later(h.Add(silentFor), r.SentSince.Add(answerWait)))
+		}
 	}
 	return next
 }
 
-func fresh(hs, now time.Time) bool {
-	return !hs.IsZero() && now.Sub(hs) < localapi.HandshakeFresh
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

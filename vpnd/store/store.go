@@ -7,6 +7,8 @@ package store
 import (
 	"github.com/runos/vpn/internal/atomicfile"
 
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,6 +77,19 @@ func (d Dir) Key() (wgtypes.Key, error) {
 	}
 }
 
+// NewKey replaces the device's private key with a fresh one: control
+// refuses a revoked device's key, so the next registration needs another.
+func (d Dir) NewKey() (wgtypes.Key, error) {
+	k, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		return wgtypes.Key{}, fmt.Errorf("generate device key: %w", err)
+	}
+	if err := WriteFile(filepath.Join(d.Path, KeyFile), []byte(k.String()+"\n")); err != nil {
+		return wgtypes.Key{}, err
+	}
+	return k, nil
+}
+
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
 		b = b[:len(b)-1]
@@ -96,11 +111,53 @@ type Prefs struct {
 	User        string    `json:"user,omitempty"`
 	DeviceID    string    `json:"deviceId,omitempty"`
 	Wanted      []string  `json:"wanted,omitempty"` // cids, sorted
+	// RevokedAt: control removed this device (its key is refused); the
+	// session is gone and the key was replaced, until the next sign-in.
+	RevokedAt  time.Time `json:"revokedAt,omitzero"`
+	RevokedWhy string    `json:"revokedWhy,omitempty"` // control's words
+	// Pending are changes made here that control has not heard yet
+	// (it was unreachable): retried until it answers.
+	Pending []Pending `json:"pending,omitempty"`
+}
+
+// Kinds of pending change.
+const (
+	PendingSignOut = "sign-out" // end the session (after leaving Clusters)
+	PendingLeave   = "leave"    // leave Clusters[0]
+)
+
+// Pending is a change control has not heard yet. Token is the session's
+// access token, kept after the session ended here only to tell control so;
+// nothing else uses it.
+type Pending struct {
+	Kind      string    `json:"kind"`
+	APIURL    string    `json:"apiUrl"`
+	Token     string    `json:"token"`
+	DeviceID  string    `json:"deviceId,omitempty"`
+	Clusters  []string  `json:"clusters,omitempty"`
+	Since     time.Time `json:"since"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"` // the session lapses then anyway: given up
+}
+
+// ID names a pending change for status and logs: "sign-out" or "leave xym".
+func (p Pending) ID() string {
+	if p.Kind == PendingLeave && len(p.Clusters) > 0 {
+		return p.Kind + " " + p.Clusters[0]
+	}
+	return p.Kind
+}
+
+// Key tells pending changes apart (two sign-outs of two sessions, say)
+// without showing the token: kind, clusters and a digest of the token.
+func (p Pending) Key() string {
+	h := sha256.Sum256([]byte(p.Token))
+	return p.ID() + " " + hex.EncodeToString(h[:6])
 }
 
 // Clone returns a deep copy.
 func (p Prefs) Clone() Prefs {
 	p.Wanted = slices.Clone(p.Wanted)
+	p.Pending = slices.Clone(p.Pending)
 	return p
 }
 

@@ -3,7 +3,14 @@
 // stock `wg show wg1` reads it) through which the engine itself configures
 // the device with wgctrl. Apply makes the device match a wgcfg.Config (the
 // device address, one peer and one route per connected cluster), Read
-// reports what the device says (above all each peer's last handshake).
+// reports what the device says (each peer's last handshake and its traffic
+// counters, read through wgctrl, never from wireguard-go's log), and the
+// daemon's reads drive the few things the engine does on its own: Nudge
+// (a new peer's first handshake, nudge.go), Probe (a question sent through
+// a silent tunnel, liveness.go) and Rehandshake (a fresh handshake now).
+//
+// It is not where status is decided: vpnd/state derives peerUp from what
+// Read reports.
 package tunnel
 
 import (
@@ -15,9 +22,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/runos/vpn/platform"
@@ -51,19 +56,11 @@ type Engine struct {
 	wg   *wgctrl.Client
 	net  platform.TunnelNet
 
-	onHandshake atomic.Pointer[func()] // see OnHandshake
-
 	mu      sync.Mutex
 	closed  bool
 	applied wgcfg.Config
-	peers   map[wgtypes.Key]*tracked // peers this engine configured
-}
-
-// tracked is the engine's memory of a peer it configured, for the nudges.
-type tracked struct {
-	addedAt   time.Time
-	nudges    int
-	nextNudge time.Time
+	peers   map[wgtypes.Key]*tracked // peers this engine configured (liveness.go)
+	probe   *prober                  // opened at the first probe
 }
 
 // New creates the interface name (wg1), starts wireguard-go on it with key
@@ -123,30 +120,14 @@ func (e *Engine) serveUAPI() {
 	}
 }
 
-// OnHandshake sets f to run (in its own goroutine, a moment later) when a
-// peer completes a handshake, so the daemon reads the device then rather
-// than at its next 50 ms read. The handshake itself is still read from the
-// device: this only says when to look.
-func (e *Engine) OnHandshake(f func()) { e.onHandshake.Store(&f) }
-
-// handshakeLog is the line wireguard-go logs when a handshake we initiated
-// completes (device/receive.go). If a version words it otherwise, the
-// daemon's regular reads still see the handshake.
-const handshakeLog = "Received handshake response"
-
 // wgLogger sends wireguard-go's chatter to debug and its errors to warn.
 // wireguard-go never logs keys, only peers' abbreviated public keys.
+// Nothing is learnt from the wording: handshakes and traffic are read from
+// the device.
 func (e *Engine) wgLogger(log *slog.Logger) *device.Logger {
 	l := log.With("component", "wireguard")
 	return &device.Logger{
 		Verbosef: func(f string, a ...any) {
-			if strings.HasSuffix(f, handshakeLog) {
-				if cb := e.onHandshake.Load(); cb != nil {
-					// wireguard-go records the handshake's time just
-					// after logging it.
-					time.AfterFunc(time.Millisecond, *cb)
-				}
-			}
 			if l.Enabled(context.Background(), slog.LevelDebug) {
 				l.Debug(fmt.Sprintf(f, a...))
 			}
@@ -189,15 +170,21 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 		}
 	}
 	now := e.now()
-	var added []string
+	var added, restarted []string
 	for _, p := range cfg.Peers {
 		want[p.PublicKey] = true
 		old, had := before[p.PublicKey]
 		switch {
 		case !onDevice[p.PublicKey]:
 			pcs = append(pcs, addPeer(p))
-			e.peers[p.PublicKey] = &tracked{addedAt: now, nextNudge: now.Add(firstNudge)}
+			e.peers[p.PublicKey] = newTracked(now)
 			added = append(added, p.CID)
+		case had && !old.Epoch.Equal(p.Epoch):
+			// The server restarted with the same key and has forgotten
+			// this device's session: a fresh handshake now, not when
+			// WireGuard's timers notice (10-15 s).
+			pcs = append(pcs, e.recreate(p, now)...)
+			restarted = append(restarted, p.CID)
 		case !had || old.Endpoint != p.Endpoint || !slices.Equal(old.AllowedIPs, p.AllowedIPs):
 			pc := addPeer(p)
 			pc.UpdateOnly = true
@@ -219,6 +206,9 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 	}
 	if len(added) > 0 || removed > 0 {
 		e.log.Info("peers configured", "interface", e.name, "added", added, "removed", removed, "peers", len(cfg.Peers))
+	}
+	if len(restarted) > 0 {
+		e.log.Info("VPN server restarted: handshaking again now", "interface", e.name, "clusters", restarted)
 	}
 	e.applied = cfg
 	return nil
@@ -257,13 +247,15 @@ func (e *Engine) Read() wgcfg.Report {
 		return r
 	}
 	r.PublicKey = dev.PublicKey
+	now := e.now()
 	for _, p := range dev.Peers {
-		pr := wgcfg.PeerReport{PublicKey: p.PublicKey, LastHandshake: p.LastHandshakeTime}
+		pr := wgcfg.PeerReport{PublicKey: p.PublicKey, LastHandshake: p.LastHandshakeTime, RxBytes: p.ReceiveBytes, TxBytes: p.TransmitBytes}
 		if p.Endpoint != nil {
 			pr.Endpoint = p.Endpoint.AddrPort()
 		}
 		if t, ok := e.peers[p.PublicKey]; ok {
-			pr.AddedAt = t.addedAt
+			t.observe(now, uint64(max(pr.RxBytes, 0)), uint64(max(pr.TxBytes, 0)))
+			pr.AddedAt, pr.HandshakeAsked, pr.LastReceive, pr.SentSince = t.addedAt, t.askedAt, t.lastRx, t.sentSince
 		}
 		r.Peers = append(r.Peers, pr)
 	}
@@ -297,6 +289,9 @@ func (e *Engine) Close() error {
 // wireguard device (on Linux the interface disappears with its last fd).
 func (e *Engine) close() error {
 	var errs []error
+	if e.probe != nil {
+		e.probe.close()
+	}
 	if e.uapi != nil {
 		errs = append(errs, ignoreClosed(e.uapi.Close()))
 	}

@@ -17,6 +17,15 @@ type Peer struct {
 	PublicKey  wgtypes.Key
 	Endpoint   netip.AddrPort
 	AllowedIPs []netip.Prefix // the cluster's VPN subnet
+	// Probe is where the engine sends a small question through the tunnel
+	// when nothing has come back for a while (the cluster's DNS server,
+	// which answers at once), so a server that stopped answering shows as
+	// silence; invalid: never probed.
+	Probe netip.AddrPort
+	// Epoch is when the serving gateway last started, as control reports
+	// it: when it changes for the same key, the server has forgotten the
+	// device's session, and the engine re-handshakes at once.
+	Epoch time.Time
 }
 
 // Config is the whole wanted state of the tunnel interface.
@@ -31,7 +40,7 @@ func (c Config) Equal(o Config) bool {
 	return slices.Equal(c.Addresses, o.Addresses) && slices.Equal(c.Routes, o.Routes) &&
 		slices.EqualFunc(c.Peers, o.Peers, func(a, b Peer) bool {
 			return a.CID == b.CID && a.PublicKey == b.PublicKey && a.Endpoint == b.Endpoint &&
-				slices.Equal(a.AllowedIPs, b.AllowedIPs)
+				slices.Equal(a.AllowedIPs, b.AllowedIPs) && a.Probe == b.Probe && a.Epoch.Equal(b.Epoch)
 		})
 }
 
@@ -41,6 +50,18 @@ type PeerReport struct {
 	Endpoint      netip.AddrPort
 	LastHandshake time.Time // zero: never
 	AddedAt       time.Time // when the engine configured this peer (for "no handshake yet")
+	RxBytes       int64     // received from the peer since it was configured (the device's counter)
+	TxBytes       int64     // sent to the peer since it was configured
+	// HandshakeAsked is when the engine last (re)created the peer, which
+	// sends a handshake initiation at once; a LastHandshake before it means
+	// the answer is still awaited.
+	HandshakeAsked time.Time
+	// What the engine saw of the traffic on its reads of the counters
+	// above: LastReceive when RxBytes last grew, and SentSince when TxBytes
+	// first grew after that (zero when nothing was sent since the last
+	// receive). Handshake messages and keepalives count both ways.
+	LastReceive time.Time
+	SentSince   time.Time
 }
 
 // Report is what the device says about itself.

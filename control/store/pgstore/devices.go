@@ -9,21 +9,22 @@ import (
 	"github.com/runos/vpn/control/model"
 )
 
-const deviceCols = "id, email, name, os, public_key, addr_index, address, session_id, created_at"
+const deviceCols = "id, email, name, os, public_key, addr_index, address, session_id, created_at, last_seen, last_handshake, revoked_at, revoked_by"
 
 func scanDevice(row pgx.Row) (model.Device, error) {
 	var d model.Device
 	var addr string
 	var sid *string
-	var created int64
-	if err := row.Scan(&d.ID, &d.User, &d.Name, &d.OS, &d.PublicKey, &d.AddrIndex, &addr, &sid, &created); err != nil {
+	var created, seen, hs, revoked int64
+	if err := row.Scan(&d.ID, &d.User, &d.Name, &d.OS, &d.PublicKey, &d.AddrIndex, &addr, &sid, &created,
+		&seen, &hs, &revoked, &d.RevokedBy); err != nil {
 		return d, err
 	}
 	d.Address = parseAddr(addr)
 	if sid != nil {
 		d.SessionID = *sid
 	}
-	d.CreatedAt = tm(created)
+	d.CreatedAt, d.LastSeen, d.LastHandshake, d.RevokedAt = tm(created), tm(seen), tm(hs), tm(revoked)
 	return d, nil
 }
 
@@ -59,16 +60,18 @@ func (t *tx) CountDevices() (int, error) {
 }
 
 func deviceArgs(d model.Device) []any {
-	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, addrText(d.Address), nullable(d.SessionID), ts(d.CreatedAt)}
+	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, addrText(d.Address), nullable(d.SessionID), ts(d.CreatedAt),
+		ts(d.LastSeen), ts(d.LastHandshake), ts(d.RevokedAt), d.RevokedBy}
 }
 
 func (t *tx) PutDevice(d model.Device) error {
-	return t.insert("device "+d.ID, "INSERT INTO devices ("+deviceCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", append([]any{d.ID}, deviceArgs(d)...)...)
+	return t.insert("device "+d.ID, "INSERT INTO devices ("+deviceCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)", append([]any{d.ID}, deviceArgs(d)...)...)
 }
 
 func (t *tx) UpdateDevice(d model.Device) error {
 	tag, err := t.exec(`UPDATE devices SET email = $1, name = $2, os = $3, public_key = $4, addr_index = $5, address = $6,
-		session_id = $7, created_at = $8 WHERE id = $9`, append(deviceArgs(d), d.ID)...)
+		session_id = $7, created_at = $8, last_seen = $9, last_handshake = $10, revoked_at = $11, revoked_by = $12 WHERE id = $13`,
+		append(deviceArgs(d), d.ID)...)
 	if err != nil {
 		return constraint(err, "device "+d.ID)
 	}
@@ -95,7 +98,7 @@ func (t *tx) LeaveCluster(deviceID, cid string) (bool, error) {
 const peersFrom = `FROM memberships m
 		JOIN devices d ON d.id = m.device_id
 		JOIN sessions s ON s.id = d.session_id
-		WHERE m.cid = $1 AND s.state = 'live' AND s.expires_at > $2`
+		WHERE m.cid = $1 AND d.revoked_at = 0 AND s.state = 'live' AND s.expires_at > $2`
 
 func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
 	return list(t, "peers of "+cid, func(r pgx.Row) (model.Peer, error) {

@@ -61,6 +61,7 @@ CREATE TABLE nodes (
 	last_heartbeat        BIGINT NOT NULL,
 	gateway_key           TEXT NOT NULL,
 	gateway_version       TEXT NOT NULL,
+	gateway_started       BIGINT NOT NULL DEFAULT 0,
 	PRIMARY KEY (cid, nid)
 );
 
@@ -100,7 +101,8 @@ CREATE TABLE moves (
 	switched_at     BIGINT NOT NULL,
 	last_handshake  BIGINT NOT NULL,
 	finished_at     BIGINT NOT NULL,
-	steps           TEXT NOT NULL
+	steps           TEXT NOT NULL,
+	seq             BIGSERIAL
 );
 CREATE INDEX moves_in_flight ON moves(service_id) WHERE state IN ('preparing', 'switching');
 
@@ -132,13 +134,19 @@ CREATE TABLE devices (
 	addr_index INTEGER NOT NULL UNIQUE,
 	address    TEXT NOT NULL,
 	session_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
-	created_at BIGINT NOT NULL
+	created_at BIGINT NOT NULL,
+	last_seen      BIGINT NOT NULL DEFAULT 0,
+	last_handshake BIGINT NOT NULL DEFAULT 0,
+	revoked_at     BIGINT NOT NULL DEFAULT 0,
+	revoked_by     TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX devices_session ON devices(session_id);
+CREATE INDEX devices_user ON devices(lower(email));
 
 CREATE TABLE memberships (
-	device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
-	cid       TEXT NOT NULL REFERENCES clusters(cid) ON DELETE CASCADE,
+	device_id      TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+	cid            TEXT NOT NULL REFERENCES clusters(cid) ON DELETE CASCADE,
+	last_handshake BIGINT NOT NULL DEFAULT 0,
 	PRIMARY KEY (device_id, cid)
 );
 CREATE INDEX memberships_cid ON memberships(cid, device_id);
@@ -178,6 +186,47 @@ CREATE INDEX throttle_expiry ON throttle(expires_at);
 CREATE TABLE secrets (
 	name  TEXT PRIMARY KEY,
 	value BYTEA NOT NULL
+);
+
+CREATE TABLE revoked_keys (
+	public_key TEXT PRIMARY KEY,
+	device_id  TEXT NOT NULL,
+	email      TEXT NOT NULL,
+	revoked_at BIGINT NOT NULL,
+	revoked_by TEXT NOT NULL
+);
+
+CREATE TABLE api_tokens (
+	id         TEXT PRIMARY KEY,
+	aid        TEXT NOT NULL REFERENCES accounts(aid) ON DELETE CASCADE,
+	name       TEXT NOT NULL,
+	token_hash TEXT NOT NULL UNIQUE,
+	created_at BIGINT NOT NULL,
+	created_by TEXT NOT NULL,
+	expires_at BIGINT NOT NULL,
+	last_used  BIGINT NOT NULL,
+	revoked_at BIGINT NOT NULL,
+	revoked_by TEXT NOT NULL,
+	seq        BIGSERIAL
+);
+CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens(aid, name) WHERE revoked_at = 0;
+CREATE INDEX api_tokens_aid ON api_tokens(aid, created_at);
+
+CREATE TABLE audit_log (
+	id         BIGSERIAL PRIMARY KEY,
+	at         BIGINT NOT NULL,
+	actor      TEXT NOT NULL,
+	actor_kind TEXT NOT NULL,
+	source     TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	cid        TEXT NOT NULL,
+	target     TEXT NOT NULL,
+	outcome    TEXT NOT NULL
+);
+CREATE TABLE audit_accounts (
+	aid      TEXT NOT NULL,
+	entry_id BIGINT NOT NULL REFERENCES audit_log(id) ON DELETE CASCADE,
+	PRIMARY KEY (aid, entry_id)
 );
 `,
 }

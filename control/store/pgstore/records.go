@@ -188,13 +188,6 @@ func (t *tx) Account(aid string) (model.Account, error) {
 	return a, one(err, "account "+aid)
 }
 
-func (t *tx) AccountByOperatorToken(hash string) (model.Account, error) {
-	var a model.Account
-	err := t.row("SELECT aid, name FROM accounts WHERE operator_token_hash = $1", hash).Scan(&a.AID, &a.Name)
-	a.OperatorTokenHash = hash
-	return a, one(err, "operator token")
-}
-
 func (t *tx) PutAccount(a model.Account) error {
 	return t.insert("account "+a.AID, "INSERT INTO accounts (aid, name, operator_token_hash) VALUES ($1, $2, $3)", a.AID, a.Name, nullable(a.OperatorTokenHash))
 }
@@ -262,16 +255,17 @@ func (t *tx) UpdateCluster(c model.Cluster) error {
 
 // Nodes.
 
-const nodeCols = "cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash, last_heartbeat, gateway_key, gateway_version"
+const nodeCols = "cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash, last_heartbeat, gateway_key, gateway_version, gateway_started"
 
 func scanNode(row pgx.Row) (model.Node, error) {
 	var n model.Node
 	var roles, declared, public, detected string
-	var hb int64
+	var hb, started int64
 	if err := row.Scan(&n.CID, &n.NID, &n.Name, &roles, &declared, &public, &detected, &n.Published,
-		&n.EnrollmentTokenHash, &hb, &n.GatewayKey, &n.GatewayVersion); err != nil {
+		&n.EnrollmentTokenHash, &hb, &n.GatewayKey, &n.GatewayVersion, &started); err != nil {
 		return n, err
 	}
+	n.GatewayStartedAt = tm(started)
 	n.DeclaredIngress, n.PublicIP, n.DetectedIP = parseAddr(declared), parseAddr(public), parseAddr(detected)
 	n.LastHeartbeat = tm(hb)
 	return n, fromJSON(roles, &n.Roles)
@@ -293,18 +287,18 @@ func (t *tx) Nodes(cid string) ([]model.Node, error) {
 
 func nodeArgs(n model.Node) []any {
 	return []any{n.Name, jsonText(nonNil(n.Roles)), addrText(n.DeclaredIngress), addrText(n.PublicIP), addrText(n.DetectedIP),
-		n.Published, n.EnrollmentTokenHash, ts(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion}
+		n.Published, n.EnrollmentTokenHash, ts(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion, ts(n.GatewayStartedAt)}
 }
 
 func (t *tx) PutNode(n model.Node) error {
-	return t.insert("node "+n.NID+" of cluster "+n.CID, "INSERT INTO nodes ("+nodeCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+	return t.insert("node "+n.NID+" of cluster "+n.CID, "INSERT INTO nodes ("+nodeCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
 		append([]any{n.CID, n.NID}, nodeArgs(n)...)...)
 }
 
 func (t *tx) UpdateNode(n model.Node) error {
 	tag, err := t.exec(`UPDATE nodes SET name = $1, roles = $2, declared_ingress = $3, public_ip = $4, detected_ip = $5,
-		published = $6, enrollment_token_hash = $7, last_heartbeat = $8, gateway_key = $9, gateway_version = $10
-		WHERE cid = $11 AND nid = $12`, append(nodeArgs(n), n.CID, n.NID)...)
+		published = $6, enrollment_token_hash = $7, last_heartbeat = $8, gateway_key = $9, gateway_version = $10,
+		gateway_started = $11 WHERE cid = $12 AND nid = $13`, append(nodeArgs(n), n.CID, n.NID)...)
 	return mustAffect(tag, err, "node "+n.NID+" of cluster "+n.CID)
 }
 

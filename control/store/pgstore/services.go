@@ -125,6 +125,12 @@ func (t *tx) InFlightMove(serviceID string) (model.Move, error) {
 	return m, one(err, "move of service "+serviceID)
 }
 
+func (t *tx) LatestMove(serviceID string) (model.Move, error) {
+	m, err := scanMove(t.row("SELECT "+moveCols+
+		" FROM moves WHERE service_id = $1 ORDER BY started_at DESC, seq DESC LIMIT 1", serviceID))
+	return m, one(err, "latest move of service "+serviceID)
+}
+
 func (t *tx) InFlightMoves() ([]model.Move, error) {
 	return list(t, "moves in flight", scanMove, "SELECT "+moveCols+" FROM moves WHERE state IN ('preparing', 'switching') ORDER BY started_at")
 }

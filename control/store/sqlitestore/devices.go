@@ -14,19 +14,20 @@ func isNotFound(err error) bool {
 	return errors.Is(err, sql.ErrNoRows) || errors.Is(err, store.ErrNotFound)
 }
 
-const deviceCols = "id, user, name, os, public_key, addr_index, address, session_id, created_at"
+const deviceCols = "id, user, name, os, public_key, addr_index, address, session_id, created_at, last_seen, last_handshake, revoked_at, revoked_by"
 
 func scanDevice(row interface{ Scan(...any) error }) (model.Device, error) {
 	var d model.Device
 	var addr string
 	var sid sql.NullString
-	var created int64
-	if err := row.Scan(&d.ID, &d.User, &d.Name, &d.OS, &d.PublicKey, &d.AddrIndex, &addr, &sid, &created); err != nil {
+	var created, seen, hs, revoked int64
+	if err := row.Scan(&d.ID, &d.User, &d.Name, &d.OS, &d.PublicKey, &d.AddrIndex, &addr, &sid, &created,
+		&seen, &hs, &revoked, &d.RevokedBy); err != nil {
 		return d, err
 	}
 	d.Address = parseAddr(addr)
 	d.SessionID = sid.String
-	d.CreatedAt = tm(created)
+	d.CreatedAt, d.LastSeen, d.LastHandshake, d.RevokedAt = tm(created), tm(seen), tm(hs), tm(revoked)
 	return d, nil
 }
 
@@ -41,16 +42,21 @@ func (t *tx) DeviceByKey(publicKey string) (model.Device, error) {
 }
 
 func (t *tx) DevicesOfSession(sessionID string) ([]model.Device, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+deviceCols+" FROM devices WHERE session_id = ? ORDER BY id", sessionID)
+	return t.devices("devices of session", "SELECT "+deviceCols+" FROM devices WHERE session_id = ? ORDER BY id", sessionID)
+}
+
+// devices runs a query selecting deviceCols.
+func (t *tx) devices(what, query string, args ...any) ([]model.Device, error) {
+	rows, err := t.q.QueryContext(t.ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("devices of session: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []model.Device
 	for rows.Next() {
 		d, err := scanDevice(rows)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, d)
 	}
@@ -84,17 +90,18 @@ func (t *tx) CountDevices() (int, error) {
 }
 
 func deviceArgs(d model.Device) []any {
-	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, addrText(d.Address), nullable(d.SessionID), ts(d.CreatedAt)}
+	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, addrText(d.Address), nullable(d.SessionID), ts(d.CreatedAt),
+		ts(d.LastSeen), ts(d.LastHandshake), ts(d.RevokedAt), d.RevokedBy}
 }
 
 func (t *tx) PutDevice(d model.Device) error {
-	_, err := t.exec("INSERT INTO devices ("+deviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", append([]any{d.ID}, deviceArgs(d)...)...)
+	_, err := t.exec("INSERT INTO devices ("+deviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", append([]any{d.ID}, deviceArgs(d)...)...)
 	return constraint(err, "device "+d.ID)
 }
 
 func (t *tx) UpdateDevice(d model.Device) error {
 	res, err := t.exec(`UPDATE devices SET user = ?, name = ?, os = ?, public_key = ?, addr_index = ?, address = ?,
-		session_id = ?, created_at = ? WHERE id = ?`, append(deviceArgs(d), d.ID)...)
+		session_id = ?, created_at = ?, last_seen = ?, last_handshake = ?, revoked_at = ?, revoked_by = ? WHERE id = ?`, append(deviceArgs(d), d.ID)...)
 	return mustAffect(res, err, "device "+d.ID)
 }
 
@@ -120,7 +127,7 @@ func (t *tx) LeaveCluster(deviceID, cid string) (bool, error) {
 const peersFrom = `FROM memberships m
 		JOIN devices d ON d.id = m.device_id
 		JOIN sessions s ON s.id = d.session_id
-		WHERE m.cid = ? AND s.state = 'live' AND s.expires_at > ?`
+		WHERE m.cid = ? AND d.revoked_at = 0 AND s.state = 'live' AND s.expires_at > ?`
 
 func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
 	rows, err := t.q.QueryContext(t.ctx, `SELECT d.id, d.public_key, d.address `+peersFrom+`

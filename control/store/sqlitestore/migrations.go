@@ -159,7 +159,69 @@ CREATE TABLE oauth_device_codes (
 	interval_ns      INTEGER NOT NULL,
 	last_poll        INTEGER NOT NULL
 ) WITHOUT ROWID;
-`, 2: `
+`,
+	// 2: devices, sessions and tokens an operator manages, and the audit
+	// log (issue 12). The world file's operator token becomes the
+	// account's first API token, named world-file.
+	2: `
+ALTER TABLE devices ADD COLUMN last_seen INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN last_handshake INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN revoked_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN revoked_by TEXT NOT NULL DEFAULT '';
+CREATE INDEX devices_user ON devices(user COLLATE NOCASE);
+ALTER TABLE memberships ADD COLUMN last_handshake INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE revoked_keys (
+	public_key TEXT PRIMARY KEY,
+	device_id  TEXT NOT NULL,
+	user       TEXT NOT NULL,
+	revoked_at INTEGER NOT NULL,
+	revoked_by TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE api_tokens (
+	id         TEXT PRIMARY KEY,
+	aid        TEXT NOT NULL REFERENCES accounts(aid) ON DELETE CASCADE,
+	name       TEXT NOT NULL,
+	token_hash TEXT NOT NULL UNIQUE,
+	created_at INTEGER NOT NULL,
+	created_by TEXT NOT NULL,
+	expires_at INTEGER NOT NULL,
+	last_used  INTEGER NOT NULL,
+	revoked_at INTEGER NOT NULL,
+	revoked_by TEXT NOT NULL
+);
+CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens(aid, name) WHERE revoked_at = 0;
+CREATE INDEX api_tokens_aid ON api_tokens(aid, created_at);
+INSERT INTO api_tokens (id, aid, name, token_hash, created_at, created_by, expires_at, last_used, revoked_at, revoked_by)
+	SELECT 'tok-world-' || aid, aid, 'world-file', operator_token_hash, 0, 'world file', 0, 0, 0, ''
+	FROM accounts WHERE operator_token_hash IS NOT NULL;
+UPDATE accounts SET operator_token_hash = NULL;
+
+CREATE TABLE audit_log (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	at         INTEGER NOT NULL,
+	actor      TEXT NOT NULL,
+	actor_kind TEXT NOT NULL,
+	source     TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	cid        TEXT NOT NULL,
+	target     TEXT NOT NULL,
+	outcome    TEXT NOT NULL
+);
+CREATE TABLE audit_accounts (
+	aid      TEXT NOT NULL,
+	entry_id INTEGER NOT NULL REFERENCES audit_log(id) ON DELETE CASCADE,
+	PRIMARY KEY (aid, entry_id)
+) WITHOUT ROWID;
+`,
+	// 3: when a node's gateway last started (issue 10): devices handshake
+	// again at once when the serving one restarts.
+	3: `ALTER TABLE nodes ADD COLUMN gateway_started INTEGER NOT NULL DEFAULT 0;`,
+	// 4: several replicas (issue 13): topics read by version after a lost
+	// notification, a shared secret, the slow-down counters, indexes for
+	// purging expired grants and re-arming install timeouts.
+	4: `
 CREATE INDEX topics_version ON topics(version);
 
 CREATE TABLE secrets (

@@ -115,15 +115,6 @@ func (t *tx) Account(aid string) (model.Account, error) {
 	return a, one(err, "account "+aid)
 }
 
-func (t *tx) AccountByOperatorToken(hash string) (model.Account, error) {
-	var a model.Account
-	var h sql.NullString
-	err := t.q.QueryRowContext(t.ctx, "SELECT aid, name, operator_token_hash FROM accounts WHERE operator_token_hash = ?", hash).
-		Scan(&a.AID, &a.Name, &h)
-	a.OperatorTokenHash = h.String
-	return a, one(err, "operator token")
-}
-
 func (t *tx) PutAccount(a model.Account) error {
 	_, err := t.exec("INSERT INTO accounts (aid, name, operator_token_hash) VALUES (?, ?, ?)",
 		a.AID, a.Name, nullable(a.OperatorTokenHash))
@@ -232,17 +223,18 @@ func nonNil(s []string) []string {
 
 // Nodes.
 
-const nodeCols = "cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash, last_heartbeat, gateway_key, gateway_version"
+const nodeCols = "cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash, last_heartbeat, gateway_key, gateway_version, gateway_started"
 
 func scanNode(row interface{ Scan(...any) error }) (model.Node, error) {
 	var n model.Node
 	var roles, declared, public, detected string
 	var published int
-	var hb int64
+	var hb, started int64
 	if err := row.Scan(&n.CID, &n.NID, &n.Name, &roles, &declared, &public, &detected, &published,
-		&n.EnrollmentTokenHash, &hb, &n.GatewayKey, &n.GatewayVersion); err != nil {
+		&n.EnrollmentTokenHash, &hb, &n.GatewayKey, &n.GatewayVersion, &started); err != nil {
 		return n, err
 	}
+	n.GatewayStartedAt = tm(started)
 	n.DeclaredIngress, n.PublicIP, n.DetectedIP = parseAddr(declared), parseAddr(public), parseAddr(detected)
 	n.Published = published != 0
 	n.LastHeartbeat = tm(hb)
@@ -278,18 +270,18 @@ func (t *tx) Nodes(cid string) ([]model.Node, error) {
 
 func nodeArgs(n model.Node) []any {
 	return []any{n.Name, jsonText(nonNil(n.Roles)), addrText(n.DeclaredIngress), addrText(n.PublicIP), addrText(n.DetectedIP),
-		b2i(n.Published), n.EnrollmentTokenHash, ts(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion}
+		b2i(n.Published), n.EnrollmentTokenHash, ts(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion, ts(n.GatewayStartedAt)}
 }
 
 func (t *tx) PutNode(n model.Node) error {
-	_, err := t.exec("INSERT INTO nodes ("+nodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	_, err := t.exec("INSERT INTO nodes ("+nodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		append([]any{n.CID, n.NID}, nodeArgs(n)...)...)
 	return constraint(err, "node "+n.NID+" of cluster "+n.CID)
 }
 
 func (t *tx) UpdateNode(n model.Node) error {
 	res, err := t.exec(`UPDATE nodes SET name = ?, roles = ?, declared_ingress = ?, public_ip = ?, detected_ip = ?,
-		published = ?, enrollment_token_hash = ?, last_heartbeat = ?, gateway_key = ?, gateway_version = ?
+		published = ?, enrollment_token_hash = ?, last_heartbeat = ?, gateway_key = ?, gateway_version = ?, gateway_started = ?
 		WHERE cid = ? AND nid = ?`, append(nodeArgs(n), n.CID, n.NID)...)
 	return mustAffect(res, err, "node "+n.NID+" of cluster "+n.CID)
 }

@@ -149,6 +149,12 @@ func (t *tx) InFlightMove(serviceID string) (model.Move, error) {
 	return m, one(err, "move of service "+serviceID)
 }
 
+func (t *tx) LatestMove(serviceID string) (model.Move, error) {
+	m, err := scanMove(t.q.QueryRowContext(t.ctx, "SELECT "+moveCols+
+		" FROM moves WHERE service_id = ? ORDER BY started_at DESC, rowid DESC LIMIT 1", serviceID))
+	return m, one(err, "latest move of service "+serviceID)
+}
+
 func (t *tx) InFlightMoves() ([]model.Move, error) {
 	rows, err := t.q.QueryContext(t.ctx, "SELECT "+moveCols+" FROM moves WHERE state IN ('preparing', 'switching') ORDER BY started_at")
 	if err != nil {

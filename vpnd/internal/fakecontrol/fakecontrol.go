@@ -2,8 +2,8 @@
 // routes a device uses (/v1/me, /v1/sessions/current, /v1/clusters,
 // /v1/devices, joins and leaves, the device map long-poll), speaking the
 // real control/api types over real HTTPS, with knobs a test turns: add
-// sessions and clusters, move a cluster's VPN server, expire a session, take
-// control down.
+// sessions and clusters, move a cluster's VPN server, expire a session,
+// revoke a device, take control down.
 package fakecontrol
 
 import (
@@ -28,10 +28,11 @@ type Server struct {
 	changed  chan struct{} // closed and replaced on every change
 	closed   chan struct{}
 	down     bool
-	sessions map[string]*session // by token
-	devices  map[string]*device  // by id
-	clusters map[string]*cluster // by cid
-	calls    map[string]int      // "METHOD /route" → count
+	sessions map[string]*session  // by token
+	devices  map[string]*device   // by id
+	clusters map[string]*cluster  // by cid
+	calls    map[string]int       // "METHOD /route" → count
+	revoked  map[string]time.Time // public key → when it was revoked
 	nextAddr netip.Addr
 
 	// OnJoin and OnLeave run (in their own goroutine) after a device joins
@@ -46,6 +47,7 @@ type session struct {
 	id, user  string
 	expiresAt time.Time
 	ended     bool
+	revokedAt time.Time // its device was revoked
 	deviceID  string
 	timer     *time.Timer
 }
@@ -65,7 +67,7 @@ func New() *Server {
 	return &Server{
 		changed: make(chan struct{}), closed: make(chan struct{}),
 		sessions: map[string]*session{}, devices: map[string]*device{}, clusters: map[string]*cluster{},
-		calls: map[string]int{}, nextAddr: netip.MustParseAddr("100.96.0.2"),
+		calls: map[string]int{}, revoked: map[string]time.Time{}, nextAddr: netip.MustParseAddr("100.96.0.2"),
 	}
 }
 
@@ -126,6 +128,31 @@ func (s *Server) ExpireSession(token string) {
 	if dev != nil && s.OnSessionEnd != nil {
 		s.OnSessionEnd(dev.Device)
 	}
+}
+
+// RevokeDevice revokes the device with public key pub as an operator
+// would: its session ends as revoked and the key is refused from then on.
+func (s *Server) RevokeDevice(pub string) time.Time {
+	s.mu.Lock()
+	at := time.Now().UTC().Truncate(time.Second)
+	s.revoked[pub] = at
+	var dev *device
+	for _, d := range s.devices {
+		if d.PublicKey == pub {
+			dev = d
+		}
+	}
+	for _, ss := range s.sessions {
+		if dev != nil && ss.deviceID == dev.ID {
+			ss.revokedAt = at
+		}
+	}
+	s.bump()
+	s.mu.Unlock()
+	if dev != nil && s.OnSessionEnd != nil {
+		s.OnSessionEnd(dev.Device)
+	}
+	return at
 }
 
 // AddCluster adds a cluster of the account with its VPN config.
@@ -278,6 +305,9 @@ func (s *Server) auth(tok string) (*session, *api.Error) {
 	switch {
 	case ss == nil || ss.ended:
 		return nil, &api.Error{Status: 401, Code: api.CodeUnauthorized, Message: "unknown or ended session"}
+	case !ss.revokedAt.IsZero():
+		return nil, &api.Error{Status: 401, Code: api.CodeDeviceRevoked, At: ss.revokedAt,
+			Message: "this device was removed from RunOS at " + ss.revokedAt.Format(time.RFC3339), Hint: "`runos vpn up` signs in again with a new key"}
 	case !time.Now().Before(ss.expiresAt):
 		return nil, &api.Error{Status: 401, Code: api.CodeSessionExpired, Message: "the session expired", Hint: "run `runos vpn up` to sign in again"}
 	}
@@ -296,6 +326,10 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, ss *session) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if at, ok := s.revoked[req.PublicKey]; ok {
+		writeErr(w, &api.Error{Status: 403, Code: api.CodeDeviceRevoked, At: at, Message: "this device's key was revoked"})
+		return
+	}
 	for _, d := range s.devices {
 		if d.PublicKey == req.PublicKey {
 			ss.deviceID = d.ID

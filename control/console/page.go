@@ -1,0 +1,153 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+)
+
+var funcs = template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"inFlight": func(m *api.Move) bool {
+		return m != nil && (m.State == api.MovePreparing || m.State == api.MoveSwitching)
+	},
+}
+
+// sections are the parts of the page the live stream replaces, by id.
+func (c *Console) sections(v *view) (map[string]string, error) {
+	names := []string{"clusters"}
+	if v.Operator {
+		names = append(names, "audit")
+	} else {
+		names = append(names, "mine")
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		var b bytes.Buffer
+		if err := c.tmpl.ExecuteTemplate(&b, n, v); err != nil {
+			return nil, err
+		}
+		out[n] = b.String()
+	}
+	return out, nil
+}
+
+func (c *Console) write(w http.ResponseWriter, status int, name string, data any) {
+	var b bytes.Buffer
+	if err := c.tmpl.ExecuteTemplate(&b, name, data); err != nil {
+		c.log.Error("console: render", "template", name, "err", err)
+		http.Error(w, "the console failed to render", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(b.Len()))
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", csp)
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// message is a page with a title, a text and, if signIn, a link to sign in.
+func (c *Console) message(w http.ResponseWriter, status int, title, text string, signIn bool) {
+	c.write(w, status, "message", map[string]any{"Title": title, "Text": text, "SignIn": signIn})
+}
+
+// page is GET /console: the whole page, or the way to sign in.
+func (c *Console) page(w http.ResponseWriter, r *http.Request) {
+	tok := c.sessionToken(r)
+	if tok == "" {
+		http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+		return
+	}
+	v, _, err := c.load(c.ctx(r), c.client(r, tok))
+	if errors.Is(err, errSignedOut) {
+		c.setCookie(w, "runos-console", "", -1)
+		http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+		return
+	}
+	if err != nil {
+		c.log.Error("console: load", "err", err)
+		c.message(w, http.StatusBadGateway, "The console is unavailable", "Control could not answer: "+err.Error(), false)
+		return
+	}
+	c.write(w, http.StatusOK, "page", v)
+}
+
+// revoke is an operator's Revoke button.
+func (c *Console) revoke(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	c.act(w, r, "Revoke "+id, func(cl *api.Client) (string, error) {
+		d, err := cl.RevokeDevice(c.ctx(r), id)
+		if err != nil {
+			return "", err
+		}
+		return "Revoked " + d.Name + " of " + d.User + ": its session ended and its key is refused.", nil
+	})
+}
+
+// remove is a user's Remove button on one of their own devices.
+func (c *Console) remove(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	c.act(w, r, "Remove "+id, func(cl *api.Client) (string, error) {
+		if err := cl.RemoveMyDevice(c.ctx(r), id); err != nil {
+			return "", err
+		}
+		return "Removed " + id + ": it is signed out, its key is refused and its address is free.", nil
+	})
+}
+
+// act runs an action after the CSRF check. The page's script asks for
+// JSON and lets the live stream show the change; without the script the
+// browser is sent back to the page (or shown the refusal).
+func (c *Console) act(w http.ResponseWriter, r *http.Request, what string, fn func(*api.Client) (string, error)) {
+	tok := c.sessionToken(r)
+	asJSON := strings.Contains(r.Header.Get("Accept"), "application/json")
+	fail := func(status int, msg string) {
+		if asJSON {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+			return
+		}
+		c.message(w, status, what+" failed", msg, status == http.StatusUnauthorized)
+	}
+	if err := c.checkPost(r, tok); err != nil {
+		fail(http.StatusForbidden, err.Error())
+		return
+	}
+	msg, err := fn(c.client(r, tok))
+	if err != nil {
+		var ae *api.Error
+		switch {
+		case errors.Is(refused(err), errSignedOut):
+			fail(http.StatusUnauthorized, "your console session ended: sign in again")
+		case errors.As(err, &ae):
+			fail(ae.Status, ae.Error())
+		default:
+			fail(http.StatusBadGateway, err.Error())
+		}
+		return
+	}
+	if asJSON {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
+		return
+	}
+	http.Redirect(w, r, "/console", http.StatusSeeOther)
+}

@@ -1,0 +1,171 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store"
+)
+
+// An operator lists a user's live sessions and ends one or all of them:
+// the session ends as `runos vpn down` ends it, so the user's devices drop
+// off every gateway by the same push.
+
+// operatedUser reads a user of an account the caller operates (404 for
+// anyone else, so that no account learns of another's users).
+func operatedUser(rd store.Reader, p *principal, aid, email string) (model.User, error) {
+	aids, err := operatedAccounts(p, aid)
+	if err != nil {
+		return model.User{}, err
+	}
+	if email == "" {
+		return model.User{}, errInvalid("user: say whose sessions (--user EMAIL)")
+	}
+	u, err := rd.User(email)
+	if err == nil {
+		for _, a := range aids {
+			if u.InAccount(a) {
+				return u, nil
+			}
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return model.User{}, err
+	}
+	return model.User{}, errNotFound("no user %s in %s", email, strings.Join(aids, ", "))
+}
+
+func sessionDoc(rd store.Reader, sess model.Session) (api.Session, error) {
+	out := api.Session{ID: sess.ID, User: sess.User, Client: sess.ClientID, CreatedAt: sess.CreatedAt, ExpiresAt: sess.ExpiresAt, Devices: []string{}}
+	devs, err := rd.DevicesOfSession(sess.ID)
+	for _, d := range devs {
+		out.Devices = append(out.Devices, d.ID)
+	}
+	return out, err
+}
+
+func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, p *principal) {
+	q := r.URL.Query()
+	out := []api.Session{}
+	err := s.st.View(r.Context(), func(rd store.Reader) error {
+		u, err := operatedUser(rd, p, q.Get("aid"), strings.TrimSpace(q.Get("user")))
+		if err != nil {
+			return err
+		}
+		ss, err := rd.LiveSessionsOfUser(u.Email, s.now())
+		if err != nil {
+			return err
+		}
+		for _, sess := range ss {
+			d, err := sessionDoc(rd, sess)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// endSessions ends sessions of u inside tx and records one entry.
+func (s *Server) endSessions(tx store.Writer, r *http.Request, p *principal, u model.User, target string, ss []model.Session, now time.Time) (api.EndedSessions, error) {
+	out := api.EndedSessions{Ended: []string{}, Devices: []string{}}
+	for _, sess := range ss {
+		devs, err := tx.DevicesOfSession(sess.ID)
+		if err != nil {
+			return out, err
+		}
+		for _, d := range devs {
+			out.Devices = append(out.Devices, d.ID)
+		}
+		if err := closeSession(tx, sess, model.SessionEnded, now); err != nil {
+			return out, err
+		}
+		out.Ended = append(out.Ended, sess.ID)
+	}
+	outcome := fmt.Sprintf("ended %d session(s) of %s", len(out.Ended), u.Email)
+	if len(out.Ended) > 0 {
+		outcome += ": " + strings.Join(out.Ended, ", ")
+	}
+	if len(out.Devices) > 0 {
+		outcome += "; devices " + strings.Join(out.Devices, ", ") + " dropped"
+	}
+	return out, s.record(tx, r, p, audit.Entry{AIDs: u.Accounts, Kind: audit.SessionEnded, Target: target, Outcome: outcome})
+}
+
+func (s *Server) handleEndUserSession(w http.ResponseWriter, r *http.Request, p *principal) {
+	id := r.PathValue("id")
+	now := s.now()
+	var out api.EndedSessions
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		if _, err := operatedAccounts(p, ""); err != nil {
+			return err
+		}
+		notFound := errNotFound("no live session %s among your account's users (list them: runos sessions list --user EMAIL)", id)
+		sess, err := tx.Session(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound
+		} else if err != nil {
+			return err
+		}
+		u, err := operatedUser(tx, p, "", sess.User)
+		if isNotFound(err) || err == nil && !sess.LiveAt(now) {
+			return notFound
+		} else if err != nil {
+			return err
+		}
+		out, err = s.endSessions(tx, r, p, u, sess.ID, []model.Session{sess}, now)
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("end session %s: %w", id, err))
+		return
+	}
+	s.log.Info("session ended by an operator", "session", id, "by", p.actor().String())
+	s.afterSessionsClosed()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleEndUserSessions(w http.ResponseWriter, r *http.Request, p *principal) {
+	q := r.URL.Query()
+	email := strings.TrimSpace(q.Get("user"))
+	now := s.now()
+	var out api.EndedSessions
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		u, err := operatedUser(tx, p, q.Get("aid"), email)
+		if err != nil {
+			return err
+		}
+		ss, err := tx.LiveSessionsOfUser(u.Email, now)
+		if err != nil {
+			return err
+		}
+		if len(ss) == 0 {
+			return errNotFound("%s has no live session", u.Email)
+		}
+		out, err = s.endSessions(tx, r, p, u, "all sessions of "+u.Email, ss, now)
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("end the sessions of %s: %w", email, err))
+		return
+	}
+	s.log.Info("sessions ended by an operator", "user", email, "sessions", out.Ended, "by", p.actor().String())
+	s.afterSessionsClosed()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func isNotFound(err error) bool {
+	var e *api.Error
+	return errors.As(err, &e) && e.Code == api.CodeNotFound
+}

@@ -1,0 +1,59 @@
+package sqlitestore
+
+import (
+	"fmt"
+
+	"github.com/runos/vpn/control/model"
+)
+
+const tokenCols = "id, aid, name, token_hash, created_at, created_by, expires_at, last_used, revoked_at, revoked_by"
+
+func scanToken(row interface{ Scan(...any) error }) (model.APIToken, error) {
+	var k model.APIToken
+	var created, expires, used, revoked int64
+	err := row.Scan(&k.ID, &k.AID, &k.Name, &k.Hash, &created, &k.CreatedBy, &expires, &used, &revoked, &k.RevokedBy)
+	k.CreatedAt, k.ExpiresAt, k.LastUsed, k.RevokedAt = tm(created), tm(expires), tm(used), tm(revoked)
+	return k, err
+}
+
+func (t *tx) APIToken(id string) (model.APIToken, error) {
+	k, err := scanToken(t.q.QueryRowContext(t.ctx, "SELECT "+tokenCols+" FROM api_tokens WHERE id = ?", id))
+	return k, one(err, "token "+id)
+}
+
+func (t *tx) APITokenByHash(hash string) (model.APIToken, error) {
+	k, err := scanToken(t.q.QueryRowContext(t.ctx, "SELECT "+tokenCols+" FROM api_tokens WHERE token_hash = ?", hash))
+	return k, one(err, "operator token")
+}
+
+func (t *tx) APITokens(aid string) ([]model.APIToken, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+tokenCols+" FROM api_tokens WHERE aid = ? ORDER BY created_at, rowid", aid)
+	if err != nil {
+		return nil, fmt.Errorf("tokens of %s: %w", aid, err)
+	}
+	defer rows.Close()
+	var out []model.APIToken
+	for rows.Next() {
+		k, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("tokens of %s: %w", aid, err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+func tokenArgs(k model.APIToken) []any {
+	return []any{k.AID, k.Name, k.Hash, ts(k.CreatedAt), k.CreatedBy, ts(k.ExpiresAt), ts(k.LastUsed), ts(k.RevokedAt), k.RevokedBy}
+}
+
+func (t *tx) PutAPIToken(k model.APIToken) error {
+	_, err := t.exec("INSERT INTO api_tokens ("+tokenCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", append([]any{k.ID}, tokenArgs(k)...)...)
+	return constraint(err, "token "+k.Name)
+}
+
+func (t *tx) UpdateAPIToken(k model.APIToken) error {
+	res, err := t.exec(`UPDATE api_tokens SET aid = ?, name = ?, token_hash = ?, created_at = ?, created_by = ?, expires_at = ?,
+		last_used = ?, revoked_at = ?, revoked_by = ? WHERE id = ?`, append(tokenArgs(k), k.ID)...)
+	return mustAffect(res, err, "token "+k.ID)
+}

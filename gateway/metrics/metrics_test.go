@@ -1,0 +1,55 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestGatewayMetrics(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := New(func() time.Time { return now })
+	if err := testutil.GatherAndCompare(g.Registry(), strings.NewReader(`
+# HELP runos_gateway_control_last_answer_age_seconds Seconds since control last answered (a map or a report); -1 before its first answer.
+# TYPE runos_gateway_control_last_answer_age_seconds gauge
+runos_gateway_control_last_answer_age_seconds -1
+`), "runos_gateway_control_last_answer_age_seconds"); err != nil {
+		t.Error(err)
+	}
+	g.Serving("active", 2)
+	g.Handshakes(2)
+	g.Handshakes(1)
+	g.Traffic(100, 40)
+	g.Traffic(50, 0)
+	g.ControlAnswered(now.Add(-3 * time.Second))
+	want := `
+# HELP runos_gateway_control_last_answer_age_seconds Seconds since control last answered (a map or a report); -1 before its first answer.
+# TYPE runos_gateway_control_last_answer_age_seconds gauge
+runos_gateway_control_last_answer_age_seconds 3
+# HELP runos_gateway_handshakes_total New handshakes seen on the WireGuard server (read every heartbeat, and every 20 ms while devices are switching).
+# TYPE runos_gateway_handshakes_total counter
+runos_gateway_handshakes_total 3
+# HELP runos_gateway_peers Devices configured as peers of this node's WireGuard server (0 when not serving).
+# TYPE runos_gateway_peers gauge
+runos_gateway_peers 2
+# HELP runos_gateway_received_bytes_total Bytes received from devices through the tunnel.
+# TYPE runos_gateway_received_bytes_total counter
+runos_gateway_received_bytes_total 150
+# HELP runos_gateway_role 1 for the role this node serves for its cluster's VPN (active, standby, draining, none).
+# TYPE runos_gateway_role gauge
+runos_gateway_role{role="active"} 1
+runos_gateway_role{role="draining"} 0
+runos_gateway_role{role="none"} 0
+runos_gateway_role{role="standby"} 0
+# HELP runos_gateway_transmitted_bytes_total Bytes sent to devices through the tunnel.
+# TYPE runos_gateway_transmitted_bytes_total counter
+runos_gateway_transmitted_bytes_total 40
+`
+	if err := testutil.GatherAndCompare(g.Registry(), strings.NewReader(want), "runos_gateway_control_last_answer_age_seconds",
+		"runos_gateway_handshakes_total", "runos_gateway_peers", "runos_gateway_received_bytes_total", "runos_gateway_role",
+		"runos_gateway_transmitted_bytes_total"); err != nil {
+		t.Error(err)
+	}
+}

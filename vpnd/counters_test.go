@@ -1,0 +1,59 @@
+package vpnd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/wgcfg"
+)
+
+func TestCountersFollowTheDevice(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	c := newCounters(t0)
+	ky3, xym := mustKey("ky3-server"), mustKey("xym-server")
+	cfg := wgcfg.Config{Peers: []wgcfg.Peer{{CID: "ky3", PublicKey: ky3}, {CID: "xym", PublicKey: xym}}}
+	read := func(peers ...wgcfg.PeerReport) { c.observeDevice(wgcfg.Report{Peers: peers}, cfg) }
+
+	read(wgcfg.PeerReport{PublicKey: ky3, RxBytes: 100, TxBytes: 40, LastHandshake: t0},
+		wgcfg.PeerReport{PublicKey: xym}) // configured, no handshake yet
+	read(wgcfg.PeerReport{PublicKey: ky3, RxBytes: 150, TxBytes: 90, LastHandshake: t0}, // same handshake
+		wgcfg.PeerReport{PublicKey: xym, RxBytes: 10, TxBytes: 5, LastHandshake: t0.Add(time.Second)})
+	read(wgcfg.PeerReport{PublicKey: ky3, RxBytes: 30, TxBytes: 20, LastHandshake: t0.Add(2 * time.Minute)}, // re-created: counts restart
+		wgcfg.PeerReport{PublicKey: xym, RxBytes: 10, TxBytes: 5, LastHandshake: t0.Add(time.Second)})
+	c.observeDevice(wgcfg.Report{Err: "read failed"}, cfg) // says nothing
+
+	m := c.snapshot(localapi.DNSMetrics{Answered: 3, Forwarded: 2})
+	want := []localapi.ClusterMetrics{
+		{CID: "ky3", Handshakes: 2, RxBytes: 180, TxBytes: 110},
+		{CID: "xym", Handshakes: 1, RxBytes: 10, TxBytes: 5},
+	}
+	if len(m.Clusters) != 2 || m.Clusters[0] != want[0] || m.Clusters[1] != want[1] {
+		t.Fatalf("clusters %+v, want %+v", m.Clusters, want)
+	}
+	if m.DNS.Answered != 3 || m.DNS.Forwarded != 2 || !m.Since.Equal(t0) {
+		t.Errorf("metrics %+v", m)
+	}
+}
+
+func TestCountersCountReconnects(t *testing.T) {
+	c := newCounters(time.Now())
+	st := func(key string, up bool) localapi.Status {
+		return localapi.Status{Clusters: []localapi.ClusterStatus{{CID: "ky3", State: localapi.ClusterConnected, PeerUp: up,
+			Server: localapi.Server{PublicKey: key}}}}
+	}
+	prev := localapi.Status{}
+	for _, s := range []localapi.Status{
+		st("n1", false), st("n1", true), st("n1", true), // connected: not a reconnect
+		st("n1", false), st("n1", true), // down and up: 1
+		st("n2", true),                  // moved with no status down in between: 2
+		st("n1", false), st("n1", true), // moved, down, then up: 3, once
+		{Clusters: []localapi.ClusterStatus{{CID: "ky3", State: localapi.ClusterDisconnected}}},
+	} {
+		c.observeStatus(prev, s)
+		prev = s
+	}
+	if got := c.snapshot(localapi.DNSMetrics{}).Clusters; len(got) != 1 || got[0].Reconnects != 3 {
+		t.Fatalf("reconnects %+v, want 3 (the first up is a connect)", got)
+	}
+}
