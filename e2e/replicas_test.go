@@ -469,7 +469,9 @@ func (w *world) signInAcross(ctx context.Context, a, b, c string) (string, error
 // join ky3 at once through different replicas and get 50 distinct
 // addresses.
 func TestReplicasFormsAndConcurrentJoins(t *testing.T) {
-	w := replicasWorld(t, 1, 0)
+	// One user registers them all: above control's default limit of 20.
+	w := newWorldWith(t, lab.Options{Clients: 1, Store: lab.StorePostgres, ControlReplicas: 3,
+		ControlFlags: []string{"--max-devices-per-user", "60"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const sessions, devices = 5, 50

@@ -43,24 +43,28 @@ type Options struct {
 	// needs postgres).
 	Store           string
 	ControlReplicas int
+	// ControlFlags are more of runos-control's flags, for every replica
+	// (tests: a larger --max-devices-per-user).
+	ControlFlags []string
 }
 
 // Lab is a lab being built or running, rooted at its directory.
 type Lab struct {
-	dir      string
-	bin      string
-	names    Names
-	topo     *Topology
-	secrets  *Secrets
-	ttl      time.Duration
-	run      Runner
-	log      *slog.Logger
-	progress io.Writer
-	now      func() time.Time
-	j        *journal
-	env      *Env
-	skip     []string
-	metrics  bool
+	dir          string
+	bin          string
+	names        Names
+	topo         *Topology
+	secrets      *Secrets
+	ttl          time.Duration
+	run          Runner
+	log          *slog.Logger
+	progress     io.Writer
+	now          func() time.Time
+	j            *journal
+	env          *Env
+	skip         []string
+	metrics      bool
+	controlFlags []string // Options.ControlFlags
 }
 
 // Programs the lab runs from BinDir.
@@ -193,7 +197,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		return nil, err
 	}
 	l := &Lab{dir: o.Dir, bin: o.BinDir, names: NamesFor(o.Dir), topo: topo, ttl: o.SessionTTL,
-		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip, metrics: o.Metrics}
+		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip, metrics: o.Metrics, controlFlags: o.ControlFlags}
 	if l.j, err = newJournal(o.Dir, l.names.Prefix, o.Now()); err != nil {
 		return nil, err
 	}

@@ -169,6 +169,7 @@ func (l *Lab) controlProcs() []Proc {
 		if l.metrics {
 			argv = append(argv, "--metrics-addr", l.controlMetricsAddr(h.Name))
 		}
+		argv = append(argv, l.controlFlags...)
 		ps = append(ps, Proc{Host: h.Name, Name: "control", Argv: argv, Env: env})
 	}
 	return ps
