@@ -51,7 +51,11 @@ func (l *Lab) writeFiles() error {
 			return err
 		}
 	}
-	pki, err := NewPKI(l.topo.ControlIP, l.now())
+	var replicaIPs []netip.Addr
+	for _, h := range l.topo.ControlHosts() {
+		replicaIPs = append(replicaIPs, h.Addrs[WAN])
+	}
+	pki, err := NewPKI(l.topo.ControlIP, l.now(), replicaIPs...)
 	if err != nil {
 		return err
 	}
@@ -85,6 +89,11 @@ func (l *Lab) writeFiles() error {
 		}
 		for _, d := range []string{l.stateDir(h.Name), l.homeDir(h.Name)} {
 			if err := os.MkdirAll(d, 0o700); err != nil {
+				return err
+			}
+		}
+		if h.Kind == KindDatabase {
+			if err := l.makeDatabaseDir(); err != nil {
 				return err
 			}
 		}
@@ -131,6 +140,17 @@ func (l *Lab) writeFiles() error {
 				mode os.FileMode
 			}{l.dnsmasqConf(), []byte(l.dnsmasqConfText()), 0o644})
 		}
+	}
+	if l.topo.Replicas > 1 {
+		files = append(files, struct {
+			path string
+			b    []byte
+			mode os.FileMode
+		}{l.haproxyConf(), []byte(l.haproxyConfText()), 0o600}, struct {
+			path string
+			b    []byte
+			mode os.FileMode
+		}{l.haproxyPEM(), append(append([]byte{}, pki.CertPEM...), pki.KeyPEM...), 0o600})
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, f.b, f.mode); err != nil {
@@ -189,6 +209,15 @@ func (l *Lab) writeEnv() error {
 	}
 	if l.ttl > 0 {
 		e.SessionTTL = l.ttl.String()
+	}
+	e.Store, e.ControlReplicas = t.Store, t.Replicas
+	if t.Replicas > 1 {
+		for _, h := range t.ControlHosts() {
+			e.Replicas = append(e.Replicas, EnvReplica{Host: h.Name, URL: "https://" + h.Addrs[WAN].String()})
+		}
+	}
+	if t.Store == StorePostgres {
+		e.Database = &EnvDatabase{Host: "db", URL: l.databaseURL()}
 	}
 	for name, a := range t.PublicRecords() {
 		e.Resolver.Records[name] = a.String()

@@ -31,7 +31,10 @@ type PKI struct {
 // for its address (clients verify it: nothing in the lab skips TLS
 // verification). Certificates are valid from an hour before now (clock
 // skew between namespaces is nil, but a paused VM is not) for 30 days.
-func NewPKI(controlIP netip.Addr, now time.Time) (*PKI, error) {
+//
+// With several replicas, each one's own address is in the certificate too:
+// HAProxy re-terminates TLS and checks each replica's with the lab's CA.
+func NewPKI(controlIP netip.Addr, now time.Time, replicaIPs ...netip.Addr) (*PKI, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -54,7 +57,13 @@ func NewPKI(controlIP netip.Addr, now time.Time) (*PKI, error) {
 	if p.ca, err = x509.ParseCertificate(caDER); err != nil {
 		return nil, err
 	}
-	p.CertPEM, p.KeyPEM, err = p.Leaf("runos-control (lab)", []string{"control.lab.runos"}, []netip.Addr{controlIP})
+	addrs := []netip.Addr{controlIP}
+	for _, a := range replicaIPs {
+		if a != controlIP {
+			addrs = append(addrs, a)
+		}
+	}
+	p.CertPEM, p.KeyPEM, err = p.Leaf("runos-control (lab)", []string{"control.lab.runos"}, addrs)
 	if err != nil {
 		return nil, fmt.Errorf("control certificate: %w", err)
 	}

@@ -21,8 +21,9 @@ import (
 // Proc is a program the lab runs on a host.
 type Proc struct {
 	Host string
-	Name string // control, gateway, webapp, dnsmasq, vpnd
+	Name string // control, gateway, webapp, dnsmasq, vpnd, postgres, haproxy
 	Argv []string
+	Env  []string // KEY=VALUE on top of HostEnv, kept out of the log (secrets)
 }
 
 // procs is every program of the lab, in start order.
@@ -31,20 +32,13 @@ func (l *Lab) procs() []Proc {
 	var ps []Proc
 	ps = append(ps, Proc{Host: "lan", Name: "dnsmasq", Argv: []string{"dnsmasq", "--keep-in-foreground",
 		"--conf-file=" + l.dnsmasqConf()}})
-	ctl := []string{bin("runos-control"),
-		"--listen", l.topo.ControlIP.String() + ":443",
-		"--tls-cert", filepath.Join(l.controlDir(), "cert.pem"),
-		"--tls-key", filepath.Join(l.controlDir(), "key.pem"),
-		"--db", filepath.Join(l.controlDir(), "control.db"),
-		"--seed", l.worldFile(),
-		"--issuer", l.apiURL()}
-	if l.ttl > 0 {
-		ctl = append(ctl, "--session-ttl", l.ttl.String())
+	if l.topo.Store == StorePostgres {
+		ps = append(ps, l.databaseProc())
 	}
-	if l.metrics {
-		ctl = append(ctl, "--metrics-addr", l.controlMetricsAddr())
+	ps = append(ps, l.controlProcs()...)
+	if l.topo.Replicas > 1 {
+		ps = append(ps, l.balancerProc())
 	}
-	ps = append(ps, Proc{Host: "control", Name: "control", Argv: ctl})
 	for _, h := range l.topo.Hosts {
 		if h.Kind != KindNode {
 			continue
@@ -182,7 +176,7 @@ func (l *Lab) Start(p Proc) (ProcRecord, error) {
 	defer f.Close()
 	full := l.enter(p.Host, p.Argv...)
 	cmd := exec.Command(full[0], full[1:]...)
-	cmd.Env = l.HostEnv(p.Host)
+	cmd.Env = overrideEnv(l.HostEnv(p.Host), p.Env)
 	cmd.Dir = l.homeDir(p.Host)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own session: a ^C at the terminal that ran `up` does not reach it,

@@ -11,8 +11,11 @@
 // Registering before reading is what makes it race-free: a commit after the
 // read is published after the registration, so it wakes the watch.
 //
-// With several control replicas, each replica's hub is fed the same changes
-// (PostgreSQL LISTEN/NOTIFY); nothing here assumes one process.
+// With several control replicas over PostgreSQL, each replica's hub gets
+// its own changes from its server after each commit and every other
+// replica's from control/notify (LISTEN/NOTIFY, with a catch-up read after
+// a reconnect); Publish takes the same change more than once, and changes
+// out of order, without waking anyone wrongly or going backwards.
 package hub
 
 import (
@@ -40,6 +43,7 @@ type Hub struct {
 	global   atomic.Uint64
 	topics   map[string]*Topic
 	watching int // registered watches
+	hooks    []func(version uint64, topics []string)
 	fanOut   atomic.Pointer[func(time.Duration)]
 }
 
@@ -146,6 +150,7 @@ func (h *Hub) Publish(version uint64, topics []string) {
 			}
 		}
 	}
+	hooks := h.hooks
 	h.mu.Unlock()
 	if f := h.fanOut.Load(); f != nil && len(fired) > 0 {
 		wv := &wave{at: time.Now(), done: *f}
@@ -157,6 +162,17 @@ func (h *Hub) Publish(version uint64, topics []string) {
 	for _, w := range fired {
 		close(w.c)
 	}
+	for _, f := range hooks {
+		f(version, topics)
+	}
+}
+
+// OnPublish calls f after every Publish, in the publisher's goroutine, so
+// f must only take note (control's server re-arms timers from it).
+func (h *Hub) OnPublish(f func(version uint64, topics []string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hooks = append(h.hooks, f)
 }
 
 // Global is the version of the latest change published.

@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -309,7 +310,8 @@ func TestFanOutHelper(t *testing.T) {
 	pemData, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_CA"))
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pemData)
-	base := os.Getenv("RUNOS_FANOUT_URL")
+	// One URL, or several (replicas): device i polls the i-th modulo.
+	bases := strings.Split(os.Getenv("RUNOS_FANOUT_URL"), ",")
 	lines := strings.Split(string(data), "\n")
 	h2 := os.Getenv("RUNOS_FANOUT_H2") == "true"
 	var mu sync.Mutex
@@ -317,7 +319,8 @@ func TestFanOutHelper(t *testing.T) {
 	var recv []int64
 	armed := make(chan struct{}, 1)
 	var started atomic.Int64
-	for _, l := range lines {
+	for i, l := range lines {
+		base := bases[i%len(bases)]
 		tok, id, _ := strings.Cut(l, " ")
 		// A transport per device, as each daemon has its own, and one
 		// connection: on HTTP/1.1 a re-poll sent before the transport has
@@ -331,11 +334,30 @@ func TestFanOutHelper(t *testing.T) {
 		go func() {
 			var since uint64
 			first := true
+			// counted: this device's poll broke since the benchmark armed the
+			// failover count and is not re-established yet.
+			var counted atomic.Bool
+			next := i
 			for {
-				m, err := c.DeviceMap(context.Background(), id, since, 300*time.Second)
+				ctx := context.Background()
+				if counted.Load() {
+					// Re-established once the request is written to a
+					// replica that took the connection.
+					ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(wr httptrace.WroteRequestInfo) {
+						if wr.Err == nil && counted.CompareAndSwap(true, false) {
+							failover.record(time.Now())
+						}
+					}})
+				}
+				m, err := c.DeviceMap(ctx, id, since, 300*time.Second)
 				at := time.Now().UnixNano()
 				if err != nil {
-					fmt.Fprintln(os.Stderr, "fan-out helper:", err)
+					if !counted.Load() && failover.broke() {
+						counted.Store(true)
+					}
+					// A balancer gives the next poll to another replica.
+					next++
+					c.BaseURL = bases[next%len(bases)]
 					time.Sleep(100 * time.Millisecond)
 					continue
 				}
@@ -360,6 +382,17 @@ func TestFanOutHelper(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		f := strings.Fields(in.Text())
+		if len(f) == 1 && f[0] == "arm" {
+			failover.arm()
+			fmt.Println("armed-failover")
+			continue
+		}
+		if len(f) == 3 && f[0] == "killed" {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			held, _ := strconv.Atoi(f[2])
+			failover.report(time.Unix(0, ns), held)
+			continue
+		}
 		if len(f) != 2 || f[0] != "round" {
 			continue
 		}
@@ -388,6 +421,70 @@ func TestFanOutHelper(t *testing.T) {
 			mu.Unlock()
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// failoverTimes records, for BenchmarkMoveFanOutReplicas's failover, when
+// each device whose poll broke after arm had it re-established on another
+// replica.
+type failoverTimes struct {
+	mu     sync.Mutex
+	armed  bool
+	broken int
+	times  []time.Time
+}
+
+var failover failoverTimes
+
+func (f *failoverTimes) arm() {
+	f.mu.Lock()
+	f.armed, f.broken, f.times = true, 0, nil
+	f.mu.Unlock()
+}
+
+// broke counts a broken poll; it reports whether it counts (armed), so
+// that only that poll's re-establishment is recorded.
+func (f *failoverTimes) broke() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.armed {
+		f.broken++
+	}
+	return f.armed
+}
+
+func (f *failoverTimes) record(t time.Time) {
+	f.mu.Lock()
+	if f.armed {
+		f.times = append(f.times, t)
+	}
+	f.mu.Unlock()
+}
+
+// report waits until the held polls broken since arm (the killed
+// replica's) are re-established and prints "failover <devices> <p50>
+// <p99> <max>" (ns from the kill).
+func (f *failoverTimes) report(killed time.Time, held int) {
+	for {
+		f.mu.Lock()
+		if time.Since(killed) > time.Minute {
+			fmt.Fprintf(os.Stderr, "fan-out helper: after a minute %d of %d polls broke, %d re-established\n", f.broken, held, len(f.times))
+			killed = time.Now()
+		}
+		if f.broken >= held && len(f.times) >= f.broken {
+			ts := make([]int64, len(f.times))
+			for i, t := range f.times {
+				ts[i] = int64(t.Sub(killed))
+			}
+			n := f.broken
+			f.armed, f.broken, f.times = false, 0, nil
+			f.mu.Unlock()
+			sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+			fmt.Printf("failover %d %d %d %d\n", n, ts[len(ts)/2], ts[len(ts)*99/100], ts[len(ts)-1])
+			return
+		}
+		f.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

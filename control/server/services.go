@@ -145,8 +145,10 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 			return err
 		}
 		out, err = s.serviceDoc(tx, svc, now)
-		out.Version, _ = tx.GlobalVersion()
-		out.Version++ // the version this change commits as
+		if err != nil {
+			return err
+		}
+		out.Version, err = tx.CommitVersion()
 		return err
 	})
 	if err != nil {

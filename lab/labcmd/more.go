@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -67,6 +68,7 @@ func statusCmd() *cobra.Command {
 			}
 			tw.Flush()
 			fmt.Fprintln(out)
+			printControl(out, st.Control)
 			for _, lp := range st.Laptops {
 				if lp.Error != "" {
 					fmt.Fprintf(out, "%s: daemon: %s\n", lp.Host, lp.Error)
@@ -180,4 +182,38 @@ func browserCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&dir, "dir", defaultDir(), "the lab's directory")
 	return c
+}
+
+// printControl shows control's store, each replica, the database and the
+// balancer.
+func printControl(out io.Writer, c *lab.ControlStatus) {
+	if c == nil {
+		return
+	}
+	ready := func(ok bool, why string) string {
+		if ok {
+			return "ready"
+		}
+		return "NOT READY: " + why
+	}
+	fmt.Fprintf(out, "control: store %s, %d replica(s)\n", c.Store, len(c.Replicas))
+	for _, r := range c.Replicas {
+		fmt.Fprintf(out, "  %s %s: %s\n", r.Host, r.URL, ready(r.Ready, r.Error))
+	}
+	if c.Database != nil {
+		fmt.Fprintf(out, "  database on %s: %s\n", c.Database.Host, ready(c.Database.Ready, c.Database.Error))
+	}
+	if b := c.Balancer; b != nil {
+		var ss []string
+		for name, state := range b.Servers {
+			ss = append(ss, name+"="+state)
+		}
+		sort.Strings(ss)
+		fmt.Fprintf(out, "  balancer (HAProxy on control) %s: %s", b.URL, strings.Join(ss, " "))
+		if b.Error != "" {
+			fmt.Fprintf(out, " (%s)", b.Error)
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintln(out)
 }

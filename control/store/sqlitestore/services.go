@@ -49,6 +49,23 @@ func (t *tx) Services(cid string) ([]model.Service, error) {
 	return out, rows.Err()
 }
 
+func (t *tx) InstallingServices() ([]model.Service, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+serviceCols+" FROM services WHERE state = 'installing' ORDER BY id")
+	if err != nil {
+		return nil, fmt.Errorf("services installing: %w", err)
+	}
+	defer rows.Close()
+	var out []model.Service
+	for rows.Next() {
+		s, err := scanService(rows)
+		if err != nil {
+			return nil, fmt.Errorf("services installing: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
 func (t *tx) FreeServiceSubnetIndex(lo, hi int) (int, error) {
 	return freeIndex(t, "services", "subnet_index", lo, hi)
 }
