@@ -1,6 +1,8 @@
-// Package control runs runos-control: it opens the store, imports the world
-// file, builds the change hub, the /v1 API, the OAuth authorization server
-// and the console (/console) on one mux, and serves HTTPS (or plain HTTP behind an explicit
+// Package control runs runos-control: it opens the store (SQLite, or
+// PostgreSQL shared by several replicas), imports the world file, builds the
+// change hub (fed across replicas by control/notify), the /v1 API, the OAuth
+// authorization server, the console (/console) and the health endpoints on
+// one mux, and serves HTTPS (or plain HTTP behind an explicit
 // --insecure-http) until its context ends, then shuts down gracefully.
 package control
 
@@ -22,13 +24,13 @@ import (
 	"github.com/runos/vpn/control/console"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/metrics"
+	"github.com/runos/vpn/control/notify"
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/server"
 	"github.com/runos/vpn/control/store"
-	"github.com/runos/vpn/control/store/sqlitestore"
 	"github.com/runos/vpn/internal/secretfile"
 )
 
@@ -37,10 +39,22 @@ type Config struct {
 	Listen       string // ":443"
 	TLSCert      string
 	TLSKey       string
-	InsecureHTTP bool // serve plain HTTP; only with this set
-	DB           string
+	InsecureHTTP bool   // serve plain HTTP; only with this set
+	DB           string // the SQLite file: Store sqlite:DB
+	Store        string // sqlite:PATH or postgres://…; "" means sqlite:DB
 	Seed         string // world file; "" imports nothing
 	Issuer       string // public base URL; "" derives it from Listen
+
+	// ReplicaName names this replica (several share a PostgreSQL store):
+	// in its logs, its database connections and a RunOS-Replica header on
+	// every answer. "" sends no header.
+	ReplicaName string
+	// TrustedProxies are the load balancers whose X-Forwarded-For is the
+	// client's address (proxy.go).
+	TrustedProxies []netip.Prefix
+	// StoreWait is how long start waits for a PostgreSQL store that does
+	// not answer yet (replicas started with their database); 0: 30s.
+	StoreWait time.Duration
 
 	SessionTTL       time.Duration
 	DevicePool       netip.Prefix
@@ -68,6 +82,9 @@ type Config struct {
 	Serving func(*server.Server)
 	// Listener, when set, is served instead of listening on Listen.
 	Listener net.Listener
+	// OnHub, when set, is given the change hub once built (tests watch
+	// its watchers to know a long-poll is parked).
+	OnHub func(*hub.Hub)
 	// MetricsAddr serves Prometheus metrics (control/metrics) on its own
 	// address, unauthenticated, at /metrics; "" serves none.
 	MetricsAddr string
@@ -78,12 +95,19 @@ type Config struct {
 // Check reports the first thing wrong with cfg, saying what to do.
 func (cfg *Config) Check() error {
 	switch {
-	case cfg.DB == "":
-		return errors.New("--db: say where the SQLite database lives, e.g. --db /var/lib/runos-control/control.db")
+	case cfg.DB == "" && cfg.Store == "":
+		return errors.New("--store: say where the data lives: sqlite:/var/lib/runos-control/control.db (or --db PATH), or postgres://user:password@host:port/database")
+	case cfg.DB != "" && cfg.Store != "":
+		return errors.New("--db and --store: give one (--db PATH is --store sqlite:PATH)")
 	case cfg.InsecureHTTP && (cfg.TLSCert != "" || cfg.TLSKey != ""):
 		return errors.New("--insecure-http with --tls-cert/--tls-key: choose HTTPS or plain HTTP, not both")
 	case !cfg.InsecureHTTP && (cfg.TLSCert == "" || cfg.TLSKey == ""):
 		return errors.New("--tls-cert and --tls-key are required (plain HTTP only with --insecure-http)")
+	}
+	if cfg.Store != "" {
+		if _, _, err := storeKind(cfg.Store); err != nil {
+			return err
+		}
 	}
 	if cfg.Issuer != "" {
 		if _, err := api.ParseControlURL(cfg.Issuer, cfg.InsecureHTTP); err != nil {
@@ -129,6 +153,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ReplicaName != "" {
+		log = log.With("replica", cfg.ReplicaName)
+	}
+	if cfg.StoreWait <= 0 {
+		cfg.StoreWait = 30 * time.Second
+	}
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.Real{}
@@ -157,7 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 
-	st, err := sqlitestore.Open(ctx, cfg.DB, clk.Now)
+	st, err := openStore(ctx, &cfg, clk.Now, log)
 	if err != nil {
 		return err
 	}
@@ -182,6 +212,30 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.OnHub != nil {
+		cfg.OnHub(h)
+	}
+	var listening func() bool
+	if st.pg != nil {
+		// Other replicas' changes reach this one's hub; it is ready once
+		// it listens (readyz).
+		l := notify.New(notify.Config{Connect: st.pg.Conn, Store: st, Hub: h, Origin: st.pg.Origin(), Logger: log})
+		lctx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
+		done, heard := make(chan struct{}), make(chan struct{})
+		go func() { defer close(done); l.Run(lctx, func() { close(heard) }) }()
+		defer func() { stopListening(); <-done }()
+		listening = l.Connected
+		// Serve once listening (a balancer would not send anything
+		// before readyz says so anyway); a listener that cannot connect
+		// yet keeps trying, and readyz says not ready meanwhile.
+		select {
+		case <-heard:
+		case <-time.After(cfg.StoreWait):
+			log.Warn("not listening for other replicas' changes yet; serving, not ready")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	var mets *metrics.Control
 	var sst store.Store = st
 	var srvMetrics server.Metrics
@@ -198,7 +252,7 @@ func Run(ctx context.Context, cfg Config) error {
 		defer stop()
 	}
 	api, err := server.New(server.Config{
-		Store: sst, Hub: h, Clock: clk, Logger: log, Metrics: srvMetrics,
+		Store: sst, Hub: h, Clock: clk, Logger: log, Metrics: srvMetrics, Shared: st.pg != nil,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
@@ -211,7 +265,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := api.Start(ctx); err != nil {
 		return err
 	}
-	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now, Metrics: oaMetrics})
+	// The login pages' CSRF secret is the store's: a form served by one
+	// replica is accepted by another.
+	secret, err := st.Secret(ctx, "csrf", 32)
+	if err != nil {
+		return fmt.Errorf("login pages' secret: %w", err)
+	}
+	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now, Metrics: oaMetrics, Secret: secret})
 	if err != nil {
 		return err
 	}
@@ -229,6 +289,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	mux.Handle("/console", con.Handler())
 	mux.Handle("/console/", con.Handler())
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.Handle("GET /readyz", readyz(st.Ping, listening))
 
 	ln := cfg.Listener
 	if ln == nil {
@@ -240,7 +302,9 @@ func Run(ctx context.Context, cfg Config) error {
 		// The request id first: it copies the request to carry the id, and
 		// the metrics must see the request the API's mux then labels with
 		// its route pattern (a copy made above them would keep only "/v1/").
-		Handler:           reqid.Handler(mets.Wrap(mux)),
+		// The replica's name and the client's address behind a balancer
+		// come before both.
+		Handler:           replicaHeader(cfg.ReplicaName, behindProxies(cfg.TrustedProxies, reqid.Handler(mets.Wrap(mux)))),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -261,7 +325,11 @@ func Run(ctx context.Context, cfg Config) error {
 			errc <- srv.Serve(ln)
 		}
 	}()
-	log.Info("runos-control serving", "url", cfg.Issuer, "listen", ln.Addr().String(), "db", cfg.DB, "tls", tlsCfg != nil)
+	storeURL := cfg.Store
+	if storeURL == "" {
+		storeURL = "sqlite:" + cfg.DB
+	}
+	log.Info("runos-control serving", "url", cfg.Issuer, "listen", ln.Addr().String(), "store", RedactStore(storeURL), "tls", tlsCfg != nil)
 	if cfg.Serving != nil {
 		cfg.Serving(api)
 	}

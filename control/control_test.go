@@ -35,7 +35,7 @@ import (
 
 // certFor makes a self-signed certificate for 127.0.0.1 and returns the
 // files and a client that trusts it.
-func certFor(t *testing.T, dir string) (certFile, keyFile string, client *http.Client) {
+func certFor(t testing.TB, dir string) (certFile, keyFile string, client *http.Client) {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "runos-control test"},
@@ -58,7 +58,7 @@ func certFor(t *testing.T, dir string) (certFile, keyFile string, client *http.C
 
 const user, password = "ada@example.com", "correct horse battery"
 
-func world(t *testing.T, dir string) string {
+func world(t testing.TB, dir string) string {
 	w := api.World{
 		Accounts: []api.WorldAccount{{AID: "rjwrn", OperatorToken: "operator-token-0123456789"}},
 		Users:    []api.WorldUser{{Email: user, Password: password, Accounts: []string{"rjwrn"}, Operator: true}},
@@ -76,21 +76,24 @@ func world(t *testing.T, dir string) string {
 
 // run starts control and returns its URL and a stop function that waits
 // for Run to return.
-func run(t *testing.T, cfg Config) (string, func() error) {
+func run(t testing.TB, cfg Config) (string, func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Listener = ln
-	cfg.Issuer = "https://" + ln.Addr().String()
+	if cfg.Issuer == "" {
+		cfg.Issuer = "https://" + ln.Addr().String()
+	}
 	ready := make(chan string, 1)
 	cfg.Ready = func(u string) { ready <- u }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, cfg) }()
 	select {
-	case u := <-ready:
+	case <-ready:
+		u := "https://" + ln.Addr().String()
 		var once sync.Once
 		var rerr error
 		stop := func() error {

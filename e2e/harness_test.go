@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/pgtest"
 	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
 )
@@ -33,13 +34,18 @@ func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 }
 
 // newWorldWith is newWorld with more of the lab's options (Dir and BinDir
-// are the test's): the lab's metrics (runos-lab up --metrics), daemons and
-// gateways on long-polls.
+// are the test's): its metrics (runos-lab up --metrics), control's store
+// and replicas, a UDP block, the relay's recording, daemons and gateways
+// on long-polls.
 func newWorldWith(t testing.TB, o lab.Options) *world {
 	t.Helper()
 	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "curl")
 	if o.Metrics {
 		netnstest.Require(t, "prometheus")
+	}
+	if o.Store == lab.StorePostgres {
+		pgtest.Require(t)
+		netnstest.Require(t, "haproxy", "setpriv")
 	}
 	if tt, ok := t.(*testing.T); ok {
 		tt.Parallel() // benchmarks run alone, for quieter numbers

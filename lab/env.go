@@ -32,6 +32,24 @@ type Env struct {
 	// PrometheusURL is the lab's Prometheus, reached from inside the lab
 	// (up --metrics); "" without it.
 	PrometheusURL string `json:"prometheusUrl,omitempty"`
+	// Control's store (sqlite, postgres) and replicas; with more than one,
+	// APIURL is HAProxy's and each replica has its own address.
+	Store           string       `json:"store"`
+	ControlReplicas int          `json:"controlReplicas"`
+	Replicas        []EnvReplica `json:"replicas,omitempty"`
+	Database        *EnvDatabase `json:"database,omitempty"`
+}
+
+// EnvReplica is one runos-control replica behind the balancer.
+type EnvReplica struct {
+	Host string `json:"host"` // control-1…: runos-lab exec control-1 -- …
+	URL  string `json:"url"`  // its own address (the balancer's health check uses /readyz there)
+}
+
+// EnvDatabase is the PostgreSQL server on host db.
+type EnvDatabase struct {
+	Host string `json:"host"`
+	URL  string `json:"url"` // postgres://postgres:<password>@198.51.100.5:5432/postgres
 }
 
 // EnvCluster is one cluster of the world.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,15 +16,21 @@ import (
 )
 
 // Paths inside the lab directory.
-func (l *Lab) caFile() string                { return filepath.Join(l.dir, "ca.pem") }
-func (l *Lab) worldFile() string             { return filepath.Join(l.dir, "world.json") }
-func (l *Lab) controlDir() string            { return filepath.Join(l.dir, "control") }
-func (l *Lab) logDir() string                { return filepath.Join(l.dir, "logs") }
-func (l *Lab) apiURL() string                { return "https://" + l.topo.ControlIP.String() }
-func (l *Lab) stateDir(h string) string      { return filepath.Join(l.hostDir(h), "state") }
-func (l *Lab) homeDir(h string) string       { return filepath.Join(l.hostDir(h), "home") }
-func (l *Lab) tokenFile(h string) string     { return filepath.Join(l.hostDir(h), "enrollment-token") }
-func (l *Lab) browserScript(h string) string { return filepath.Join(l.hostDir(h), "browser") }
+func (l *Lab) caFile() string            { return filepath.Join(l.dir, "ca.pem") }
+func (l *Lab) worldFile() string         { return filepath.Join(l.dir, "world.json") }
+func (l *Lab) controlDir() string        { return filepath.Join(l.dir, "control") }
+func (l *Lab) logDir() string            { return filepath.Join(l.dir, "logs") }
+func (l *Lab) apiURL() string            { return "https://" + l.topo.ControlIP.String() }
+func (l *Lab) stateDir(h string) string  { return filepath.Join(l.hostDir(h), "state") }
+func (l *Lab) homeDir(h string) string   { return filepath.Join(l.hostDir(h), "home") }
+func (l *Lab) tokenFile(h string) string { return filepath.Join(l.hostDir(h), "enrollment-token") }
+func (l *Lab) relayCert(h string) string { return filepath.Join(l.hostDir(h), "relay-cert.pem") }
+func (l *Lab) relayKey(h string) string  { return filepath.Join(l.hostDir(h), "relay-key.pem") }
+
+// RelayRecordDir is where a node's gateway records its relay streams when
+// the lab runs with Options.RecordRelay.
+func (l *Lab) RelayRecordDir(h string) string { return filepath.Join(l.hostDir(h), "relay-record") }
+func (l *Lab) browserScript(h string) string  { return filepath.Join(l.hostDir(h), "browser") }
 func (l *Lab) configFile(h string) string {
 	return filepath.Join(l.homeDir(h), ".config", "runos", "config.json")
 }
@@ -44,7 +51,11 @@ func (l *Lab) writeFiles() error {
 			return err
 		}
 	}
-	pki, err := NewPKI(l.topo.ControlIP, l.now())
+	var replicaIPs []netip.Addr
+	for _, h := range l.topo.ControlHosts() {
+		replicaIPs = append(replicaIPs, h.Addrs[WAN])
+	}
+	pki, err := NewPKI(l.topo.ControlIP, l.now(), replicaIPs...)
 	if err != nil {
 		return err
 	}
@@ -81,6 +92,11 @@ func (l *Lab) writeFiles() error {
 				return err
 			}
 		}
+		if h.Kind == KindDatabase {
+			if err := l.makeDatabaseDir(); err != nil {
+				return err
+			}
+		}
 		files = append(files, struct {
 			path string
 			b    []byte
@@ -93,6 +109,24 @@ func (l *Lab) writeFiles() error {
 				b    []byte
 				mode os.FileMode
 			}{l.tokenFile(h.Name), []byte(l.secrets.EnrollmentTokens[h.Name] + "\n"), 0o600})
+			// The relay's certificate on the node's 443, for its addresses.
+			var ips []netip.Addr
+			for _, a := range h.Addrs {
+				ips = append(ips, a)
+			}
+			cert, key, err := pki.Leaf("runos-gateway relay "+h.Name+" (lab)", nil, ips)
+			if err != nil {
+				return fmt.Errorf("relay certificate of %s: %w", h.Name, err)
+			}
+			files = append(files, struct {
+				path string
+				b    []byte
+				mode os.FileMode
+			}{l.relayCert(h.Name), cert, 0o644}, struct {
+				path string
+				b    []byte
+				mode os.FileMode
+			}{l.relayKey(h.Name), key, 0o600})
 		case KindLaptop:
 			files = append(files, struct {
 				path string
@@ -106,6 +140,17 @@ func (l *Lab) writeFiles() error {
 				mode os.FileMode
 			}{l.dnsmasqConf(), []byte(l.dnsmasqConfText()), 0o644})
 		}
+	}
+	if l.topo.Replicas > 1 {
+		files = append(files, struct {
+			path string
+			b    []byte
+			mode os.FileMode
+		}{l.haproxyConf(), []byte(l.haproxyConfText()), 0o600}, struct {
+			path string
+			b    []byte
+			mode os.FileMode
+		}{l.haproxyPEM(), append(append([]byte{}, pki.CertPEM...), pki.KeyPEM...), 0o600})
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, f.b, f.mode); err != nil {
@@ -164,6 +209,15 @@ func (l *Lab) writeEnv() error {
 	}
 	if l.ttl > 0 {
 		e.SessionTTL = l.ttl.String()
+	}
+	e.Store, e.ControlReplicas = t.Store, t.Replicas
+	if t.Replicas > 1 {
+		for _, h := range t.ControlHosts() {
+			e.Replicas = append(e.Replicas, EnvReplica{Host: h.Name, URL: "https://" + h.Addrs[WAN].String()})
+		}
+	}
+	if t.Store == StorePostgres {
+		e.Database = &EnvDatabase{Host: "db", URL: l.databaseURL()}
 	}
 	for name, a := range t.PublicRecords() {
 		e.Resolver.Records[name] = a.String()

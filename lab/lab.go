@@ -37,6 +37,21 @@ type Options struct {
 	// Metrics: control and every gateway serve Prometheus metrics, and
 	// Debian's prometheus on the control host scrapes them (metrics.go).
 	Metrics bool
+	// Store is control's store: sqlite (the default) or postgres (Debian's
+	// PostgreSQL on host db); ControlReplicas how many runos-control
+	// replicas serve behind HAProxy at control's address (more than one
+	// needs postgres).
+	Store           string
+	ControlReplicas int
+	// ControlFlags are more of runos-control's flags, for every replica
+	// (tests: a larger --max-devices-per-user).
+	ControlFlags []string
+	// RecordRelay has every gateway record its relay streams' bytes in
+	// RelayRecordDir (what the relay sees, for the ciphertext-only test).
+	RecordRelay bool
+	// BlockUDP starts every laptop behind a network that lets no UDP
+	// through to the nodes (Block with "udp").
+	BlockUDP bool
 	// LongPoll runs every daemon and gateway with --long-poll, as those
 	// before push streams followed control.
 	LongPoll bool
@@ -44,21 +59,24 @@ type Options struct {
 
 // Lab is a lab being built or running, rooted at its directory.
 type Lab struct {
-	dir      string
-	bin      string
-	names    Names
-	topo     *Topology
-	secrets  *Secrets
-	ttl      time.Duration
-	run      Runner
-	log      *slog.Logger
-	progress io.Writer
-	now      func() time.Time
-	j        *journal
-	env      *Env
-	skip     []string
-	metrics  bool
-	longPoll bool
+	dir          string
+	bin          string
+	names        Names
+	topo         *Topology
+	secrets      *Secrets
+	ttl          time.Duration
+	run          Runner
+	log          *slog.Logger
+	progress     io.Writer
+	now          func() time.Time
+	j            *journal
+	env          *Env
+	skip         []string
+	metrics      bool
+	controlFlags []string // Options.ControlFlags
+	longPoll     bool
+
+	recordRelay bool
 }
 
 // Programs the lab runs from BinDir.
@@ -103,6 +121,12 @@ func (o *Options) fill() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Store == "" {
+		o.Store = StoreSQLite
+	}
+	if o.ControlReplicas == 0 {
+		o.ControlReplicas = 1
 	}
 	if o.SessionTTL < 0 {
 		return fmt.Errorf("--session-ttl %s: must not be negative", o.SessionTTL)
@@ -177,13 +201,16 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := claimDir(o.Dir); err != nil {
 		return nil, err
 	}
-	topo, err := DefaultTopology(o.Clients)
+	topo, err := TopologyFor(o.Clients, o.Store, o.ControlReplicas)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkReplicaTools(topo); err != nil {
+		return nil, err
+	}
 	l := &Lab{dir: o.Dir, bin: o.BinDir, names: NamesFor(o.Dir), topo: topo, ttl: o.SessionTTL,
-		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip, metrics: o.Metrics,
-		longPoll: o.LongPoll}
+		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip, metrics: o.Metrics, controlFlags: o.ControlFlags,
+		recordRelay: o.RecordRelay, longPoll: o.LongPoll}
 	if l.j, err = newJournal(o.Dir, l.names.Prefix, o.Now()); err != nil {
 		return nil, err
 	}
@@ -195,6 +222,11 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			}
 		}
 	}()
+	if o.RecordRelay {
+		if err := l.j.update(func(r *Record) { r.RecordRelay = true }); err != nil {
+			return nil, err
+		}
+	}
 	start := o.Now()
 	l.step("lab %s in %s (%d hosts, %d laptop(s))", l.names.Prefix, o.Dir, len(topo.Hosts), o.Clients)
 	if err := l.writeFiles(); err != nil {
@@ -213,8 +245,22 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := l.buildMountNamespaces(ctx); err != nil {
 		return nil, err
 	}
+	if topo.Store == StorePostgres {
+		l.step("database: PostgreSQL cluster for host db in %s", l.pgHostDir())
+		if err := l.initDatabase(ctx); err != nil {
+			return nil, fmt.Errorf("database: %w", err)
+		}
+	}
 	if err := l.startAll(ctx); err != nil {
 		return nil, err
+	}
+	if o.BlockUDP {
+		for _, h := range l.topo.Laptops() {
+			if err := l.Block(ctx, h.Name, BlockUDP); err != nil {
+				return nil, err
+			}
+			l.step("%s: UDP to the nodes blocked (nftables)", h.Name)
+		}
 	}
 	if err := l.writeEnv(); err != nil {
 		return nil, err

@@ -35,8 +35,11 @@ func (l *Lab) PrometheusURL() string {
 
 func (l *Lab) prometheusDir() string { return filepath.Join(l.dir, "prometheus") }
 
-func (l *Lab) controlMetricsAddr() string {
-	return l.topo.ControlIP.String() + ":" + strconv.Itoa(ControlMetricsPort)
+// controlMetricsAddr is where runos-control on host serves its metrics:
+// control, or each replica on its own address.
+func (l *Lab) controlMetricsAddr(host string) string {
+	h, _ := l.topo.Host(host)
+	return h.Addrs[WAN].String() + ":" + strconv.Itoa(ControlMetricsPort)
 }
 
 func (l *Lab) gatewayMetricsAddr(host string) string {
@@ -56,7 +59,10 @@ func (l *Lab) writePrometheusConfig() error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Written by runos-lab for lab %s.\nglobal:\n  scrape_interval: %s\n  evaluation_interval: %s\nscrape_configs:\n",
 		l.names.Prefix, prometheusInterval, prometheusInterval)
-	fmt.Fprintf(&b, "  - job_name: runos-control\n    static_configs:\n      - targets: [%q]\n", l.controlMetricsAddr())
+	b.WriteString("  - job_name: runos-control\n    static_configs:\n")
+	for _, h := range l.topo.ControlHosts() {
+		fmt.Fprintf(&b, "      - targets: [%q]\n        labels: {replica: %q}\n", l.controlMetricsAddr(h.Name), h.Name)
+	}
 	b.WriteString("  - job_name: runos-gateway\n    static_configs:\n")
 	for _, h := range l.topo.Hosts {
 		if h.Kind == KindNode {

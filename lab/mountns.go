@@ -88,6 +88,14 @@ func (l *Lab) buildMountNamespaces(ctx context.Context) error {
 		for _, m := range privateMounts {
 			fmt.Fprintf(&script, "mount --bind %s %s\n", shQuote(filepath.Join(l.hostDir(h.Name), m.src)), m.dst)
 		}
+		if h.Kind == KindDatabase {
+			// The database's files live in the lab directory; the server
+			// sees them where the postgres user can reach them.
+			if err := os.MkdirAll(pgMount, 0o755); err != nil {
+				return err
+			}
+			fmt.Fprintf(&script, "mount --bind %s %s\n", shQuote(l.pgHostDir()), pgMount)
+		}
 		if _, err := l.run.Run(ctx, "unshare", "--mount="+f, "--propagation", "private",
 			"sh", "-c", script.String()); err != nil {
 			return fmt.Errorf("mount namespace of %s: %w", h.Name, err)

@@ -28,7 +28,11 @@ func Open(dir string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	topo, err := DefaultTopology(len(env.Clients))
+	storeKind, replicas := env.Store, env.ControlReplicas
+	if storeKind == "" {
+		storeKind, replicas = StoreSQLite, 1 // a lab of an older runos-lab
+	}
+	topo, err := TopologyFor(len(env.Clients), storeKind, replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -40,9 +44,9 @@ func Open(dir string) (*Lab, error) {
 	}
 	return &Lab{
 		dir: abs, bin: env.BinDir, names: NamesFor(abs), topo: topo, ttl: ttl,
-		secrets: &Secrets{Password: env.Password, OperatorToken: env.OperatorToken},
+		secrets: &Secrets{Password: env.Password, OperatorToken: env.OperatorToken, DBPassword: dbPassword(env)},
 		run:     ExecRunner{}, log: slog.New(slog.DiscardHandler), progress: io.Discard, now: time.Now,
 		j:   &journal{path: filepath.Join(abs, RecordFile), rec: *rec},
-		env: env, metrics: env.PrometheusURL != "",
+		env: env, metrics: env.PrometheusURL != "", recordRelay: rec.RecordRelay,
 	}, nil
 }

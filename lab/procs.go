@@ -21,8 +21,9 @@ import (
 // Proc is a program the lab runs on a host.
 type Proc struct {
 	Host string
-	Name string // control, gateway, webapp, dnsmasq, vpnd
+	Name string // control, gateway, webapp, dnsmasq, vpnd, postgres, haproxy
 	Argv []string
+	Env  []string // KEY=VALUE on top of HostEnv, kept out of the log (secrets)
 }
 
 // procs is every program of the lab, in start order.
@@ -31,27 +32,21 @@ func (l *Lab) procs() []Proc {
 	var ps []Proc
 	ps = append(ps, Proc{Host: "lan", Name: "dnsmasq", Argv: []string{"dnsmasq", "--keep-in-foreground",
 		"--conf-file=" + l.dnsmasqConf()}})
-	ctl := []string{bin("runos-control"),
-		"--listen", l.topo.ControlIP.String() + ":443",
-		"--tls-cert", filepath.Join(l.controlDir(), "cert.pem"),
-		"--tls-key", filepath.Join(l.controlDir(), "key.pem"),
-		"--db", filepath.Join(l.controlDir(), "control.db"),
-		"--seed", l.worldFile(),
-		"--issuer", l.apiURL()}
-	if l.ttl > 0 {
-		ctl = append(ctl, "--session-ttl", l.ttl.String())
+	if l.topo.Store == StorePostgres {
+		ps = append(ps, l.databaseProc())
 	}
-	if l.metrics {
-		ctl = append(ctl, "--metrics-addr", l.controlMetricsAddr())
+	ps = append(ps, l.controlProcs()...)
+	if l.topo.Replicas > 1 {
+		ps = append(ps, l.balancerProc())
 	}
-	ps = append(ps, Proc{Host: "control", Name: "control", Argv: ctl})
 	for _, h := range l.topo.Hosts {
 		if h.Kind != KindNode {
 			continue
 		}
 		ps = append(ps,
 			Proc{Host: h.Name, Name: "webapp", Argv: []string{bin("runos-lab"), "webapp",
-				"--cluster", h.CID, "--node", h.NID, "--listen", ":80", "--tls-listen", ":443", "--domain", l.topo.Domain(h.CID)}},
+				"--cluster", h.CID, "--node", h.NID, "--listen", ":80", "--tls-listen", ":443", "--domain", l.topo.Domain(h.CID),
+				"--relay-upstream", relayUpstream, "--relay-cert", l.relayCert(h.Name), "--relay-key", l.relayKey(h.Name)}},
 			Proc{Host: h.Name, Name: "gateway", Argv: l.gatewayArgv(h.Name)})
 	}
 	if l.metrics {
@@ -63,12 +58,21 @@ func (l *Lab) procs() []Proc {
 	return ps
 }
 
-// gatewayArgv is a node's runos-gateway command line.
+// relayUpstream is where a node's gateway serves the relay, behind the web
+// app on 443 that stands in for Traefik (which routes the relay's path to
+// it): plain HTTP on the node's loopback.
+const relayUpstream = "127.0.0.1:8443"
+
+// gatewayArgv is a node's runos-gateway command line: its relay behind the
+// node's 443, as in production.
 func (l *Lab) gatewayArgv(host string) []string {
 	h, _ := l.topo.Host(host)
 	argv := []string{filepath.Join(l.bin, "runos-gateway"),
 		"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(host),
-		"--state-dir", l.stateDir(host), "--ca-file", l.caFile()}
+		"--state-dir", l.stateDir(host), "--ca-file", l.caFile(), "--relay-listen", relayUpstream}
+	if l.recordRelay {
+		argv = append(argv, "--relay-record", l.RelayRecordDir(host))
+	}
 	if l.metrics {
 		argv = append(argv, "--metrics-addr", l.gatewayMetricsAddr(host))
 	}
@@ -178,7 +182,7 @@ func (l *Lab) Start(p Proc) (ProcRecord, error) {
 	defer f.Close()
 	full := l.enter(p.Host, p.Argv...)
 	cmd := exec.Command(full[0], full[1:]...)
-	cmd.Env = l.HostEnv(p.Host)
+	cmd.Env = overrideEnv(l.HostEnv(p.Host), p.Env)
 	cmd.Dir = l.homeDir(p.Host)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own session: a ^C at the terminal that ran `up` does not reach it,

@@ -107,7 +107,20 @@ func (l *Lab) readyCheck(p Proc) func(context.Context) error {
 			_, err := l.Resolve(ctx, p.Host, "www.example.test")
 			return err
 		}
+	case "postgres":
+		return l.databaseReady
+	case "haproxy":
+		return func(ctx context.Context) error {
+			body, err := l.Get(ctx, p.Host, l.apiURL()+"/readyz")
+			if err != nil {
+				return fmt.Errorf("HAProxy at %s: %v %s", l.apiURL(), err, strings.TrimSpace(body))
+			}
+			return nil
+		}
 	case "control":
+		if l.topo.Replicas > 1 {
+			return func(ctx context.Context) error { return l.replicaReady(ctx, p.Host) }
+		}
 		return func(ctx context.Context) error {
 			c, err := l.APIClient(p.Host, "")
 			if err != nil {
@@ -138,6 +151,14 @@ func (l *Lab) readyCheck(p Proc) func(context.Context) error {
 	case "gateway":
 		h, _ := l.topo.Host(p.Host)
 		return func(ctx context.Context) error { return l.gatewayReady(ctx, h.CID, h.NID) }
+	case "portal":
+		return func(ctx context.Context) error {
+			c, err := l.Dial(ctx, p.Host, "tcp", PortalListen)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}
 	case "prometheus":
 		return l.prometheusReady
 	case "vpnd":

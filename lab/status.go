@@ -4,6 +4,7 @@ package lab
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/runos/vpn/vpnd/localapi"
@@ -21,6 +22,7 @@ type Status struct {
 	PrometheusURL string         `json:"prometheusUrl,omitempty"`
 	Hosts         []HostStatus   `json:"hosts"`
 	Laptops       []LaptopStatus `json:"laptops"`
+	Control       *ControlStatus `json:"control"`
 }
 
 // HostStatus is one host of Status.
@@ -60,6 +62,7 @@ func (l *Lab) Inspect(ctx context.Context) *Status {
 		}
 		st.Hosts = append(st.Hosts, hs)
 	}
+	st.Control = l.inspectControl(ctx)
 	for _, c := range l.env.Clients {
 		ls := LaptopStatus{Host: c.Host, Socket: c.Socket}
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -73,4 +76,77 @@ func (l *Lab) Inspect(ctx context.Context) *Status {
 		st.Laptops = append(st.Laptops, ls)
 	}
 	return st
+}
+
+// ControlStatus is control's side of Status: its store, each replica, the
+// database and the balancer.
+type ControlStatus struct {
+	Store    string          `json:"store"`
+	Replicas []ReplicaStatus `json:"replicas"`
+	Database *ServiceStatus  `json:"database,omitempty"`
+	Balancer *BalancerStatus `json:"balancer,omitempty"`
+}
+
+// ReplicaStatus is one runos-control: its own URL and its /readyz.
+type ReplicaStatus struct {
+	Host  string `json:"host"`
+	URL   string `json:"url"`
+	Ready bool   `json:"ready"`
+	Error string `json:"error,omitempty"`
+}
+
+// ServiceStatus is whether a server of the lab answers.
+type ServiceStatus struct {
+	Host  string `json:"host"`
+	Ready bool   `json:"ready"`
+	Error string `json:"error,omitempty"`
+}
+
+// BalancerStatus is HAProxy: where it listens and what it thinks of each
+// replica (UP, DOWN, DRAIN, MAINT; the backups serve only when none is UP).
+type BalancerStatus struct {
+	URL     string            `json:"url"`
+	Servers map[string]string `json:"servers"`
+	Error   string            `json:"error,omitempty"`
+}
+
+func (l *Lab) inspectControl(ctx context.Context) *ControlStatus {
+	cs := &ControlStatus{Store: l.topo.Store}
+	for _, h := range l.topo.ControlHosts() {
+		rs := ReplicaStatus{Host: h.Name, URL: "https://" + h.Addrs[WAN].String()}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if _, err := l.Get(cctx, h.Name, rs.URL+"/readyz"); err != nil {
+			rs.Error = err.Error()
+		} else {
+			rs.Ready = true
+		}
+		cancel()
+		cs.Replicas = append(cs.Replicas, rs)
+	}
+	if l.topo.Store == StorePostgres {
+		ds := &ServiceStatus{Host: "db"}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if err := l.databaseReady(cctx); err != nil {
+			ds.Error = err.Error()
+		} else {
+			ds.Ready = true
+		}
+		cancel()
+		cs.Database = ds
+	}
+	if l.topo.Replicas > 1 {
+		bs := &BalancerStatus{URL: l.apiURL(), Servers: map[string]string{}}
+		out, err := l.Balancer(ctx, "show stat")
+		if err != nil {
+			bs.Error = err.Error()
+		}
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Split(line, ",")
+			if len(f) > 17 && f[0] == "replicas" && f[1] != "BACKEND" {
+				bs.Servers[f[1]] = f[17]
+			}
+		}
+		cs.Balancer = bs
+	}
+	return cs
 }

@@ -17,7 +17,18 @@ const (
 	KindLaptop   = "laptop"
 	KindNode     = "node"
 	KindResolver = "resolver"
+	KindReplica  = "replica"  // one of several runos-control replicas (control-1…)
+	KindDatabase = "database" // PostgreSQL, the replicas' store
 )
+
+// Stores of the lab's control.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// MaxReplicas bounds --control-replicas: replicas take WAN .11 up to .19.
+const MaxReplicas = 9
 
 // Segment names.
 const (
@@ -78,12 +89,24 @@ type Topology struct {
 	// WWW is the fixed answer of the LAN resolver for www.example.test, a
 	// name that must resolve the same with or without the tunnel.
 	WWW netip.Addr
+	// Store is control's store (sqlite, postgres); Replicas how many
+	// runos-control processes serve behind ControlIP (more than one: on
+	// hosts control-1… with HAProxy on control). DBIP is host db's.
+	Store    string
+	Replicas int
+	DBIP     netip.Addr
 }
+
+// ReplicaName is the host name of the i-th control replica (1-based).
+func ReplicaName(i int) string { return "control-" + strconv.Itoa(i) }
 
 var (
 	wanPrefix = netip.MustParsePrefix("198.51.100.0/24")
 	lanPrefix = netip.MustParsePrefix("10.77.0.0/24")
 )
+
+// RouterWAN is the WAN leg of the lan host, the LAN's router.
+var RouterWAN = wan(53)
 
 func wan(last byte) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, last}) }
 func lan(last byte) netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 0, last}) }
@@ -105,8 +128,24 @@ func NodeHost(cid, nid string) string { return cid + "-" + nid }
 // n2 worker with a public address only) and xym (n1), a LAN resolver, and
 // `clients` laptops on both segments.
 func DefaultTopology(clients int) (*Topology, error) {
+	return TopologyFor(clients, StoreSQLite, 1)
+}
+
+// TopologyFor is DefaultTopology with control's store and its number of
+// replicas: with postgres, host db (WAN .5) runs the database; with more
+// than one replica, hosts control-1… (WAN .11…) run them and host control
+// runs HAProxy at control's address.
+func TopologyFor(clients int, storeKind string, replicas int) (*Topology, error) {
 	if clients < 1 || clients > MaxClients {
 		return nil, fmt.Errorf("--clients %d: want 1 to %d laptops", clients, MaxClients)
+	}
+	switch {
+	case storeKind != StoreSQLite && storeKind != StorePostgres:
+		return nil, fmt.Errorf("--store %q: want sqlite or postgres", storeKind)
+	case replicas < 1 || replicas > MaxReplicas:
+		return nil, fmt.Errorf("--control-replicas %d: want 1 to %d", replicas, MaxReplicas)
+	case replicas > 1 && storeKind != StorePostgres:
+		return nil, fmt.Errorf("--control-replicas %d needs --store postgres: a SQLite file has one runos-control", replicas)
 	}
 	cp := []string{"control-plane", "worker"}
 	t := &Topology{
@@ -135,10 +174,23 @@ func DefaultTopology(clients int) (*Topology, error) {
 			},
 		},
 	}
+	t.Store, t.Replicas = storeKind, replicas
 	t.Hosts = append(t.Hosts,
 		Host{Name: "control", Kind: KindControl, Addrs: map[string]netip.Addr{WAN: t.ControlIP}},
-		Host{Name: "lan", Kind: KindResolver, Addrs: map[string]netip.Addr{LAN: t.ResolverIP}},
+		// The LAN's resolver is its router too: a leg on the WAN, through
+		// which a laptop that only has the LAN (runos-lab uplink … lan)
+		// reaches the WAN behind NAT.
+		Host{Name: "lan", Kind: KindResolver, Addrs: map[string]netip.Addr{LAN: t.ResolverIP, WAN: RouterWAN}},
 	)
+	if storeKind == StorePostgres {
+		t.DBIP = wan(5)
+		t.Hosts = append(t.Hosts, Host{Name: "db", Kind: KindDatabase, Addrs: map[string]netip.Addr{WAN: t.DBIP}})
+	}
+	if replicas > 1 {
+		for i := 1; i <= replicas; i++ {
+			t.Hosts = append(t.Hosts, Host{Name: ReplicaName(i), Kind: KindReplica, Addrs: map[string]netip.Addr{WAN: wan(byte(10 + i))}})
+		}
+	}
 	for _, c := range t.Clusters {
 		for _, n := range c.Nodes {
 			h := Host{Name: NodeHost(c.CID, n.NID), Kind: KindNode, CID: c.CID, NID: n.NID,
@@ -154,6 +206,18 @@ func DefaultTopology(clients int) (*Topology, error) {
 			Addrs: map[string]netip.Addr{WAN: wan(byte(100 + i)), LAN: lan(byte(100 + i))}})
 	}
 	return t, nil
+}
+
+// ControlHosts are the hosts that run runos-control: control itself, or
+// its replicas control-1… when there are several.
+func (t *Topology) ControlHosts() []Host {
+	var hs []Host
+	for _, h := range t.Hosts {
+		if h.Kind == KindReplica || (h.Kind == KindControl && t.Replicas <= 1) {
+			hs = append(hs, h)
+		}
+	}
+	return hs
 }
 
 // Host returns the host with that name.

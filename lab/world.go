@@ -15,6 +15,7 @@ type Secrets struct {
 	Password         string
 	OperatorToken    string
 	EnrollmentTokens map[string]string // node host (ky3-n1) → token
+	DBPassword       string            // the database's (postgres)
 }
 
 // NewSecrets draws a lab's secrets from r (crypto/rand.Reader in a real
@@ -35,6 +36,11 @@ func NewSecrets(t *Topology, r io.Reader) (*Secrets, error) {
 	}
 	if s.OperatorToken, err = tok(); err != nil {
 		return nil, err
+	}
+	if t.Store == StorePostgres {
+		if s.DBPassword, err = tok(); err != nil {
+			return nil, err
+		}
 	}
 	for _, h := range t.Hosts {
 		if h.Kind == KindNode {

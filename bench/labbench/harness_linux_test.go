@@ -140,13 +140,24 @@ type world struct {
 // benchmark ends (printing the end of every log first if it failed).
 func newWorld(b *testing.B, clients int) *world {
 	b.Helper()
+	return newWorldWith(b, lab.Options{Clients: clients})
+}
+
+// newWorldWith is newWorld with more of the lab's options (control's
+// store and replicas).
+func newWorldWith(b *testing.B, o lab.Options) *world {
+	b.Helper()
 	netnstest.Require(b, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "go")
+	if o.Store == lab.StorePostgres {
+		netnstest.Require(b, "haproxy", "setpriv")
+	}
 	bin := binDir(b)
 	dir := filepath.Join(b.TempDir(), "lab")
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Options{Dir: dir, Clients: clients, BinDir: bin, Progress: &progress})
+	o.Dir, o.BinDir, o.Progress = dir, bin, &progress
+	l, err := lab.Up(ctx, o)
 	if err != nil {
 		b.Fatalf("lab up: %v\n%s", err, progress.String())
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/lab"
 )
 
 // laptopSwitch is one laptop's view of one move.
@@ -48,17 +49,34 @@ type moveRecord struct {
 // move it records control's switchMs and, independently, each laptop's
 // time from the command to its daemon's watch stream showing the new node
 // with peerUp. The work is fixed by those variables, not by b.N.
-func BenchmarkLabMoveSwitch(b *testing.B) { fixedWork(b, benchMoveSwitch) }
+func BenchmarkLabMoveSwitch(b *testing.B) { fixedWork(b, moveSwitchOn(lab.StoreSQLite, 1)) }
 
-func benchMoveSwitch(b *testing.B, m *metrics) {
+// BenchmarkLabMoveSwitchStores is the same moves twice in one run: on
+// SQLite with one control, then on PostgreSQL with three control replicas
+// behind HAProxy (issue 13), each in a lab of its own.
+func BenchmarkLabMoveSwitchStores(b *testing.B) {
+	b.Run("sqlite-1", func(b *testing.B) { fixedWork(b, moveSwitchOn(lab.StoreSQLite, 1)) })
+	b.Run("postgres-3", func(b *testing.B) { fixedWork(b, moveSwitchOn(lab.StorePostgres, 3)) })
+}
+
+func moveSwitchOn(store string, replicas int) func(*testing.B, *metrics) {
+	return func(b *testing.B, m *metrics) { benchMoveSwitch(b, m, store, replicas) }
+}
+
+func benchMoveSwitch(b *testing.B, m *metrics, store string, replicas int) {
 	clients := envInt(b, "RUNOS_BENCH_CLIENTS", 10)
 	moves := envInt(b, "RUNOS_BENCH_MOVES", 20)
 	pause := envDuration(b, "RUNOS_BENCH_MOVE_PAUSE", 300*time.Millisecond)
-	w := newWorld(b, clients)
-	res := w.newResult("lab-move-switch", fmt.Sprintf(
-		"RUNOS_BENCH_CLIENTS=%d RUNOS_BENCH_MOVES=%d go test ./bench/labbench/ -run '^$' -bench '^BenchmarkLabMoveSwitch$' -timeout 30m",
-		clients, moves))
+	w := newWorldWith(b, lab.Options{Clients: clients, Store: store, ControlReplicas: replicas})
+	name, bench := "lab-move-switch", "BenchmarkLabMoveSwitch"
+	if store != lab.StoreSQLite || replicas != 1 || strings.Contains(b.Name(), "/") {
+		name, bench = fmt.Sprintf("lab-move-switch-%s-%d", store, replicas), "BenchmarkLabMoveSwitchStores"
+	}
+	res := w.newResult(name, fmt.Sprintf(
+		"RUNOS_BENCH_CLIENTS=%d RUNOS_BENCH_MOVES=%d go test ./bench/labbench/ -run '^$' -bench '^%s$' -timeout 30m",
+		clients, moves, bench))
 	res.Params["clients"], res.Params["moves"], res.Params["pause"] = clients, moves, pause.String()
+	res.Params["store"], res.Params["replicas"] = store, replicas
 
 	w.upAll("ky3")
 	var fs []*Follower

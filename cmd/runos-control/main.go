@@ -33,23 +33,36 @@ func command() *cobra.Command {
 		devicePool  string
 		servicePool string
 		logLevel    string
+		proxies     []string
 	)
 	cmd := &cobra.Command{
-		Use:   "runos-control --db PATH (--tls-cert F --tls-key F | --insecure-http) [flags]",
+		Use:   "runos-control (--store URL | --db PATH) (--tls-cert F --tls-key F | --insecure-http) [flags]",
 		Short: "RunOS VPN's control server",
 		Long: `runos-control is the server side of RunOS VPN. It signs users in (OAuth 2.0 with
 PKCE and the device grant), registers devices by public key, hands out tunnel
 addresses, decides which node serves each cluster's WireGuard VPN, enforces the
 operator rules, and pushes every change to devices and gateways over long-polls.
 
-State lives in one SQLite file (--db). A world file (--seed, JSON: accounts,
-users, clusters, nodes, VPN services, tokens) is imported at start; importing
-it again changes nothing that already exists.
+State lives in a store (--store, or RUNOS_STORE): sqlite:PATH, one SQLite
+file and one runos-control (the default; --db PATH is the same), or
+postgres://user:password@host:port/database, which several runos-control
+replicas share behind a load balancer: changes reach every replica's
+long-polls (LISTEN/NOTIFY), timers are acted on by one replica at a time,
+and sign-in secrets and slow-downs are in the database. The password in the
+URL is never logged. A load balancer checks GET /readyz (and /healthz).
+
+A world file (--seed, JSON: accounts, users, clusters, nodes, VPN services,
+tokens) is imported at start; importing it again changes nothing that
+already exists.
 
 It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 --insecure-http. SIGTERM or SIGINT shut it down gracefully.`,
 		Example: `  runos-control --db /var/lib/runos-control/control.db --seed world.json \
-    --tls-cert control.crt --tls-key control.key --listen 198.51.100.10:443`,
+    --tls-cert control.crt --tls-key control.key --listen 198.51.100.10:443
+
+  RUNOS_STORE=postgres://runos:secret@db:5432/runos runos-control --replica-name control-2 \
+    --trusted-proxy 198.51.100.10/32 --issuer https://198.51.100.10 \
+    --tls-cert control.crt --tls-key control.key --listen 198.51.100.12:443`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -61,6 +74,17 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 			}
 			if cfg.ServicePool, err = netip.ParsePrefix(servicePool); err != nil {
 				return fmt.Errorf("--service-pool %q: want a prefix such as 100.100.0.0/16", servicePool)
+			}
+			for _, p := range proxies {
+				pfx, err := netip.ParsePrefix(p)
+				if err != nil {
+					a, aerr := netip.ParseAddr(p)
+					if aerr != nil {
+						return fmt.Errorf("--trusted-proxy %q: want an address or a prefix such as 198.51.100.10/32", p)
+					}
+					pfx = netip.PrefixFrom(a, a.BitLen())
+				}
+				cfg.TrustedProxies = append(cfg.TrustedProxies, pfx)
 			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
@@ -93,7 +117,10 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate (chain) for HTTPS")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.BoolVar(&cfg.InsecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS (tests and local labs only)")
-	f.StringVar(&cfg.DB, "db", "", "SQLite database file (created, and migrated, as needed)")
+	f.StringVar(&cfg.DB, "db", "", "SQLite database file (created, and migrated, as needed): --store sqlite:PATH")
+	f.StringVar(&cfg.Store, "store", os.Getenv("RUNOS_STORE"), "where the data lives: sqlite:PATH or postgres://user:password@host:port/database (default $RUNOS_STORE)")
+	f.StringVar(&cfg.ReplicaName, "replica-name", "", "this replica's name, in its logs, its database connections and a RunOS-Replica header on every answer")
+	f.StringSliceVar(&proxies, "trusted-proxy", nil, "a load balancer's address or prefix whose X-Forwarded-For gives the client's address (repeatable)")
 	f.StringVar(&cfg.Seed, "seed", "", "world file to import at start (api.World JSON; idempotent)")
 	f.DurationVar(&cfg.SessionTTL, "session-ttl", 24*time.Hour, "how long a sign-in lasts; its devices leave every gateway the instant it lapses")
 	f.StringVar(&devicePool, "device-pool", api.DefaultDevicePool, "pool of device tunnel addresses (one per device)")

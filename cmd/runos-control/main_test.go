@@ -33,7 +33,8 @@ func TestBinary(t *testing.T) {
 	}
 	out, _ = exec.Command(bin, "--help").CombinedOutput()
 	for _, f := range []string{"--listen", "--tls-cert", "--insecure-http", "--db", "--seed", "--session-ttl", "--device-pool",
-		"--service-pool", "--issuer", "--move-ready-timeout", "--move-deadline", "--heartbeat-timeout", "--log-level"} {
+		"--service-pool", "--issuer", "--move-ready-timeout", "--move-deadline", "--heartbeat-timeout", "--log-level",
+		"--store", "--replica-name", "--trusted-proxy"} {
 		if !strings.Contains(string(out), f) {
 			t.Errorf("--help lacks %s", f)
 		}

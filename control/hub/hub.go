@@ -13,8 +13,11 @@
 // stream holds a Sub instead: a standing registration told of every
 // publish on its topics, so it is registered once, not after every wake.
 //
-// With several control replicas, each replica's hub is fed the same changes
-// (PostgreSQL LISTEN/NOTIFY); nothing here assumes one process.
+// With several control replicas over PostgreSQL, each replica's hub gets
+// its own changes from its server after each commit and every other
+// replica's from control/notify (LISTEN/NOTIFY, with a catch-up read after
+// a reconnect); Publish takes the same change more than once, and changes
+// out of order, without waking anyone wrongly or going backwards.
 package hub
 
 import (
@@ -44,6 +47,7 @@ type Hub struct {
 	watching int    // registered watches
 	subbed   int    // standing subscriptions (streams)
 	seq      uint64 // publishes so far: a Sub on two topics of one publish is told once
+	hooks    []func(version uint64, topics []string)
 	fanOut   atomic.Pointer[func(time.Duration)]
 }
 
@@ -163,6 +167,7 @@ func (h *Hub) Publish(version uint64, topics []string) {
 			}
 		}
 	}
+	hooks := h.hooks
 	h.mu.Unlock()
 	var wv *wave
 	if f := h.fanOut.Load(); f != nil && len(fired)+len(told) > 0 {
@@ -178,6 +183,17 @@ func (h *Hub) Publish(version uint64, topics []string) {
 	for _, sb := range told {
 		sb.f(Wake{wv})
 	}
+	for _, f := range hooks {
+		f(version, topics)
+	}
+}
+
+// OnPublish calls f after every Publish, in the publisher's goroutine, so
+// f must only take note (control's server re-arms timers from it).
+func (h *Hub) OnPublish(f func(version uint64, topics []string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hooks = append(h.hooks, f)
 }
 
 // Global is the version of the latest change published.

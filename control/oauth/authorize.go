@@ -203,7 +203,8 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		again(http.StatusOK, "Enter your email and password.")
 		return "", false
 	}
-	if s.slowDown(w, r, now, username, again) {
+	a, slowed := s.slowDown(w, r, now, username, again)
+	if slowed {
 		return "", false
 	}
 	good := false
@@ -217,29 +218,36 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		}
 	}
 	if !good {
+		// Counted already, when the attempt reserved its place.
 		s.cfg.Metrics.Refused("wrong_password")
-		s.throttle.fail(username, r.RemoteAddr, now)
 		s.log.Info("oauth: wrong password", "user", username, "addr", r.RemoteAddr)
 		again(http.StatusOK, "Wrong email or password.")
 		return "", false
 	}
-	s.throttle.succeed(username)
+	a.ok(r.Context(), now)
 	return username, true
 }
 
-// slowDown answers with how long to wait, and returns true, when attempts
-// for username (may be empty) from this address must wait.
-func (s *Server) slowDown(w http.ResponseWriter, r *http.Request, now time.Time, username string, again func(int, string)) bool {
-	wait := s.throttle.wait(username, r.RemoteAddr, now)
+// slowDown reserves an attempt for username (may be empty) from this
+// address. When attempts must wait it answers with how long (429 and
+// Retry-After) and returns slowed=true; otherwise the caller settles the
+// returned attempt with ok when it was right (a wrong one stays counted).
+func (s *Server) slowDown(w http.ResponseWriter, r *http.Request, now time.Time, username string, again func(int, string)) (*attempt, bool) {
+	wait, a, err := s.reserve(r.Context(), username, r.RemoteAddr, now)
+	if err != nil {
+		s.log.Error("oauth: count a sign-in attempt", "user", username, "err", err)
+		again(http.StatusServiceUnavailable, "RunOS cannot check sign-ins right now. Try again in a moment.")
+		return nil, true
+	}
 	if wait <= 0 {
-		return false
+		return a, false
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
 	s.cfg.Metrics.Refused("throttled")
 	s.log.Info("oauth: sign-in slowed down", "user", username, "addr", r.RemoteAddr, "wait", wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	again(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-in attempts. Wait %s and try again.", plural(secs, "second")))
-	return true
+	return nil, true
 }
 
 func plural(n int, unit string) string {

@@ -58,20 +58,51 @@ type DeviceCode struct {
 // ErrNotFound is returned by a GrantStore for a missing (or consumed) entry.
 var ErrNotFound = errors.New("oauth: not found")
 
-// GrantStore keeps pending grants. TakeAuthCode must be atomic: a code is
-// returned once, then gone, so that a replayed code is refused.
+// ErrTooMany is returned by PutDeviceCode when the cap of pending device
+// codes is reached.
+var ErrTooMany = errors.New("oauth: too many pending device sign-ins")
+
+// GrantStore keeps pending grants and the slow-down counters, shared by
+// every control replica. TakeAuthCode must be atomic: a code is returned
+// once, then gone, so that a replayed code is refused.
 type GrantStore interface {
 	PutAuthCode(ctx context.Context, c AuthCode) error
 	TakeAuthCode(ctx context.Context, codeHash string) (AuthCode, error)
 
-	PutDeviceCode(ctx context.Context, d DeviceCode) error
+	// PutDeviceCode stores a new device code unless maxPending codes that
+	// have not expired at now are pending already (ErrTooMany). Expired
+	// codes are deleted, and do not count.
+	PutDeviceCode(ctx context.Context, d DeviceCode, now time.Time, maxPending int) error
 	DeviceCodeByUserCode(ctx context.Context, userCode string) (DeviceCode, error)
 	DeviceCodeByHash(ctx context.Context, deviceCodeHash string) (DeviceCode, error)
-	// UpdateDeviceCode replaces the entry with the same DeviceCodeHash
-	// (ErrNotFound if there is none).
-	UpdateDeviceCode(ctx context.Context, d DeviceCode) error
+	// DecideDeviceCode records the user's answer (approve for user, or
+	// deny) in one conditional update, only while the code is undecided and
+	// has not expired at now; ErrNotFound otherwise. It returns the code as
+	// decided.
+	DecideDeviceCode(ctx context.Context, userCode, user string, approve bool, now time.Time) (DeviceCode, error)
+	// PollDeviceCode records a token poll in one step: poll is given the
+	// code as stored and returns its new LastPoll and Interval, which alone
+	// are written, so that a poll never overwrites a decision made
+	// meanwhile. It returns the code as updated (ErrNotFound if gone).
+	PollDeviceCode(ctx context.Context, deviceCodeHash string, poll func(DeviceCode) (time.Time, time.Duration)) (DeviceCode, error)
 	// DeleteDeviceCode removes the entry, returning ErrNotFound if it was
 	// already gone: the server redeems an approval only after a delete that
 	// succeeded, so that two racing polls cannot both get a session.
 	DeleteDeviceCode(ctx context.Context, deviceCodeHash string) error
+
+	// Count updates the counters of keys (throttle.go) in one step that no
+	// other Count of any of them interleaves with, whichever replica runs
+	// it: fn is given their values (the zero Counter for a key not counted,
+	// or expired at now) and returns the new ones, in the same order. A
+	// counter is kept until its Expires; a zero Expires deletes it.
+	Count(ctx context.Context, now time.Time, keys []string, fn func([]Counter) []Counter) error
+}
+
+// Counter counts attempts of one kind for one key (a user, a source
+// address): N of them, the last at Last, until Expires.
+type Counter struct {
+	N       int
+	First   time.Time // the first counted, for windows
+	Last    time.Time
+	Expires time.Time
 }

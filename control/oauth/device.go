@@ -3,9 +3,11 @@ package oauth
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,6 +72,21 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.now()
+	// Anyone may ask, so each address gets a few codes per window, and
+	// the codes pending at once are capped: a flood costs a counter's
+	// update, not a row per request, and sign-ins of others go on.
+	wait, err := s.deviceCodeLimit(r.Context(), r.RemoteAddr, now)
+	if err != nil {
+		writeTokenError(w, s.serverError(r, "count device codes", err))
+		return
+	}
+	if wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeTokenError(w, &tokenError{status: http.StatusTooManyRequests, code: "slow_down",
+			desc: fmt.Sprintf("too many device sign-ins started from this address; try again in %s", plural(secs, "second"))})
+		return
+	}
 	deviceCode := token.New()
 	d := DeviceCode{
 		DeviceCodeHash: token.Hash(deviceCode),
@@ -86,9 +103,16 @@ func (s *Server) deviceCode(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if errors.Is(err, ErrNotFound) {
-		err = s.cfg.Store.PutDeviceCode(r.Context(), d)
+		err = s.cfg.Store.PutDeviceCode(r.Context(), d, now, s.cfg.MaxPendingDevices)
 	} else if err == nil {
 		err = errors.New("no free user code")
+	}
+	if errors.Is(err, ErrTooMany) {
+		s.log.Warn("oauth: device code refused: too many pending", "max", s.cfg.MaxPendingDevices, "addr", r.RemoteAddr)
+		w.Header().Set("Retry-After", "60")
+		writeTokenError(w, &tokenError{status: http.StatusServiceUnavailable, code: "temporarily_unavailable",
+			desc: "too many device sign-ins are pending; try again in a minute"})
+		return
 	}
 	if err != nil {
 		writeTokenError(w, s.serverError(r, "store device code", err))
@@ -112,12 +136,27 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		return "", time.Time{}, badRequest("invalid_request", "device_code is missing")
 	}
 	ctx, now := r.Context(), s.now()
-	d, err := s.cfg.Store.DeviceCodeByHash(ctx, token.Hash(code))
+	// One step records the poll (and a slow-down) without rewriting the
+	// decision, so an approval made while this poll runs is never lost.
+	early := false
+	d, err := s.cfg.Store.PollDeviceCode(ctx, token.Hash(code), func(d DeviceCode) (time.Time, time.Duration) {
+		if d.ClientID != client {
+			return d.LastPoll, d.Interval // refused below; not a poll of this code
+		}
+		// Polls arrive up to a network jitter early even from a
+		// well-behaved client ticking at the interval, so a quarter of it
+		// is forgiven.
+		early = !d.LastPoll.IsZero() && now.Sub(d.LastPoll) < d.Interval-d.Interval/4
+		if early {
+			return now, d.Interval + 5*time.Second // RFC 8628 §3.5: for this and all later polls
+		}
+		return now, d.Interval
+	})
 	if errors.Is(err, ErrNotFound) {
 		return "", time.Time{}, badRequest("invalid_grant", "the device code is unknown or was already used")
 	}
 	if err != nil {
-		return "", time.Time{}, s.serverError(r, "read device code", err)
+		return "", time.Time{}, s.serverError(r, "record a device code poll", err)
 	}
 	if d.ClientID != client {
 		return "", time.Time{}, badRequest("invalid_grant", "the device code was issued to another client")
@@ -130,13 +169,6 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 		_ = s.cfg.Store.DeleteDeviceCode(ctx, d.DeviceCodeHash)
 		return "", time.Time{}, badRequest("access_denied", "the sign-in was denied in the browser")
 	}
-	// Polls arrive up to a network jitter early even from a well-behaved
-	// client ticking at the interval, so a quarter of it is forgiven.
-	early := !d.LastPoll.IsZero() && now.Sub(d.LastPoll) < d.Interval-d.Interval/4
-	d.LastPoll = now
-	if early {
-		d.Interval += 5 * time.Second // RFC 8628 §3.5: for this and all later polls
-	}
 	if d.Approved && !early {
 		// Deleting first makes the approval redeemable once, even when two
 		// polls race: only the one whose delete succeeds gets a session.
@@ -146,11 +178,6 @@ func (s *Server) grantDevice(r *http.Request, p params, client string) (string, 
 			return "", time.Time{}, s.serverError(r, "delete device code", err)
 		}
 		return s.startSession(r, d.User, client, "")
-	}
-	if err := s.cfg.Store.UpdateDeviceCode(ctx, d); errors.Is(err, ErrNotFound) {
-		return "", time.Time{}, badRequest("invalid_grant", "the device code was already used")
-	} else if err != nil {
-		return "", time.Time{}, s.serverError(r, "update device code", err)
 	}
 	if early {
 		return "", time.Time{}, badRequest("slow_down", "polling faster than the interval; wait 5 seconds more between polls")

@@ -1,10 +1,12 @@
 package oauth
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,5 +254,58 @@ func TestDeviceFlowWithOAuth2(t *testing.T) {
 	}
 	if who := h.backend.sessions[tok.AccessToken]; who != [2]string{testUser, api.ClientDesktop} {
 		t.Fatalf("session %v", who)
+	}
+}
+
+// hookStore runs hook (once) right after the token poll's first read of a
+// device code returns, to land a decision in the middle of the poll.
+type hookStore struct {
+	GrantStore
+	mu   sync.Mutex
+	hook func()
+}
+
+func (s *hookStore) afterRead() {
+	s.mu.Lock()
+	f := s.hook
+	s.hook = nil
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+func (s *hookStore) DeviceCodeByHash(ctx context.Context, h string) (DeviceCode, error) {
+	defer s.afterRead()
+	return s.GrantStore.DeviceCodeByHash(ctx, h)
+}
+
+func (s *hookStore) PollDeviceCode(ctx context.Context, h string, poll func(DeviceCode) (time.Time, time.Duration)) (DeviceCode, error) {
+	defer s.afterRead()
+	return s.GrantStore.PollDeviceCode(ctx, h, poll)
+}
+
+// An approval made while a token poll is being answered is kept: the poll
+// records itself without writing back the code it read.
+func TestDeviceApprovalDuringPollKept(t *testing.T) {
+	hs := &hookStore{}
+	h := newHarness(t, func(c *Config) { hs.GrantStore = c.Store; c.Store = hs })
+	d := h.deviceStart(api.ClientCLI)
+	dc, uc := d["device_code"].(string), d["user_code"].(string)
+	c := h.browser()
+	approval := h.deviceLogin(c, uc, testUser, testPassword)
+	hs.mu.Lock()
+	hs.hook = func() {
+		if done := h.decide(c, approval, "approve"); !strings.Contains(done.body, "Device signed in") {
+			t.Errorf("approve: %s", done.body)
+		}
+	}
+	hs.mu.Unlock()
+	if a := h.poll(dc); a.errCode() != "authorization_pending" {
+		t.Fatalf("the poll the approval landed in: %v", a.body)
+	}
+	h.clock.Advance(time.Second)
+	if a := h.poll(dc); a.status != 200 || a.body["token_type"] != "Bearer" {
+		t.Fatalf("the next poll: %d %v; the approval was lost", a.status, a.body)
 	}
 }

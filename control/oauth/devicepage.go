@@ -75,20 +75,24 @@ func (s *Server) deviceLogin(w http.ResponseWriter, r *http.Request, p params, n
 		typed = ""
 	}
 	// A wrong user code counts against the address like a wrong password:
-	// codes are short enough that guessing them must stay slow.
-	if s.slowDown(w, r, now, username, again) {
+	// codes are short enough that guessing them must stay slow. The
+	// attempt holds its place from here; a valid code gives it back.
+	a, slowed := s.slowDown(w, r, now, "", again)
+	if slowed {
 		return
 	}
 	userCode := normalizeUserCode(typed)
 	d, status, msg := s.pendingDevice(r, userCode, now)
 	if msg != "" {
-		if status < 500 {
+		if status >= 500 {
+			a.ok(r.Context(), now) // not the user's fault
+		} else {
 			s.cfg.Metrics.Refused("bad_user_code")
-			s.throttle.fail("", r.RemoteAddr, now)
 		}
 		again(status, msg)
 		return
 	}
+	a.ok(r.Context(), now)
 	typed = userCode
 	user, ok := s.checkLogin(w, r, now, username, p["password"], again)
 	if !ok {
@@ -137,18 +141,19 @@ func (s *Server) deviceDecide(w http.ResponseWriter, r *http.Request, p params, 
 		s.renderDeviceLogin(w, r, http.StatusForbidden, userCode, user, "This approval expired or was not opened in this browser. Sign in again.")
 		return
 	}
-	d, status, msg := s.pendingDevice(r, userCode, now)
-	if msg != "" {
+	if _, status, msg := s.pendingDevice(r, userCode, now); msg != "" {
 		s.renderMessage(w, status, "Device not signed in", msg)
 		return
 	}
 	approve := p["action"] == "approve"
-	d.Approved, d.Denied = approve, !approve
-	if approve {
-		d.User = user
+	// One conditional update: decided once, and never undone by a poll.
+	d, err := s.cfg.Store.DecideDeviceCode(r.Context(), userCode, user, approve, now)
+	if errors.Is(err, ErrNotFound) {
+		s.renderMessage(w, http.StatusBadRequest, "Device not signed in", "That code was already used or has expired. Start the sign-in again on your device.")
+		return
 	}
-	if err := s.cfg.Store.UpdateDeviceCode(r.Context(), d); err != nil {
-		id := s.internal(r, "update device code", err)
+	if err != nil {
+		id := s.internal(r, "record a device sign-in decision", err)
 		s.renderMessage(w, http.StatusInternalServerError, "Device not signed in", "RunOS could not record your answer (request "+id+"). Start the sign-in again on your device.")
 		return
 	}

@@ -49,13 +49,21 @@ type fakeBackend struct {
 	sessions map[string][2]string
 	grants   map[string]string // grant → token of the session issued from it
 	checks   int               // CheckPassword calls
+	// When hold is set, each check announces itself on entered and then
+	// waits for hold to close.
+	hold, entered chan struct{}
 }
 
 func (b *fakeBackend) CheckPassword(_ context.Context, email, password string) (bool, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.checks++
 	p, ok := b.users[email]
+	hold, entered := b.hold, b.entered
+	b.mu.Unlock()
+	if hold != nil {
+		entered <- struct{}{}
+		<-hold
+	}
 	return ok && p == password, nil
 }
 

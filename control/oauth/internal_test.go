@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/reqid"
@@ -22,7 +23,7 @@ var errDisk = errors.New("disk I/O error at /var/lib/runos-control/control.db-wa
 func (brokenStore) TakeAuthCode(context.Context, string) (AuthCode, error) {
 	return AuthCode{}, errDisk
 }
-func (brokenStore) PutDeviceCode(context.Context, DeviceCode) error { return errDisk }
+func (brokenStore) PutDeviceCode(context.Context, DeviceCode, time.Time, int) error { return errDisk }
 
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/runos/vpn/control/lru"
 )
 
 // memRetention is how long the memory store keeps an entry after it was put,
@@ -12,15 +14,18 @@ import (
 // measured on the real clock so that tests with a fake clock are unaffected.
 const memRetention = 2 * time.Hour
 
-// maxPendingDevices bounds device codes, which anyone may ask for.
-const maxPendingDevices = 100000
+// maxCounters bounds the memory store's slow-down counters: when full the
+// least recently counted key is forgotten (a guesser who fills it with
+// fresh keys only forgets the oldest, and every key is bounded anyway).
+const maxCounters = 100000
 
 type memStore struct {
-	mu      sync.Mutex
-	codes   map[string]memEntry[AuthCode]
-	devices map[string]memEntry[DeviceCode] // by DeviceCodeHash
-	byUser  map[string]string               // UserCode → DeviceCodeHash
-	puts    int
+	mu       sync.Mutex
+	codes    map[string]memEntry[AuthCode]
+	devices  map[string]memEntry[DeviceCode] // by DeviceCodeHash
+	byUser   map[string]string               // UserCode → DeviceCodeHash
+	puts     int
+	counters *lru.Cache[string, Counter]
 }
 
 type memEntry[T any] struct {
@@ -29,13 +34,15 @@ type memEntry[T any] struct {
 }
 
 // NewMemoryStore returns a GrantStore kept in this process's memory, for
-// tests and a single control process. Entries are dropped two hours after
-// they were put.
+// tests and programs that run the authorization server alone. Entries are
+// dropped two hours after they were put. Control keeps its grants in its
+// store instead, shared by every replica.
 func NewMemoryStore() GrantStore {
 	return &memStore{
-		codes:   make(map[string]memEntry[AuthCode]),
-		devices: make(map[string]memEntry[DeviceCode]),
-		byUser:  make(map[string]string),
+		codes:    make(map[string]memEntry[AuthCode]),
+		devices:  make(map[string]memEntry[DeviceCode]),
+		byUser:   make(map[string]string),
+		counters: lru.New[string, Counter](maxCounters),
 	}
 }
 
@@ -58,12 +65,21 @@ func (m *memStore) TakeAuthCode(_ context.Context, codeHash string) (AuthCode, e
 	return e.v, nil
 }
 
-func (m *memStore) PutDeviceCode(_ context.Context, d DeviceCode) error {
+func (m *memStore) PutDeviceCode(_ context.Context, d DeviceCode, now time.Time, maxPending int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pruneLocked()
-	if len(m.devices) >= maxPendingDevices {
-		return errors.New("oauth: too many pending device sign-ins")
+	pending := 0
+	for h, e := range m.devices {
+		if !now.Before(e.v.ExpiresAt.Add(time.Minute)) {
+			delete(m.devices, h)
+			delete(m.byUser, e.v.UserCode)
+		} else if now.Before(e.v.ExpiresAt) {
+			pending++
+		}
+	}
+	if pending >= maxPending {
+		return ErrTooMany
 	}
 	if _, taken := m.byUser[d.UserCode]; taken {
 		return errors.New("oauth: user code already pending")
@@ -93,19 +109,35 @@ func (m *memStore) DeviceCodeByHash(_ context.Context, hash string) (DeviceCode,
 	return e.v, nil
 }
 
-func (m *memStore) UpdateDeviceCode(_ context.Context, d DeviceCode) error {
+func (m *memStore) DecideDeviceCode(_ context.Context, userCode, user string, approve bool, now time.Time) (DeviceCode, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.devices[d.DeviceCodeHash]
+	h, ok := m.byUser[userCode]
 	if !ok {
-		return ErrNotFound
+		return DeviceCode{}, ErrNotFound
 	}
-	if d.UserCode != e.v.UserCode {
-		return errors.New("oauth: a device code's user code cannot change")
+	e := m.devices[h]
+	if e.v.Approved || e.v.Denied || !now.Before(e.v.ExpiresAt) {
+		return DeviceCode{}, ErrNotFound
 	}
-	e.v = d
-	m.devices[d.DeviceCodeHash] = e
-	return nil
+	e.v.Approved, e.v.Denied = approve, !approve
+	if approve {
+		e.v.User = user
+	}
+	m.devices[h] = e
+	return e.v, nil
+}
+
+func (m *memStore) PollDeviceCode(_ context.Context, hash string, poll func(DeviceCode) (time.Time, time.Duration)) (DeviceCode, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.devices[hash]
+	if !ok {
+		return DeviceCode{}, ErrNotFound
+	}
+	e.v.LastPoll, e.v.Interval = poll(e.v)
+	m.devices[hash] = e
+	return e.v, nil
 }
 
 func (m *memStore) DeleteDeviceCode(_ context.Context, hash string) error {
@@ -117,6 +149,26 @@ func (m *memStore) DeleteDeviceCode(_ context.Context, hash string) error {
 	}
 	delete(m.devices, hash)
 	delete(m.byUser, e.v.UserCode)
+	return nil
+}
+
+func (m *memStore) Count(_ context.Context, now time.Time, keys []string, fn func([]Counter) []Counter) error {
+	m.mu.Lock() // one lock for every key: Count of several keys is one step
+	defer m.mu.Unlock()
+	cur := make([]Counter, len(keys))
+	for i, k := range keys {
+		if c, ok := m.counters.Get(k); ok && now.Before(c.Expires) {
+			cur[i] = c
+		}
+	}
+	next := fn(cur)
+	for i, k := range keys {
+		if next[i].Expires.IsZero() || !now.Before(next[i].Expires) {
+			m.counters.Delete(k)
+		} else {
+			m.counters.Put(k, next[i])
+		}
+	}
 	return nil
 }
 

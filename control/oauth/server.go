@@ -36,8 +36,17 @@ type Config struct {
 	FailureDelay    time.Duration
 	MaxFailureDelay time.Duration
 
+	// POST /oauth/device/code takes anyone's request: each source address
+	// gets DeviceCodesPerAddr codes per DeviceCodeWindow (then 429 with
+	// Retry-After), and at most MaxPendingDevices codes are pending at once.
+	// Defaults: 20 per 10m, 10,000.
+	DeviceCodesPerAddr int
+	DeviceCodeWindow   time.Duration
+	MaxPendingDevices  int
+
 	// Secret keys the login pages' CSRF tokens. Replicas behind one
-	// address must share it; nil: 32 random bytes for this process.
+	// address must share it (control takes it from the store); nil: 32
+	// random bytes for this process.
 	Secret []byte
 
 	// Metrics counts sign-ins and refusals (control/metrics); nil: none.
@@ -58,13 +67,13 @@ func (noMetrics) Refused(string)  {}
 
 // Server is the authorization server. It is safe for concurrent use.
 type Server struct {
-	cfg      Config
-	issuer   *url.URL
-	log      *slog.Logger
-	now      func() time.Time
-	secret   []byte
-	throttle *throttle
-	mux      *http.ServeMux
+	cfg    Config
+	issuer *url.URL
+	log    *slog.Logger
+	now    func() time.Time
+	secret []byte
+	pol    throttlePolicy
+	mux    *http.ServeMux
 }
 
 // clients are the public clients control knows (no secrets: RFC 8252 §8.4).
@@ -102,6 +111,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AddrFailures <= 0 {
 		cfg.AddrFailures = 20
 	}
+	setDefault(&cfg.DeviceCodeWindow, 10*time.Minute)
+	if cfg.DeviceCodesPerAddr <= 0 {
+		cfg.DeviceCodesPerAddr = 20
+	}
+	if cfg.MaxPendingDevices <= 0 {
+		cfg.MaxPendingDevices = 10000
+	}
 	// The memory store keeps entries for at most two hours; longer
 	// lifetimes would also make a stolen code worth more.
 	if cfg.CodeTTL > 10*time.Minute {
@@ -132,12 +148,12 @@ func New(cfg Config) (*Server, error) {
 		log:    cfg.Logger,
 		now:    cfg.Now,
 		secret: secret,
-		throttle: newThrottle(throttlePolicy{
+		pol: throttlePolicy{
 			userFree: cfg.UserFailures,
 			addrFree: cfg.AddrFailures,
 			base:     cfg.FailureDelay,
 			max:      cfg.MaxFailureDelay,
-		}),
+		},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.PathAuthorize, s.authorizePage)

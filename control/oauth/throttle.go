@@ -1,12 +1,22 @@
 package oauth
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 )
+
+// Sign-in attempts slow down per user and per source address, in counters
+// the GrantStore keeps (the database, shared by every replica), so parallel
+// guesses sent to several replicas count as one stream.
+//
+// The check and the count are one step: an attempt reserves its place by
+// counting itself as a failure before the password is checked (Count runs
+// both under one lock), and is refunded if the password was right. Thirty
+// wrong passwords sent at once thus get the free attempts and no more: the
+// others are refused before any password is checked.
 
 // throttlePolicy says when wrong passwords slow down. After free failures
 // for a key, the next attempt must wait base after the last failure, and
@@ -30,22 +40,20 @@ func (p throttlePolicy) delay(failures, free int) time.Duration {
 
 func (p throttlePolicy) forget() time.Duration { return max(4*p.max, 15*time.Minute) }
 
-// throttle counts wrong passwords per user and per source address. It lives
-// in one process: replicas each slow down on their own, which still bounds
-// guessing to a small multiple of one server's rate.
-type throttle struct {
-	pol  throttlePolicy
-	mu   sync.Mutex
-	keys map[string]*failures
-}
-
-type failures struct {
-	n    int
-	last time.Time
-}
-
-func newThrottle(p throttlePolicy) *throttle {
-	return &throttle{pol: p, keys: make(map[string]*failures)}
+// wait is how long from now an attempt on a key with counter c (free
+// failures allowed) must wait; 0 means now.
+func (p throttlePolicy) wait(c Counter, free int, now time.Time) time.Duration {
+	d := p.delay(c.N, free)
+	if d == 0 {
+		// Within the free attempts. (A request whose clock was read just
+		// before another's counted must not wait for it.)
+		return 0
+	}
+	until := c.Last.Add(d)
+	if !now.Before(until) {
+		return 0
+	}
+	return until.Sub(now)
 }
 
 // userKey folds case and surrounding space, so that a guesser cannot get
@@ -54,86 +62,118 @@ func userKey(user string) string { return "u:" + strings.ToLower(strings.TrimSpa
 
 // addrKey is the client's address from RemoteAddr; IPv6 clients are keyed
 // by their /64, which one host usually holds whole.
-func addrKey(remoteAddr string) string {
+func addrKey(remoteAddr string) string { return "a:" + addrOf(remoteAddr) }
+
+func addrOf(remoteAddr string) string {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
 		host = remoteAddr
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {
-		return "a:" + host
+		return host
 	}
 	a = a.Unmap()
 	if a.Is6() {
 		p, _ := a.Prefix(64)
-		return "a:" + p.String()
+		return p.String()
 	}
-	return "a:" + a.String()
+	return a.String()
 }
 
-// wait reports how long from now the caller must wait before a password
-// for user from remoteAddr (an http.Request.RemoteAddr) is checked again;
-// 0 means check it now. user may be empty (the device page checks a user
-// code before any user is known).
-func (t *throttle) wait(user, remoteAddr string, now time.Time) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	w := t.waitLocked(addrKey(remoteAddr), t.pol.addrFree, now)
+// attempt is one sign-in attempt holding its place in the counters.
+type attempt struct {
+	s          *Server
+	user, addr string
+	at         time.Time // when it was counted
+	addrLast   time.Time // the address's last failure before it
+}
+
+// reserve counts an attempt for user (may be empty: the device page checks
+// a user code before any user is known) from remoteAddr. It returns how
+// long to wait when the attempt must not be made now (nothing counted),
+// else the reservation to settle with ok or fail.
+func (s *Server) reserve(ctx context.Context, user, remoteAddr string, now time.Time) (time.Duration, *attempt, error) {
+	keys := []string{addrKey(remoteAddr)}
+	free := []int{s.pol.addrFree}
 	if user != "" {
-		w = max(w, t.waitLocked(userKey(user), t.pol.userFree, now))
+		keys = append(keys, userKey(user))
+		free = append(free, s.pol.userFree)
 	}
-	return w
-}
-
-func (t *throttle) waitLocked(key string, free int, now time.Time) time.Duration {
-	f := t.keys[key]
-	if f == nil || now.Sub(f.last) > t.pol.forget() {
-		return 0
-	}
-	until := f.last.Add(t.pol.delay(f.n, free))
-	if !now.Before(until) {
-		return 0
-	}
-	return until.Sub(now)
-}
-
-// fail records a wrong password (or a wrong user code) for user (if not
-// empty) and remoteAddr.
-func (t *throttle) fail(user, remoteAddr string, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.keys) > 10000 {
-		t.pruneLocked(now)
-	}
-	t.failLocked(addrKey(remoteAddr), now)
-	if user != "" {
-		t.failLocked(userKey(user), now)
-	}
-}
-
-func (t *throttle) failLocked(key string, now time.Time) {
-	f := t.keys[key]
-	if f == nil || now.Sub(f.last) > t.pol.forget() {
-		f = &failures{}
-		t.keys[key] = f
-	}
-	f.n++
-	f.last = now
-}
-
-// succeed resets the user's count after a right password. The address's
-// count stays: signing in to one's own account must not buy fresh guesses
-// at others from the same address.
-func (t *throttle) succeed(user string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.keys, userKey(user))
-}
-
-func (t *throttle) pruneLocked(now time.Time) {
-	for k, f := range t.keys {
-		if now.Sub(f.last) > t.pol.forget() {
-			delete(t.keys, k)
+	var wait time.Duration
+	var addrLast time.Time
+	err := s.cfg.Store.Count(ctx, now, keys, func(cur []Counter) []Counter {
+		wait, addrLast = 0, cur[0].Last
+		for i, c := range cur {
+			wait = max(wait, s.pol.wait(c, free[i], now))
 		}
+		if wait > 0 {
+			return cur
+		}
+		next := make([]Counter, len(cur))
+		for i, c := range cur {
+			if c.N == 0 {
+				c.First = now
+			}
+			next[i] = Counter{N: c.N + 1, First: c.First, Last: now, Expires: now.Add(s.pol.forget())}
+		}
+		return next
+	})
+	if err != nil || wait > 0 {
+		return wait, nil, err
 	}
+	return 0, &attempt{s: s, user: user, addr: keys[0], at: now, addrLast: addrLast}, nil
+}
+
+// ok settles a right attempt: the user's failures are forgotten, and the
+// address gets its reserved place back. Its earlier failures stay: signing
+// in to one's own account must not buy fresh guesses at others from the
+// same address.
+func (a *attempt) ok(ctx context.Context, now time.Time) {
+	keys := []string{a.addr}
+	if a.user != "" {
+		keys = append(keys, userKey(a.user))
+	}
+	err := a.s.cfg.Store.Count(ctx, now, keys, func(cur []Counter) []Counter {
+		next := []Counter{cur[0]}
+		if next[0].N > 0 {
+			next[0].N--
+			if next[0].Last.Equal(a.at) { // no failure counted since ours
+				next[0].Last = a.addrLast
+			}
+		}
+		if next[0].N == 0 {
+			next[0] = Counter{}
+		}
+		if len(cur) > 1 {
+			next = append(next, Counter{}) // the user's count: forgotten
+		}
+		return next
+	})
+	if err != nil {
+		a.s.log.Error("oauth: settle a right sign-in attempt", "err", err)
+	}
+}
+
+// deviceCodeLimit bounds POST /oauth/device/code per source address: at
+// most n device codes per window. It returns how long to wait when the
+// address is over (nothing counted), 0 when the request may go on (counted).
+func (s *Server) deviceCodeLimit(ctx context.Context, remoteAddr string, now time.Time) (time.Duration, error) {
+	n, window := s.cfg.DeviceCodesPerAddr, s.cfg.DeviceCodeWindow
+	var wait time.Duration
+	err := s.cfg.Store.Count(ctx, now, []string{"d:" + addrOf(remoteAddr)}, func(cur []Counter) []Counter {
+		c := cur[0]
+		if c.N == 0 || !now.Before(c.First.Add(window)) {
+			c = Counter{First: now}
+		}
+		if c.N >= n {
+			wait = c.First.Add(window).Sub(now)
+			return cur
+		}
+		wait = 0
+		c.N++
+		c.Last, c.Expires = now, c.First.Add(window)
+		return []Counter{c}
+	})
+	return wait, err
 }

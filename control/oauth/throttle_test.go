@@ -1,6 +1,8 @@
 package oauth
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -140,5 +142,99 @@ func TestSlowDownPerAddress(t *testing.T) {
 	h.clock.Advance(time.Hour)
 	if p := h.attempt(testUser, testPassword, attacker); p.status != http.StatusFound {
 		t.Fatalf("after an hour: %d", p.status)
+	}
+}
+
+// The check and the count are one step: of 30 wrong passwords sent at once
+// (each from its own address), the 5 a user is allowed reach the password
+// check and the others are refused before it, so the real user is not
+// locked out by guesses that were never counted.
+func TestParallelWrongPasswordsCheckOnlyTheFree(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.UserFailures = 5; c.AddrFailures = 1000 })
+	const n = 30
+	hold, entered := make(chan struct{}), make(chan struct{}, n)
+	h.backend.mu.Lock()
+	h.backend.hold, h.backend.entered = hold, entered
+	h.backend.mu.Unlock()
+	pages := make(chan testPage, n)
+	for i := range n {
+		go func() { pages <- h.attempt(testUser, "wrong", fmt.Sprintf("192.0.2.%d:1000", i+1)) }()
+	}
+	// Every attempt is now either inside the check (held there) or answered.
+	checking, slowed := 0, 0
+	for checking+slowed < n {
+		select {
+		case <-entered:
+			checking++
+		case p := <-pages:
+			if !isSlowed(p) {
+				t.Fatalf("an attempt answered while every check is held: %d %s", p.status, p.body)
+			}
+			slowed++
+		}
+	}
+	close(hold)
+	for range checking {
+		if p := <-pages; p.status != http.StatusOK || !strings.Contains(p.body, "Wrong email or password.") {
+			t.Fatalf("a checked wrong password: %d", p.status)
+		}
+	}
+	if checking != 5 || slowed != n-5 {
+		t.Fatalf("%d passwords checked and %d refused, want 5 and %d", checking, slowed, n-5)
+	}
+}
+
+// A flood of POST /oauth/device/code from one address gets its allowance
+// and then 429 with Retry-After, writing nothing more; other addresses go
+// on, and a full table of pending codes refuses every address.
+func TestDeviceCodeThrottledPerAddress(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DeviceCodesPerAddr = 3; c.DeviceCodeWindow = time.Minute; c.MaxPendingDevices = 5 })
+	ask := func(addr string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+api.PathDeviceCode, strings.NewReader("client_id="+api.ClientCLI))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set(testRemoteHeader, addr)
+		resp, err := h.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for i := range 3 {
+		if resp, body := ask("203.0.113.7:1"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("device code %d: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	resp, body := ask("203.0.113.7:2")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "60" || !strings.Contains(body, "slow_down") {
+		t.Fatalf("fourth from one address: %d Retry-After=%q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	ms := h.oauth.cfg.Store.(*memStore)
+	ms.mu.Lock()
+	pending := len(ms.devices)
+	ms.mu.Unlock()
+	if pending != 3 {
+		t.Fatalf("%d device codes stored, want 3: a refused request must write none", pending)
+	}
+	// Another address is not slowed by the first; the cap of 5 pending
+	// codes then refuses everyone until some expire.
+	for i := range 2 {
+		if resp, body := ask("198.51.100.40:1"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("other address, code %d: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	if resp, body := ask("198.51.100.41:1"); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "temporarily_unavailable") {
+		t.Fatalf("past the cap of pending codes: %d %s", resp.StatusCode, body)
+	}
+	// The window passes: the first address may ask again (the codes of
+	// 10 minutes are still pending, so the cap still holds it back).
+	h.clock.Advance(time.Minute)
+	if resp, _ := ask("203.0.113.7:3"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("after the window, with 5 codes pending: %d, want the cap's 503", resp.StatusCode)
+	}
+	h.clock.Advance(10 * time.Minute) // every code expired
+	if resp, body := ask("203.0.113.7:4"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the codes expired: %d %s", resp.StatusCode, body)
 	}
 }

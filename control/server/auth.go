@@ -15,6 +15,7 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/lru"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/store"
@@ -116,35 +117,22 @@ func bearer(r *http.Request) string {
 // authCache remembers the principals of live sessions: a device's map
 // long-poll re-checks its session after every wake, and 10,000 of them
 // waking at once must not become 10,000 queries. An entry is good while
-// its session's topic has not moved and the session has not expired.
+// its session's topic has not moved and the session has not expired; the
+// least recently used is forgotten first (control/lru).
 type authCache struct {
-	mu sync.Mutex
-	m  map[string]*principal // by token hash
+	c *lru.Cache[string, *principal] // by token hash
 }
 
 const authCacheMax = 200_000
 
-func (c *authCache) init() { c.m = map[string]*principal{} }
+func (c *authCache) init() { c.c = lru.New[string, *principal](authCacheMax) }
 
 func (c *authCache) get(hash string) *principal {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[hash]
+	p, _ := c.c.Get(hash)
+	return p
 }
 
-func (c *authCache) put(hash string, p *principal) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= authCacheMax {
-		for k := range c.m { // drop an arbitrary tenth: cheap and good enough
-			delete(c.m, k)
-			if len(c.m) < authCacheMax*9/10 {
-				break
-			}
-		}
-	}
-	c.m[hash] = p
-}
+func (c *authCache) put(hash string, p *principal) { c.c.Put(hash, p) }
 
 // authenticate resolves the request's bearer token.
 func (s *Server) authenticate(ctx context.Context, r *http.Request) (*principal, *api.Error) {
@@ -216,6 +204,9 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 		return nil
 	})
 	if err != nil {
+		if errors.Is(err, store.ErrUnavailable) {
+			return nil, errStoreUnavailable
+		}
 		return nil, s.internal(ctx, "authenticate", err)
 	}
 	if apiErr != nil {
@@ -312,6 +303,8 @@ func (s *Server) CreateSession(ctx context.Context, email, clientID, grant strin
 			return err
 		}
 		sess.User = u.Email // as the store spells it, whatever case was typed
+		// Told, so that the replica acting on timers (timers.go) arms its expiry.
+		w.Touch(hub.Session(sess.ID))
 		if err := w.PutSession(sess); err != nil {
 			return err
 		}

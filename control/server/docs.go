@@ -12,6 +12,7 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/lru"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
@@ -71,6 +72,7 @@ func (s *Server) serviceDoc(r store.Reader, svc model.Service, now time.Time) (a
 	if ep, kind, ok := rules.Endpoint(n, svc.Port); ok {
 		d.Endpoint, d.AddressKind = ep, kind
 	}
+	d.RelayURL, d.Relay = svc.RelayURL, rules.RelayURL(n, svc)
 	if d.Devices, err = r.PeerCount(svc.CID, now); err != nil {
 		return d, err
 	}
@@ -110,6 +112,7 @@ func vpnConfig(c model.Cluster, svcs []model.Service, host model.Node) (api.VPNC
 	if ep, _, ok := rules.Endpoint(host, svc.Port); ok {
 		v.Endpoint = ep
 	}
+	v.Relay = rules.RelayURL(host, svc)
 	v.Ready = svc.State == api.ServiceServing && v.PublicKey != "" && v.Endpoint != ""
 	v.ServerStartedAt = host.GatewayStartedAt
 	return v, true
@@ -197,9 +200,9 @@ func (s *Server) clusterConfig(ctx context.Context, cid string) (clusterEntry, e
 // deviceCache keeps each device's own part of its map (the device and the
 // clusters it joined) as of a version of its topic, so that a woken
 // long-poll reads nothing from the store unless the device itself changed.
+// The least recently used device is forgotten first (control/lru).
 type deviceCache struct {
-	mu sync.Mutex
-	m  map[string]deviceEntry
+	c *lru.Cache[string, deviceEntry]
 }
 
 type deviceEntry struct {
@@ -210,15 +213,15 @@ type deviceEntry struct {
 	cids    []string
 }
 
-func (c *deviceCache) init() { c.m = map[string]deviceEntry{} }
+const deviceCacheMax = 200_000
+
+func (c *deviceCache) init() { c.c = lru.New[string, deviceEntry](deviceCacheMax) }
 
 // deviceState returns the device with its joined clusters and the version
 // of device:<id> they reflect. As in clusterConfig, the hub's version is
 // read after the cache.
 func (s *Server) deviceState(ctx context.Context, id string) (deviceEntry, error) {
-	s.devCache.mu.Lock()
-	e, hit := s.devCache.m[id]
-	s.devCache.mu.Unlock()
+	e, hit := s.devCache.c.Get(id)
 	if hit && e.version >= e.topic.Version() {
 		return e, nil
 	}
@@ -240,11 +243,12 @@ func (s *Server) deviceState(ctx context.Context, id string) (deviceEntry, error
 	if e.json, err = json.Marshal(deviceDoc(e.dev)); err != nil {
 		return deviceEntry{}, err
 	}
-	s.devCache.mu.Lock()
-	if old, ok := s.devCache.m[id]; !ok || old.version <= e.version {
-		s.devCache.m[id] = e
-	}
-	s.devCache.mu.Unlock()
+	s.devCache.c.Update(id, func(old deviceEntry, ok bool) (deviceEntry, bool) {
+		if ok && old.version > e.version {
+			return old, true
+		}
+		return e, true
+	})
 	return e, nil
 }
 

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/runos/vpn/control/model"
@@ -22,7 +24,7 @@ const expiryKey = "session-expiry"
 func (s *Server) armExpiry(at time.Time) {
 	s.mu.Lock()
 	armed := s.expiry
-	if !armed.IsZero() && !at.Before(armed) {
+	if !s.leading || !armed.IsZero() && !at.Before(armed) {
 		s.mu.Unlock()
 		return
 	}
@@ -54,6 +56,15 @@ func (s *Server) expireSessions() {
 	})
 	if err != nil {
 		s.log.Error("expire sessions", "err", err)
+		if errors.Is(err, store.ErrUnavailable) {
+			// The database is back in a moment (a restart, a failover):
+			// lapsed sessions must leave the gateways as soon as it is.
+			s.mu.Lock()
+			s.expiry = time.Time{}
+			s.mu.Unlock()
+			s.armExpiry(now.Add(time.Second))
+			return
+		}
 	}
 	for _, sess := range expired {
 		s.log.Info("session expired", "session", sess.ID, "user", sess.User, "at", sess.ExpiresAt)
@@ -61,6 +72,15 @@ func (s *Server) expireSessions() {
 	if len(expired) > 0 {
 		s.afterSessionsClosed()
 	}
+	s.mu.Lock()
+	s.expiry = time.Time{}
+	s.mu.Unlock()
+	s.armNextExpiry(ctx)
+}
+
+// armNextExpiry arms the expiry timer for the earliest expiry of a live
+// session, or the earliest forgetting of an ended one.
+func (s *Server) armNextExpiry(ctx context.Context) {
 	var next time.Time
 	var ok bool
 	if err := s.st.View(ctx, func(r store.Reader) error {
@@ -80,11 +100,8 @@ func (s *Server) expireSessions() {
 		return err
 	}); err != nil {
 		s.log.Error("next session expiry", "err", err)
-		next, ok = now.Add(time.Minute), true // try again soon rather than never
+		next, ok = s.now().Add(time.Minute), true // try again soon rather than never
 	}
-	s.mu.Lock()
-	s.expiry = time.Time{}
-	s.mu.Unlock()
 	if ok {
 		s.armExpiry(next)
 	}

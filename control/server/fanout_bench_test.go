@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -364,7 +365,8 @@ func TestFanOutHelper(t *testing.T) {
 	pemData, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_CA"))
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pemData)
-	base := os.Getenv("RUNOS_FANOUT_URL")
+	// One URL, or several (replicas): device i polls the i-th modulo.
+	bases := strings.Split(os.Getenv("RUNOS_FANOUT_URL"), ",")
 	lines := strings.Split(string(data), "\n")
 	h2 := os.Getenv("RUNOS_FANOUT_H2") == "true"
 	stream := os.Getenv("RUNOS_FANOUT_STREAM") == "true"
@@ -379,7 +381,7 @@ func TestFanOutHelper(t *testing.T) {
 	record := func(i int, m *api.DeviceMap, at int64) {
 		mu.Lock()
 		defer mu.Unlock()
-		if round >= 0 && seen[i] != round && len(m.Clusters) > 0 && m.Clusters[0].VPN.PublicKey == want {
+		if round >= 0 && seen[i] != round && (want == "" || len(m.Clusters) > 0 && m.Clusters[0].VPN.PublicKey == want) {
 			seen[i] = round
 			recv = append(recv, at)
 		}
@@ -391,6 +393,7 @@ func TestFanOutHelper(t *testing.T) {
 	// two CPUs outlast control's header timeout.
 	dialing := make(chan struct{}, 256)
 	for i, l := range lines {
+		base := bases[i%len(bases)]
 		tok, id, _ := strings.Cut(l, " ")
 		// A transport per device, as each daemon has its own, and one
 		// connection: on HTTP/1.1 a re-poll sent before the transport has
@@ -409,17 +412,36 @@ func TestFanOutHelper(t *testing.T) {
 			<-dialing
 		}
 		if stream {
-			go streamDevice(c, id, func(m *api.DeviceMap, at int64) { record(i, m, at) }, first)
+			go streamDevice(c, id, bases, i, func(m *api.DeviceMap, at int64) { record(i, m, at) }, first)
 			continue
 		}
 		go func() {
 			var since uint64
 			isFirst := true
+			// counted: this device's poll broke since the benchmark armed the
+			// failover count and is not re-established yet.
+			var counted atomic.Bool
+			next := i
 			for {
-				m, err := c.DeviceMap(context.Background(), id, since, 300*time.Second)
+				ctx := context.Background()
+				if counted.Load() {
+					// Re-established once the request is written to a
+					// replica that took the connection.
+					ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(wr httptrace.WroteRequestInfo) {
+						if wr.Err == nil && counted.CompareAndSwap(true, false) {
+							failover.record(time.Now())
+						}
+					}})
+				}
+				m, err := c.DeviceMap(ctx, id, since, 300*time.Second)
 				at := time.Now().UnixNano()
 				if err != nil {
-					fmt.Fprintln(os.Stderr, "fan-out helper:", err)
+					if !counted.Load() && failover.broke() {
+						counted.Store(true)
+					}
+					// A balancer gives the next poll to another replica.
+					next++
+					c.BaseURL = bases[next%len(bases)]
 					time.Sleep(100 * time.Millisecond)
 					continue
 				}
@@ -440,13 +462,29 @@ func TestFanOutHelper(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		f := strings.Fields(in.Text())
-		if len(f) != 3 || f[0] != "round" {
+		if len(f) == 1 && f[0] == "arm" {
+			failover.arm()
+			fmt.Println("armed-failover")
+			continue
+		}
+		if len(f) == 3 && f[0] == "killed" {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			held, _ := strconv.Atoi(f[2])
+			failover.report(time.Unix(0, ns), held)
+			continue
+		}
+		// "round N [KEY]": with KEY, a device counts the first map of the
+		// round that names it.
+		if len(f) < 2 || len(f) > 3 || f[0] != "round" {
 			continue
 		}
 		r, _ := strconv.Atoi(f[1])
 		cpu0 := cpuTime()
 		mu.Lock()
-		round, want, recv = r, f[2], recv[:0]
+		round, want, recv = r, "", recv[:0]
+		if len(f) == 3 {
+			want = f[2]
+		}
 		mu.Unlock()
 		fmt.Println("armed")
 		for {
@@ -468,9 +506,10 @@ func TestFanOutHelper(t *testing.T) {
 }
 
 // streamDevice holds device id's map stream, resuming from the last
-// version after any failure, as the daemon does; got gets every map with
-// its arrival time, first runs after the first one.
-func streamDevice(c *api.Client, id string, got func(*api.DeviceMap, int64), first func()) {
+// version after any failure (on the next of bases, as a balancer would
+// send it), as the daemon does; got gets every map with its arrival time,
+// first runs after the first one.
+func streamDevice(c *api.Client, id string, bases []string, next int, got func(*api.DeviceMap, int64), first func()) {
 	var since uint64
 	isFirst := true
 	for {
@@ -486,7 +525,73 @@ func streamDevice(c *api.Client, id string, got func(*api.DeviceMap, int64), fir
 			return nil
 		})
 		fmt.Fprintln(os.Stderr, "fan-out helper: stream:", err)
+		next++
+		c.BaseURL = bases[next%len(bases)]
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// failoverTimes records, for BenchmarkMoveFanOutReplicas's failover, when
+// each device whose poll broke after arm had it re-established on another
+// replica.
+type failoverTimes struct {
+	mu     sync.Mutex
+	armed  bool
+	broken int
+	times  []time.Time
+}
+
+var failover failoverTimes
+
+func (f *failoverTimes) arm() {
+	f.mu.Lock()
+	f.armed, f.broken, f.times = true, 0, nil
+	f.mu.Unlock()
+}
+
+// broke counts a broken poll; it reports whether it counts (armed), so
+// that only that poll's re-establishment is recorded.
+func (f *failoverTimes) broke() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.armed {
+		f.broken++
+	}
+	return f.armed
+}
+
+func (f *failoverTimes) record(t time.Time) {
+	f.mu.Lock()
+	if f.armed {
+		f.times = append(f.times, t)
+	}
+	f.mu.Unlock()
+}
+
+// report waits until the held polls broken since arm (the killed
+// replica's) are re-established and prints "failover <devices> <p50>
+// <p99> <max>" (ns from the kill).
+func (f *failoverTimes) report(killed time.Time, held int) {
+	for {
+		f.mu.Lock()
+		if time.Since(killed) > time.Minute {
+			fmt.Fprintf(os.Stderr, "fan-out helper: after a minute %d of %d polls broke, %d re-established\n", f.broken, held, len(f.times))
+			killed = time.Now()
+		}
+		if f.broken >= held && len(f.times) >= f.broken {
+			ts := make([]int64, len(f.times))
+			for i, t := range f.times {
+				ts[i] = int64(t.Sub(killed))
+			}
+			n := f.broken
+			f.armed, f.broken, f.times = false, 0, nil
+			f.mu.Unlock()
+			sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+			fmt.Printf("failover %d %d %d %d\n", n, ts[len(ts)/2], ts[len(ts)*99/100], ts[len(ts)-1])
+			return
+		}
+		f.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -79,6 +79,11 @@ func errRefused(msg, hint string) *api.Error {
 	return &api.Error{Status: 409, Code: api.CodeRefused, Message: msg, Hint: hint}
 }
 
+// errStoreUnavailable answers while the database cannot be reached: the
+// client retries (its backoff), and nothing was changed.
+var errStoreUnavailable = &api.Error{Status: 503, Code: api.CodeUnavailable, Message: "store unavailable",
+	Hint: "control cannot reach its database right now; retry in a moment"}
+
 func errForbidden(msg, hint string) *api.Error {
 	return &api.Error{Status: 403, Code: api.CodeForbidden, Message: msg, Hint: hint}
 }
@@ -99,6 +104,9 @@ func (s *Server) asError(ctx context.Context, err error) *api.Error {
 		return e
 	case errors.Is(err, store.ErrNotFound):
 		return errNotFound("%v", err)
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.Warn("store unavailable", "requestId", reqid.From(ctx), "err", err)
+		return errStoreUnavailable
 	}
 	return s.internal(ctx, "request failed", err)
 }

@@ -29,7 +29,7 @@ func (s *Server) afterSessionsClosed() { s.armIdleFromStore(s.now(), 0) }
 // armIdle makes sure the idle clean-up runs no later than at.
 func (s *Server) armIdle(at time.Time) {
 	s.mu.Lock()
-	if armed := s.idleAt; !armed.IsZero() && !at.Before(armed) {
+	if armed := s.idleAt; !s.leading || !armed.IsZero() && !at.Before(armed) {
 		s.mu.Unlock()
 		return
 	}

@@ -50,10 +50,9 @@ func (s *Server) handleStartMove(w http.ResponseWriter, r *http.Request, p *prin
 		if err := checkStartMove(mc); err != nil {
 			return err
 		}
-		if version, err = tx.GlobalVersion(); err != nil {
+		if version, err = tx.CommitVersion(); err != nil {
 			return err
 		}
-		version++ // the version this change commits as
 		m = model.Move{ID: token.ID("mv"), CID: mc.c.CID, ServiceID: mc.svc.ID, FromNodeID: mc.from.NID, TargetNodeID: mc.to.NID,
 			State: api.MovePreparing, Endpoint: plan.Endpoint, AddressKind: plan.AddressKind, Warnings: plan.Warnings,
 			StartedAt: now, PrepareVersion: version}

@@ -219,3 +219,32 @@ func TestDeleteNode(t *testing.T) {
 		t.Fatalf("abc after reset = %+v", c)
 	}
 }
+
+// A service's install timeout survives a restart of control, as a move's
+// timers do: a service whose gateway never came up does not stay
+// installing forever.
+func TestInstallTimeoutSurvivesRestart(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	svc, err := e.op.AddVPNService(ctx, "abc", api.AddVPNServiceRequest{Name: "wg", TargetNodeID: "n1"})
+	if err != nil || svc.State != api.ServiceInstalling {
+		t.Fatalf("add = %+v, %v", svc, err)
+	}
+	e.clk.Advance(10 * time.Second)
+	// A second server on the same store (a restart) re-arms the install
+	// timeout, from when the service was added.
+	e.srv.Close()
+	srv2, err := New(Config{Store: e.st, Hub: e.hub, Clock: e.clk, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer srv2.Close()
+	e.clk.Advance(5 * time.Second)
+	got, err := e.op.VPNService(ctx, "abc", svc.ID, 0, 0)
+	if err != nil || got.State != api.ServiceFailed || !strings.Contains(got.Error, "did not bring the server up within 15s") {
+		t.Fatalf("service 15 s after it was added, across a restart: %+v, %v", got, err)
+	}
+}

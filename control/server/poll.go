@@ -88,11 +88,20 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, kind string, p
 			return
 		}
 		topics := d.topics // made by this load: appending to it disturbs nothing
+		stale := false
 		if t := s.callerTopic(p); t != nil {
 			topics = append(topics, t)
+			// The caller's topic is compared with what the caller's check
+			// saw (a session's topic is touched at sign-in, so it is
+			// usually newer than the document), the document's with it.
+			known := d.version
+			if p.kind == kindUser {
+				known = max(known, p.sesVer)
+			}
+			stale = t.Version() > known
 		}
 		watch := s.hub.Watch(topics...)
-		if hub.Newest(topics...) > d.version {
+		if stale || hub.Newest(d.topics...) > d.version {
 			// Published between our read and the registration: read again.
 			watch.Stop()
 			continue

@@ -54,6 +54,10 @@ type Config struct {
 	StreamHeartbeat    time.Duration
 	StreamWriteTimeout time.Duration
 	NoStreams          bool
+	// Shared says other replicas commit to the same store (PostgreSQL):
+	// the replica holding the timers' lease then learns of their sessions,
+	// moves and services from the hub (control/notify feeds it).
+	Shared bool
 }
 
 // Metrics receives what control's metrics count from the API's logic.
@@ -103,12 +107,14 @@ type Server struct {
 	upSince time.Time
 
 	mu      sync.Mutex
-	timers  map[string]clock.Timer
+	timers  map[string]*timer
 	expiry  time.Time // when the session-expiry timer is armed for (zero: not armed)
+	leading bool      // this replica holds the timers' lease
 	idleAt  time.Time // when the idle clean-up timer is armed for (zero: not armed)
 	closed  bool
 	bgWG    sync.WaitGroup
 	closeCh chan struct{}
+	rearm   rearmQueue
 }
 
 func setDefault(d *time.Duration, v time.Duration) {
@@ -161,13 +167,14 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, st: cfg.Store, hub: cfg.Hub, clock: cfg.Clock, log: cfg.Logger,
 		devices: devices, services: services,
-		timers:  map[string]clock.Timer{},
+		timers:  map[string]*timer{},
 		closeCh: make(chan struct{}),
 		upSince: cfg.Clock.Now(),
 		used:    newThrottle(usedEvery, 10_000),
 		seen:    newThrottle(seenEvery, 200_000),
 		hs:      handshakes{m: map[string]time.Time{}},
 	}
+	s.rearm.wake = make(chan struct{}, 1)
 	s.streams = stream.New(stream.Config{Hub: cfg.Hub, Clock: cfg.Clock, Logger: cfg.Logger,
 		Heartbeat: cfg.StreamHeartbeat, WriteTimeout: cfg.StreamWriteTimeout})
 	s.auth.init()
@@ -187,40 +194,42 @@ func (s *Server) Streams() int { return s.streams.Len() }
 // an outer handler gave it one.
 func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
 
-// Start arms the timers the store's state calls for: the next session
-// expiry (after acting on those that lapsed while control was down), the
-// next idle device's clean-up (likewise) and the deadlines of moves in
-// flight.
+// Start takes part in acting on timers (timers.go): it acts at once when
+// this replica gets the timers' lease (always, on SQLite), and otherwise
+// waits in the background to take over from the replica that holds it.
 func (s *Server) Start(ctx context.Context) error {
-	s.expireSessions()
-	s.cleanIdle()
-	var moves []string
-	err := s.st.View(ctx, func(r store.Reader) error {
-		ms, err := r.InFlightMoves()
-		for _, m := range ms {
-			moves = append(moves, m.ID)
+	l, err := s.st.TryLease(ctx, timersLease)
+	switch {
+	case err == nil:
+		if err := s.lead(ctx, l); err != nil {
+			return fmt.Errorf("start: %w", err)
 		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("start: %w", err)
+	case !errors.Is(err, store.ErrHeld):
+		s.log.Warn("timers: cannot take the lease yet; retrying", "err", err)
 	}
-	for _, id := range moves {
-		s.armMoveTimers(ctx, id)
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		s.leaseLoop(l)
+	}()
+	if s.cfg.Shared {
+		s.cfg.Hub.OnPublish(s.heard)
+		s.bgWG.Add(1)
+		go func() {
+			defer s.bgWG.Done()
+			s.rearmLoop()
+		}()
 	}
 	return nil
 }
 
-// Close stops the timers. In-flight requests are the HTTP server's to end.
+// Close stops the timers and gives the timers' lease up.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
 		close(s.closeCh)
-		for k, t := range s.timers {
-			t.Stop()
-			delete(s.timers, k)
-		}
+		s.stopTimersLocked()
 	}
 	s.mu.Unlock()
 	s.streams.Close() // each client resumes elsewhere, or here once control is back
@@ -283,33 +292,6 @@ func (w *moveWriter) UpdateMove(m model.Move) error {
 		w.note(m)
 	}
 	return err
-}
-
-// after runs fn at t (at once if t has passed), replacing any timer with
-// the same key. Timers survive nothing: Start re-arms them from the store.
-func (s *Server) after(key string, t time.Time, fn func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
-	if old := s.timers[key]; old != nil {
-		old.Stop()
-	}
-	var tm clock.Timer
-	tm = s.clock.AfterFunc(t.Sub(s.clock.Now()), func() {
-		s.mu.Lock()
-		if s.closed || s.timers[key] != tm {
-			s.mu.Unlock()
-			return
-		}
-		delete(s.timers, key)
-		s.bgWG.Add(1)
-		s.mu.Unlock()
-		defer s.bgWG.Done()
-		fn()
-	})
-	s.timers[key] = tm
 }
 
 // bg is the context of work started by timers.

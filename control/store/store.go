@@ -1,14 +1,19 @@
 // Package store is the interface between control's logic and its database.
 // The logic (control/server) composes small typed reads and writes inside
-// one transaction per change; the store knows SQL and nothing of the rules,
-// so that a PostgreSQL implementation (DESIGN.md "Scale") implements the
-// same methods and the rules stay where they are. control/store/sqlitestore
-// is the SQLite implementation.
+// one transaction per change; the store knows SQL and nothing of the rules.
+// control/store/sqlitestore is the embedded SQLite implementation (one
+// replica), control/store/pgstore the PostgreSQL one (several replicas,
+// DESIGN.md "Scale"); control/store/storetest is the suite both pass.
 //
 // Versions: every Update that touched a topic bumps the global version once
 // and records it as the version of each topic touched, in the same
 // transaction (docs/internals.md "Push"). The caller hands the returned
-// Change to the hub after the commit.
+// Change to the hub after the commit; a store shared by replicas also tells
+// the other replicas (control/notify).
+//
+// Changes are serialized: while fn of one Update runs, no other Update of
+// any replica commits, so a read inside fn followed by a write (the next
+// free address, a move's state) cannot race another replica.
 package store
 
 import (
@@ -29,6 +34,11 @@ var ErrExists = errors.New("already exists")
 // ErrPoolFull is returned when an address pool has nothing left.
 var ErrPoolFull = errors.New("address pool exhausted")
 
+// ErrUnavailable wraps errors of a database that cannot be reached (a
+// server that is down or restarting, a broken connection): the API answers
+// 503 "store unavailable" and clients retry.
+var ErrUnavailable = errors.New("store unavailable")
+
 // Change is what a committed Update touched.
 type Change struct {
 	Version uint64   // 0 when no topic was touched
@@ -42,9 +52,33 @@ type Store interface {
 	// Update runs fn in one read-write transaction, committed when fn
 	// returns nil and rolled back otherwise (so a refusal changes nothing).
 	Update(ctx context.Context, fn func(Writer) error) (Change, error)
-	// Grants is the OAuth server's store of pending codes.
+	// Grants is the OAuth server's store of pending codes and its
+	// slow-down counters.
 	Grants() oauth.GrantStore
+	// Ping reports whether the database answers (for /readyz).
+	Ping(ctx context.Context) error
+	// Secret returns the named random secret shared by every replica,
+	// made (size bytes) by whichever asks first.
+	Secret(ctx context.Context, name string, size int) ([]byte, error)
+	// Lease blocks until this process holds the named lease (or ctx
+	// ends): at most one replica holds it at a time. It is lost when the
+	// holder's connection to the database is, and released by Release or
+	// when the process dies, so that another replica takes it at once.
+	Lease(ctx context.Context, name string) (Lease, error)
+	// TryLease is Lease without waiting: ErrHeld when another holds it.
+	TryLease(ctx context.Context, name string) (Lease, error)
 	Close() error
+}
+
+// ErrHeld is returned by TryLease for a lease another replica holds.
+var ErrHeld = errors.New("lease held by another replica")
+
+// Lease is a held lease (Store.Lease).
+type Lease interface {
+	// Lost is closed when the lease is no longer held.
+	Lost() <-chan struct{}
+	// Release gives the lease up. It is safe to call more than once.
+	Release()
 }
 
 // Reader reads inside a transaction.
@@ -53,6 +87,9 @@ type Reader interface {
 	GlobalVersion() (uint64, error)
 	TopicVersion(topics ...string) (uint64, error)
 	AllTopicVersions() (map[string]uint64, error)
+	// TopicsSince is the version of every topic changed after v: what a
+	// replica that may have missed notifications reads to catch up.
+	TopicsSince(v uint64) (map[string]uint64, error)
 
 	Account(aid string) (model.Account, error)
 	User(email string) (model.User, error) // email matched without regard to case
@@ -66,6 +103,8 @@ type Reader interface {
 
 	Service(id string) (model.Service, error)
 	Services(cid string) ([]model.Service, error)
+	// InstallingServices are the services not yet up since they were added.
+	InstallingServices() ([]model.Service, error)
 	// FreeServiceSubnetIndex is the lowest subnet index in [lo, hi] no service uses.
 	FreeServiceSubnetIndex(lo, hi int) (int, error) // ErrPoolFull when none
 
@@ -105,6 +144,10 @@ type Writer interface {
 	Reader
 	// Touch records that this change concerns topics.
 	Touch(topics ...string)
+	// CommitVersion is the version this change commits as (the global
+	// version is bumped even if no topic is touched): what a document
+	// written in the change says it is.
+	CommitVersion() (uint64, error)
 
 	PutAccount(model.Account) error // ErrExists when the aid is taken
 	PutUser(model.User) error

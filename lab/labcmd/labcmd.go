@@ -69,7 +69,11 @@ account rjwrn, each node running runos-gateway and a web app on port 80, a LAN
 with its resolver (dnsmasq), and laptops running the RunOS daemon.
 
 Hosts: control, lan, ky3-n1, ky3-n2, xym-n1, client (client2… with --clients).
-It needs root and Debian's iproute2, util-linux, dnsmasq-base, wireguard-tools.`,
+Every node's gateway also serves the relay (WireGuard over HTTPS) on its 443.
+block, unblock, uplink and mtu change a laptop's network (nftables and
+iproute2 inside the lab's namespaces only).
+It needs root and Debian's iproute2, util-linux, dnsmasq-base, wireguard-tools
+(and nftables for block and uplink).`,
 		Example: `  sudo runos-lab up --dir /tmp/lab
   sudo runos-lab exec --dir /tmp/lab client -- runos vpn up --cid ky3
   sudo runos-lab exec --dir /tmp/lab client -- wg show wg1
@@ -82,6 +86,7 @@ It needs root and Debian's iproute2, util-linux, dnsmasq-base, wireguard-tools.`
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(upCmd(), downCmd(), execCmd(), statusCmd(), demoCmd(), webappCmd(), browserCmd())
+	root.AddCommand(netCmds()...)
 	return root
 }
 
@@ -100,6 +105,10 @@ func upCmd() *cobra.Command {
 		bin      string
 		verbose  bool
 		skip     []string
+		store    string
+		reps     int
+		noUDP    bool
+		record   bool
 		metrics  bool
 		longPoll bool
 	)
@@ -109,11 +118,15 @@ func upCmd() *cobra.Command {
 		Long: `up builds the lab's namespaces, links and mounts, makes its CA and control's
 certificate, writes the world file (random password and tokens), starts control,
 a gateway and a web app on every node, the LAN resolver, and the daemon on every
-laptop, and returns when all of them answer. It writes DIR/env.json (addresses,
+laptop, and returns when all of them answer. With --store postgres control keeps
+its data in PostgreSQL on host db (data in DIR/hosts/db); with
+--control-replicas N, N runos-control replicas run on hosts control-1…control-N
+behind HAProxy on host control, at control's address. It writes DIR/env.json (addresses,
 credentials, sockets) for scripts and tests. If anything fails, what was made is
 removed again.`,
 		Example: `  sudo runos-lab up --dir /tmp/lab
   sudo runos-lab up --dir /tmp/lab --clients 3 --session-ttl 2m
+  sudo runos-lab up --dir /tmp/lab --store postgres --control-replicas 3
   sudo runos-lab up --dir /tmp/lab --metrics`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -121,7 +134,8 @@ removed again.`,
 				return fmt.Errorf("--clients %d: want 1 to %d laptops", clients, lab.MaxClients)
 			}
 			l, err := lab.Up(cmd.Context(), lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl,
-				BinDir: bin, Skip: skip, Metrics: metrics, LongPoll: longPoll, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose)})
+				BinDir: bin, Skip: skip, Metrics: metrics, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose),
+				Store: store, ControlReplicas: reps, BlockUDP: noUDP, RecordRelay: record, LongPoll: longPoll})
 			if err != nil {
 				return err
 			}
@@ -134,10 +148,14 @@ removed again.`,
 	c.Flags().DurationVar(&ttl, "session-ttl", 0, "how long a sign-in lasts (control's --session-ttl; 0: control's default, 24h)")
 	c.Flags().StringVar(&bin, "bin", "", "directory with runos, runos-control, runos-gateway, runos-lab (default: this program's)")
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every step to stderr")
+	c.Flags().StringVar(&store, "store", lab.StoreSQLite, "control's store: sqlite (one file) or postgres (Debian's PostgreSQL on host db)")
+	c.Flags().IntVar(&reps, "control-replicas", 1, fmt.Sprintf("runos-control replicas (1 to %d) behind HAProxy at control's address, on hosts control-1…; more than one needs --store postgres", lab.MaxReplicas))
 	c.Flags().BoolVar(&metrics, "metrics", false, "control and the gateways serve Prometheus metrics, scraped by Debian's prometheus on the control host (its URL in runos-lab status)")
 	c.Flags().BoolVar(&longPoll, "long-poll", false, "the daemons and gateways follow control by long-polls, as those before push streams did")
 	c.Flags().StringSliceVar(&skip, "skip", nil, "programs not to start (tests of the lab itself)")
 	_ = c.Flags().MarkHidden("skip")
+	c.Flags().BoolVar(&noUDP, "block-udp", false, "start every laptop behind a network that lets no UDP through to the nodes (runos-lab block … udp)")
+	c.Flags().BoolVar(&record, "record-relay", false, "gateways record their relay streams' bytes in DIR/hosts/<node>/relay-record")
 	return c
 }
 
@@ -187,7 +205,8 @@ PATH with the project's programs first, RUNOS_API_URL, RUNOS_CA_FILE,
 RUNOS_VPND_SOCKET, RUNOS_CONFIG, HOME, and on laptops BROWSER (the lab's
 scripted browser, which signs in through the real login page).
 
-HOST is control, lan, client (client2…), or <cid>-<nid> such as ky3-n1.
+HOST is control, lan, client (client2…), <cid>-<nid> such as ky3-n1, and with
+replicas control-1… and db.
 The exit code is the command's.`,
 		Example: `  runos-lab exec client -- runos vpn up --cid ky3
   runos-lab exec client -- wg show wg1

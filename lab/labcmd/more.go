@@ -3,9 +3,11 @@
 package labcmd
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/internal/relaywire"
 	"github.com/runos/vpn/lab"
 )
 
@@ -65,6 +68,7 @@ func statusCmd() *cobra.Command {
 			}
 			tw.Flush()
 			fmt.Fprintln(out)
+			printControl(out, st.Control)
 			for _, lp := range st.Laptops {
 				if lp.Error != "" {
 					fmt.Fprintf(out, "%s: daemon: %s\n", lp.Host, lp.Error)
@@ -110,7 +114,7 @@ each command shown with its real output. Then it removes the lab, unless --keep.
 }
 
 func webappCmd() *cobra.Command {
-	var cid, nid, listen, tlsListen, domain string
+	var cid, nid, listen, tlsListen, domain, relayUp, relayCert, relayKey string
 	c := &cobra.Command{
 		Use:    "webapp",
 		Short:  "The web app on port 80 of every lab node (stands in for Traefik)",
@@ -122,12 +126,20 @@ func webappCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "webapp: cluster=%s node=%s on %s\n", cid, nid, ln.Addr())
-			srv := &http.Server{Handler: lab.WebApp(cid, nid), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: lab.WithRelay(lab.WebApp(cid, nid), relayUp, relaywire.Path), ReadHeaderTimeout: 10 * time.Second}
 			go func() { <-cmd.Context().Done(); srv.Close() }()
 			if tlsListen != "" {
 				// HTTPS as Traefik serves it on 443, with a certificate of
 				// its own (as Traefik's default one is before cert-manager's).
-				tln, err := lab.WebAppTLSListener(tlsListen, cid, domain)
+				var rc *tls.Certificate
+				if relayCert != "" {
+					c, err := tls.LoadX509KeyPair(relayCert, relayKey)
+					if err != nil {
+						return fmt.Errorf("--relay-cert: %w", err)
+					}
+					rc = &c
+				}
+				tln, err := lab.WebAppTLSListener(tlsListen, cid, domain, rc)
 				if err != nil {
 					return err
 				}
@@ -145,6 +157,9 @@ func webappCmd() *cobra.Command {
 	c.Flags().StringVar(&listen, "listen", ":80", "address to listen on")
 	c.Flags().StringVar(&tlsListen, "tls-listen", "", "also serve HTTPS (a self-signed certificate) on this address")
 	c.Flags().StringVar(&domain, "domain", "", "the cluster's domain, named in the HTTPS certificate")
+	c.Flags().StringVar(&relayUp, "relay-upstream", "", "route the relay's path ("+relaywire.Path+") to the gateway's relay at this address, as Traefik does")
+	c.Flags().StringVar(&relayCert, "relay-cert", "", "the certificate HTTPS presents to clients that name no server (devices dialling the node's address)")
+	c.Flags().StringVar(&relayKey, "relay-key", "", "the private key of --relay-cert")
 	_ = c.MarkFlagRequired("cluster")
 	_ = c.MarkFlagRequired("node")
 	return c
@@ -167,4 +182,38 @@ func browserCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&dir, "dir", defaultDir(), "the lab's directory")
 	return c
+}
+
+// printControl shows control's store, each replica, the database and the
+// balancer.
+func printControl(out io.Writer, c *lab.ControlStatus) {
+	if c == nil {
+		return
+	}
+	ready := func(ok bool, why string) string {
+		if ok {
+			return "ready"
+		}
+		return "NOT READY: " + why
+	}
+	fmt.Fprintf(out, "control: store %s, %d replica(s)\n", c.Store, len(c.Replicas))
+	for _, r := range c.Replicas {
+		fmt.Fprintf(out, "  %s %s: %s\n", r.Host, r.URL, ready(r.Ready, r.Error))
+	}
+	if c.Database != nil {
+		fmt.Fprintf(out, "  database on %s: %s\n", c.Database.Host, ready(c.Database.Ready, c.Database.Error))
+	}
+	if b := c.Balancer; b != nil {
+		var ss []string
+		for name, state := range b.Servers {
+			ss = append(ss, name+"="+state)
+		}
+		sort.Strings(ss)
+		fmt.Fprintf(out, "  balancer (HAProxy on control) %s: %s", b.URL, strings.Join(ss, " "))
+		if b.Error != "" {
+			fmt.Fprintf(out, " (%s)", b.Error)
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintln(out)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/storetest"
 )
 
 // BenchmarkCommitSession is what a sign-in's commit costs (a session
@@ -36,7 +37,7 @@ func BenchmarkCommitSession(b *testing.B) {
 				id := fmt.Sprint(i)
 				if _, err := s.Update(ctx, func(w store.Writer) error {
 					w.Touch(hub.Session("s" + id))
-					return w.PutSession(model.Session{ID: "s" + id, TokenHash: "h" + id, User: "a@x", State: model.SessionLive, ExpiresAt: t0})
+					return w.PutSession(model.Session{ID: "s" + id, TokenHash: "h" + id, User: "a@x", State: model.SessionLive, ExpiresAt: storetest.T0})
 				}); err != nil {
 					b.Fatal(err)
 				}

@@ -2,6 +2,8 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,8 +74,18 @@ func scanDeviceCode(row interface{ Scan(...any) error }) (oauth.DeviceCode, erro
 	return d, err
 }
 
-func (g grants) PutDeviceCode(ctx context.Context, d oauth.DeviceCode) error {
+func (g grants) PutDeviceCode(ctx context.Context, d oauth.DeviceCode, now time.Time, maxPending int) error {
 	return g.write(ctx, func(t *tx) error {
+		if _, err := t.exec("DELETE FROM oauth_device_codes WHERE expires_at < ?", ts(now.Add(-grantGrace))); err != nil {
+			return err
+		}
+		var pending int
+		if err := t.q.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM oauth_device_codes WHERE expires_at > ?", ts(now)).Scan(&pending); err != nil {
+			return fmt.Errorf("count pending device codes: %w", err)
+		}
+		if pending >= maxPending {
+			return oauth.ErrTooMany
+		}
 		_, err := t.exec("INSERT INTO oauth_device_codes ("+deviceCodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
 			d.DeviceCodeHash, d.UserCode, d.ClientID, d.User, b2i(d.Approved), b2i(d.Denied), ts(d.ExpiresAt), int64(d.Interval), ts(d.LastPoll))
 		return constraint(err, "device code")
@@ -105,17 +117,49 @@ func (g grants) DeviceCodeByHash(ctx context.Context, hash string) (oauth.Device
 	return g.readDeviceCode(ctx, "device_code_hash", hash)
 }
 
-func (g grants) UpdateDeviceCode(ctx context.Context, d oauth.DeviceCode) error {
+// DecideDeviceCode is one conditional UPDATE: it changes nothing once the
+// code is decided or expired.
+func (g grants) DecideDeviceCode(ctx context.Context, userCode, user string, approve bool, now time.Time) (oauth.DeviceCode, error) {
+	var d oauth.DeviceCode
+	if !approve {
+		user = ""
+	}
 	err := g.write(ctx, func(t *tx) error {
-		res, err := t.exec(`UPDATE oauth_device_codes SET user_code = ?, client_id = ?, user = ?, approved = ?, denied = ?,
-			expires_at = ?, interval_ns = ?, last_poll = ? WHERE device_code_hash = ?`,
-			d.UserCode, d.ClientID, d.User, b2i(d.Approved), b2i(d.Denied), ts(d.ExpiresAt), int64(d.Interval), ts(d.LastPoll), d.DeviceCodeHash)
-		return mustAffect(res, err, "device code")
+		var err error
+		d, err = scanDeviceCode(t.q.QueryRowContext(t.ctx, `UPDATE oauth_device_codes SET approved = ?, denied = ?, user = ?
+			WHERE user_code = ? AND approved = 0 AND denied = 0 AND expires_at > ?
+			RETURNING `+deviceCodeCols, b2i(approve), b2i(!approve), user, userCode, ts(now)))
+		return err
 	})
 	if isNotFound(err) {
-		return oauth.ErrNotFound
+		return oauth.DeviceCode{}, oauth.ErrNotFound
 	}
-	return err
+	if err != nil {
+		return oauth.DeviceCode{}, fmt.Errorf("decide device code: %w", err)
+	}
+	return d, nil
+}
+
+// PollDeviceCode reads and writes the poll's columns in one write
+// transaction (the only writer), never the decision's.
+func (g grants) PollDeviceCode(ctx context.Context, hash string, poll func(oauth.DeviceCode) (time.Time, time.Duration)) (oauth.DeviceCode, error) {
+	var d oauth.DeviceCode
+	err := g.write(ctx, func(t *tx) error {
+		var err error
+		if d, err = scanDeviceCode(t.q.QueryRowContext(t.ctx, "SELECT "+deviceCodeCols+" FROM oauth_device_codes WHERE device_code_hash = ?", hash)); err != nil {
+			return err
+		}
+		d.LastPoll, d.Interval = poll(d)
+		_, err = t.exec("UPDATE oauth_device_codes SET last_poll = ?, interval_ns = ? WHERE device_code_hash = ?", ts(d.LastPoll), int64(d.Interval), hash)
+		return err
+	})
+	if isNotFound(err) {
+		return oauth.DeviceCode{}, oauth.ErrNotFound
+	}
+	if err != nil {
+		return oauth.DeviceCode{}, fmt.Errorf("record a device code poll: %w", err)
+	}
+	return d, nil
 }
 
 func (g grants) DeleteDeviceCode(ctx context.Context, hash string) error {
@@ -127,4 +171,50 @@ func (g grants) DeleteDeviceCode(ctx context.Context, hash string) error {
 		return oauth.ErrNotFound
 	}
 	return err
+}
+
+// Count reads and writes the counters in one write transaction: SQLite's
+// single writer is the lock. Expired counters are deleted on the way.
+func (g grants) Count(ctx context.Context, now time.Time, keys []string, fn func([]oauth.Counter) []oauth.Counter) error {
+	_, err := g.s.Update(ctx, func(w store.Writer) error {
+		t := w.(*tx)
+		if _, err := t.exec("DELETE FROM throttle WHERE expires_at <= ?", ts(now)); err != nil {
+			return err
+		}
+		cur := make([]oauth.Counter, len(keys))
+		for i, k := range keys {
+			var n int
+			var first, last, exp int64
+			err := t.q.QueryRowContext(t.ctx, "SELECT n, first, last, expires_at FROM throttle WHERE key = ?", k).Scan(&n, &first, &last, &exp)
+			switch {
+			case err == nil:
+				cur[i] = oauth.Counter{N: n, First: tm(first), Last: tm(last), Expires: tm(exp)}
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
+		next := fn(append([]oauth.Counter(nil), cur...))
+		for i, k := range keys {
+			c := next[i]
+			if c == cur[i] {
+				continue
+			}
+			var err error
+			if c.Expires.IsZero() || !now.Before(c.Expires) {
+				_, err = t.exec("DELETE FROM throttle WHERE key = ?", k)
+			} else {
+				_, err = t.exec(`INSERT INTO throttle (key, n, first, last, expires_at) VALUES (?, ?, ?, ?, ?)
+					ON CONFLICT (key) DO UPDATE SET n = excluded.n, first = excluded.first, last = excluded.last, expires_at = excluded.expires_at`,
+					k, c.N, ts(c.First), ts(c.Last), ts(c.Expires))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("count sign-in attempts: %w", err)
+	}
+	return nil
 }

@@ -218,4 +218,30 @@ CREATE TABLE audit_accounts (
 	// 3: when a node's gateway last started (issue 10): devices handshake
 	// again at once when the serving one restarts.
 	3: `ALTER TABLE nodes ADD COLUMN gateway_started INTEGER NOT NULL DEFAULT 0;`,
+	// 4: several replicas (issue 13): topics read by version after a lost
+	// notification, a shared secret, the slow-down counters, indexes for
+	// purging expired grants and re-arming install timeouts.
+	4: `
+CREATE INDEX topics_version ON topics(version);
+
+CREATE TABLE secrets (
+	name  TEXT PRIMARY KEY,
+	value BLOB NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE throttle (
+	key        TEXT PRIMARY KEY,
+	n          INTEGER NOT NULL,
+	first      INTEGER NOT NULL,
+	last       INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX throttle_expiry ON throttle(expires_at);
+
+CREATE INDEX oauth_codes_expiry ON oauth_codes(expires_at);
+CREATE INDEX oauth_device_codes_expiry ON oauth_device_codes(expires_at);
+CREATE INDEX services_installing ON services(state) WHERE state = 'installing';
+`,
+	// 5: a VPN service's relay URL override (issue 14).
+	5: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
 }

@@ -47,6 +47,24 @@ func (t *tx) AllTopicVersions() (map[string]uint64, error) {
 	return m, rows.Err()
 }
 
+func (t *tx) TopicsSince(v uint64) (map[string]uint64, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT topic, version FROM topics WHERE version > ?", v)
+	if err != nil {
+		return nil, fmt.Errorf("topics since %d: %w", v, err)
+	}
+	defer rows.Close()
+	m := map[string]uint64{}
+	for rows.Next() {
+		var k string
+		var tv uint64
+		if err := rows.Scan(&k, &tv); err != nil {
+			return nil, err
+		}
+		m[k] = tv
+	}
+	return m, rows.Err()
+}
+
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }

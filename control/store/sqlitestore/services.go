@@ -10,7 +10,7 @@ import (
 	"github.com/runos/vpn/control/store"
 )
 
-const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded"
+const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded, relay_url"
 
 func scanService(row interface{ Scan(...any) error }) (model.Service, error) {
 	var s model.Service
@@ -18,7 +18,7 @@ func scanService(row interface{ Scan(...any) error }) (model.Service, error) {
 	var created int64
 	var seeded int
 	if err := row.Scan(&s.ID, &s.CID, &s.Name, &s.NodeID, &s.Port, &s.State, &s.Error, &s.PublicKey,
-		&s.SubnetIndex, &subnet, &created, &seeded); err != nil {
+		&s.SubnetIndex, &subnet, &created, &seeded, &s.RelayURL); err != nil {
 		return s, err
 	}
 	s.Subnet, _ = netip.ParsePrefix(subnet)
@@ -43,6 +43,23 @@ func (t *tx) Services(cid string) ([]model.Service, error) {
 		s, err := scanService(rows)
 		if err != nil {
 			return nil, fmt.Errorf("services of %s: %w", cid, err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) InstallingServices() ([]model.Service, error) {
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+serviceCols+" FROM services WHERE state = 'installing' ORDER BY id")
+	if err != nil {
+		return nil, fmt.Errorf("services installing: %w", err)
+	}
+	defer rows.Close()
+	var out []model.Service
+	for rows.Next() {
+		s, err := scanService(rows)
+		if err != nil {
+			return nil, fmt.Errorf("services installing: %w", err)
 		}
 		out = append(out, s)
 	}
@@ -84,18 +101,18 @@ func freeIndex(t *tx, table, col string, lo, hi int) (int, error) {
 }
 
 func serviceArgs(s model.Service) []any {
-	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), ts(s.CreatedAt), b2i(s.Seeded)}
+	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), ts(s.CreatedAt), b2i(s.Seeded), s.RelayURL}
 }
 
 func (t *tx) PutService(s model.Service) error {
-	_, err := t.exec("INSERT INTO services ("+serviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	_, err := t.exec("INSERT INTO services ("+serviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		append([]any{s.ID}, serviceArgs(s)...)...)
 	return constraint(err, "service "+s.ID)
 }
 
 func (t *tx) UpdateService(s model.Service) error {
 	res, err := t.exec(`UPDATE services SET cid = ?, name = ?, node_id = ?, port = ?, state = ?, error = ?,
-		public_key = ?, subnet_index = ?, subnet = ?, created_at = ?, seeded = ? WHERE id = ?`,
+		public_key = ?, subnet_index = ?, subnet = ?, created_at = ?, seeded = ?, relay_url = ? WHERE id = ?`,
 		append(serviceArgs(s), s.ID)...)
 	return mustAffect(res, err, "service "+s.ID)
 }

@@ -11,6 +11,7 @@ package sqlitestore
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/runos/vpn/control/oauth"
@@ -179,7 +181,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Writer) error) (store.
 		return store.Change{}, err
 	}
 	var ch store.Change
-	if len(t.touched) > 0 {
+	if len(t.touched) > 0 || t.bump {
 		if err := sqlTx.QueryRowContext(ctx, "UPDATE meta SET version = version + 1 WHERE id = 1 RETURNING version").Scan(&ch.Version); err != nil {
 			return store.Change{}, fmt.Errorf("store: bump version: %w", err)
 		}
@@ -200,6 +202,59 @@ func (s *Store) Update(ctx context.Context, fn func(store.Writer) error) (store.
 // Grants returns the OAuth grant store on the same database.
 func (s *Store) Grants() oauth.GrantStore { return grants{s} }
 
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// Secret returns the named secret, made on first use.
+func (s *Store) Secret(ctx context.Context, name string, size int) ([]byte, error) {
+	var v []byte
+	_, err := s.Update(ctx, func(w store.Writer) error {
+		t := w.(*tx)
+		err := t.q.QueryRowContext(ctx, "SELECT value FROM secrets WHERE name = ?", name).Scan(&v)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		v = make([]byte, size)
+		if _, err := rand.Read(v); err != nil {
+			return err
+		}
+		_, err = t.exec("INSERT INTO secrets (name, value) VALUES (?, ?)", name, v)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("secret %s: %w", name, err)
+	}
+	return v, nil
+}
+
+// Lease is held at once: a SQLite file has one runos-control, so there is
+// no other replica to share timers with.
+func (s *Store) Lease(ctx context.Context, name string) (store.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &lease{lost: make(chan struct{})}, nil
+}
+
+// TryLease is Lease: it never waits.
+func (s *Store) TryLease(ctx context.Context, name string) (store.Lease, error) {
+	return s.Lease(ctx, name)
+}
+
+type lease struct {
+	once sync.Once
+	lost chan struct{}
+}
+
+func (l *lease) Lost() <-chan struct{} { return l.lost }
+func (l *lease) Release()              { l.once.Do(func() { close(l.lost) }) }
+
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -212,6 +267,21 @@ type tx struct {
 	q       querier
 	touched []string
 	seen    map[string]bool
+	bump    bool // CommitVersion was asked: bump even without a topic
+}
+
+// CommitVersion is the global version plus one: this transaction holds the
+// only writer connection, so nothing else commits before it.
+func (t *tx) CommitVersion() (uint64, error) {
+	if t.seen == nil {
+		return 0, errors.New("store: CommitVersion outside an Update")
+	}
+	v, err := t.GlobalVersion()
+	if err != nil {
+		return 0, err
+	}
+	t.bump = true
+	return v + 1, nil
 }
 
 func (t *tx) Touch(topics ...string) {

@@ -1,0 +1,401 @@
+//go:build linux
+
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/clock"
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/notify"
+	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/seed"
+	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/pgstore"
+	"github.com/runos/vpn/internal/pgtest"
+)
+
+// BenchmarkMoveFanOutReplicas is BenchmarkMoveFanOut over PostgreSQL with
+// control as separate processes: replicas-1 is one, replicas-3 is three,
+// with the devices spread evenly (device i long-polls replica i mod N, as
+// a balancer spreads them). The switch is committed on replica 1; the
+// others hear it through LISTEN/NOTIFY (control/notify). Both run in one
+// invocation, on the same PostgreSQL server (started by the benchmark):
+//
+//	go test -run='^$' -bench=BenchmarkMoveFanOutReplicas -benchtime=5x ./control/server/
+//
+// Metrics: ms-all, ms-p50, ms-p99 (commit to the last, median and 99th
+// percentile device); for each replica k (1-based) cpu-ms-rk (its CPU per
+// round, commit to last answer) and rss-MB-rk (with every long-poll
+// parked); cpu-ms-devices. With several replicas, then, each is killed in
+// turn with every poll parked: failover-ms-p50 and -p99 (medians over the
+// kills) from the kill to each of its devices' polls sent to a live
+// replica, and failover-ms-max, the longest any device went without its
+// map's long-poll. RUNOS_FANOUT_DEVICES sets the count (10,000).
+func BenchmarkMoveFanOutReplicas(b *testing.B) {
+	pg := pgtest.Start(b)
+	for _, r := range []int{1, 3} {
+		b.Run(fmt.Sprintf("replicas-%d", r), func(b *testing.B) { fanOutReplicas(b, pg, r) })
+	}
+}
+
+func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
+	n := 10000
+	if v := os.Getenv("RUNOS_FANOUT_DEVICES"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	raiseNoFile(b)
+	ctx := context.Background()
+	dir := b.TempDir()
+	dbURL := pg.NewDatabase(b)
+	st, err := pgstore.Open(ctx, dbURL, pgstore.Options{AppName: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	services, _ := pool.NewServices(netip.MustParsePrefix("100.100.0.0/16"))
+	if _, err := seed.Import(ctx, st, testWorld(), seed.Options{Services: services, BcryptCost: 4, Now: time.Now()}); err != nil {
+		b.Fatal(err)
+	}
+	tokens, keys := bulkDevices(b, st, n)
+
+	certPEM, cert := benchCert(b)
+	caFile := filepath.Join(dir, "ca.pem")
+	os.WriteFile(caFile, certPEM, 0o600)
+	keyPEM, certOnly := pemParts(b, cert, certPEM)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, certOnly, 0o600)
+	os.WriteFile(keyFile, keyPEM, 0o600)
+
+	type replica struct {
+		cmd   *exec.Cmd
+		in    io.WriteCloser
+		lines *bufio.Scanner
+		url   string
+	}
+	start := func(k int, addr string) *replica {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFanOutReplicaHelper$", "-test.v")
+		cmd.Env = append(os.Environ(), "RUNOS_FANOUT_REPLICA=1", "RUNOS_FANOUT_STORE="+dbURL, "RUNOS_FANOUT_ADDR="+addr,
+			"RUNOS_FANOUT_CERT="+certFile, "RUNOS_FANOUT_KEY="+keyFile, fmt.Sprintf("RUNOS_FANOUT_NAME=r%d", k+1))
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		r := &replica{cmd: cmd, in: in, lines: bufio.NewScanner(out)}
+		f := expectLine(b, r.lines, "listening")
+		r.url = "https://" + f[0]
+		return r
+	}
+	reps := make([]*replica, replicas)
+	for k := range reps {
+		reps[k] = start(k, "127.0.0.1:0")
+	}
+	defer func() {
+		for _, r := range reps {
+			r.in.Close()
+			r.cmd.Process.Kill()
+			r.cmd.Wait()
+		}
+	}()
+	ask := func(r *replica, what string) []string {
+		fmt.Fprintln(r.in, what)
+		return expectLine(b, r.lines, what)
+	}
+	var urls []string
+	for _, r := range reps {
+		urls = append(urls, r.url)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	op := &api.Client{BaseURL: urls[0], Token: opToken, HTTP: hc}
+	gw := func(nid string) *api.Client {
+		return &api.Client{BaseURL: urls[0], Token: enroll("ky3", nid), HTTP: hc}
+	}
+	nodeKeys := map[string]wgtypes.Key{"n1": mustKey(b), "n2": mustKey(b)}
+	report := func(nid string, mapVersion uint64, hs []api.PeerHandshake) {
+		if err := gw(nid).GatewayReport(ctx, api.GatewayReport{PublicKey: nodeKeys[nid].PublicKey().String(), Version: "bench",
+			ServiceID: "wg-ky3", Listening: true, ListenPort: 32768, MapVersion: mapVersion, Handshakes: hs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	report("n1", 1<<40, nil)
+
+	tokFile := filepath.Join(dir, "devices.txt")
+	os.WriteFile(tokFile, []byte(strings.Join(tokens, "\n")), 0o600)
+	helper := exec.Command(os.Args[0], "-test.run=^TestFanOutHelper$", "-test.v")
+	helper.Env = append(os.Environ(), "RUNOS_FANOUT_HELPER=1", "RUNOS_FANOUT_H2=false", "RUNOS_FANOUT_URL="+strings.Join(urls, ","),
+		"RUNOS_FANOUT_CA="+caFile, "RUNOS_FANOUT_TOKENS="+tokFile)
+	stdin, _ := helper.StdinPipe()
+	stdout, _ := helper.StdoutPipe()
+	helper.Stderr = os.Stderr
+	if err := helper.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { stdin.Close(); helper.Process.Kill(); helper.Wait() }()
+	devLines := bufio.NewScanner(stdout)
+	waitParked := func() {
+		for {
+			total := 0
+			for _, r := range reps {
+				w, _ := strconv.Atoi(ask(r, "watchers")[0])
+				total += w
+			}
+			if total >= n {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	expectLine(b, devLines, "started")
+	waitParked()
+
+	var all, p50, p99, devCPU []float64
+	ctlCPU := make([][]float64, replicas)
+	rss := make([]float64, replicas)
+	from, to := "n1", "n2"
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		report(from, 1<<40, nil)
+		report(to, 0, nil)
+		mv, err := op.StartMove(ctx, "ky3", "wg-ky3", to)
+		if err != nil || mv.State != api.MovePreparing {
+			b.Fatalf("start move: %+v, %v", mv, err)
+		}
+		m, err := gw(to).GatewayMap(ctx, 0, 0)
+		if err != nil || m.Serve == nil || len(m.Serve.Peers) != n {
+			b.Fatalf("standby map: %v", err)
+		}
+		waitParked()
+		cpu0 := make([]time.Duration, replicas)
+		for k, r := range reps {
+			rss[k] = procRSSMB(r.cmd.Process.Pid)
+			cpu0[k] = procCPU(r.cmd.Process.Pid)
+		}
+		fmt.Fprintf(stdin, "round %d\n", i)
+		expectLine(b, devLines, "armed")
+		b.StartTimer()
+		t0 := time.Now()
+		report(to, m.Version, nil) // listening: the switch, one commit, on replica 1
+		got := expectLine(b, devLines, "done")
+		b.StopTimer()
+		for k, r := range reps {
+			ctlCPU[k] = append(ctlCPU[k], float64(procCPU(r.cmd.Process.Pid)-cpu0[k])/float64(time.Millisecond))
+		}
+		times := make([]float64, 3)
+		for j := range times {
+			ns, _ := strconv.ParseInt(got[j], 10, 64)
+			times[j] = float64(time.Unix(0, ns).Sub(t0)) / float64(time.Millisecond)
+		}
+		p50, p99, all = append(p50, times[0]), append(p99, times[1]), append(all, times[2])
+		helperCPU, _ := strconv.ParseInt(got[3], 10, 64)
+		devCPU = append(devCPU, float64(helperCPU)/float64(time.Millisecond))
+		var cpus []string
+		for k := range reps {
+			cpus = append(cpus, fmt.Sprintf("r%d %.0f ms", k+1, ctlCPU[k][len(ctlCPU[k])-1]))
+		}
+		b.Logf("round %d: all %.0f ms, p50 %.0f ms; cpu %s, devices %.0f ms", i, times[2], times[0], strings.Join(cpus, ", "), devCPU[len(devCPU)-1])
+		hs := make([]api.PeerHandshake, 0, n)
+		now := time.Now()
+		for _, k := range keys {
+			hs = append(hs, api.PeerHandshake{PublicKey: k, At: now})
+		}
+		report(to, m.Version, hs)
+		if done, _ := op.Move(ctx, mv.ID, 0, 0); done.State != api.MoveDone || done.Devices.Switched != n {
+			b.Fatalf("move after the handshakes: %s %+v", done.State, done.Devices)
+		}
+		from, to = to, from
+		b.StartTimer()
+	}
+	b.StopTimer()
+	// Failover: each replica in turn is killed (SIGKILL) while every
+	// long-poll is parked; its devices poll again and the next replica
+	// takes them (as a balancer gives them one). Measured from the kill to
+	// each such device's poll being sent to a live replica; the longest is
+	// the longest any device went without its map's long-poll.
+	var foP50, foP99, foMax []float64
+	for k := range reps {
+		if replicas < 2 {
+			break
+		}
+		waitParked()
+		held := ask(reps[k], "watchers")[0]
+		var per []string
+		for _, r := range reps {
+			per = append(per, ask(r, "watchers")[0])
+		}
+		b.Logf("before kill %d: watchers %v", k+1, per)
+		fmt.Fprintln(stdin, "arm")
+		expectLine(b, devLines, "armed-failover")
+		killed := time.Now()
+		reps[k].cmd.Process.Kill()
+		reps[k].cmd.Wait()
+		fmt.Fprintf(stdin, "killed %d %s\n", killed.UnixNano(), held)
+		f := expectLine(b, devLines, "failover")
+		ms := func(s string) float64 {
+			ns, _ := strconv.ParseInt(s, 10, 64)
+			return float64(ns) / float64(time.Millisecond)
+		}
+		foP50, foP99, foMax = append(foP50, ms(f[1])), append(foP99, ms(f[2])), append(foMax, ms(f[3]))
+		b.Logf("failover %d: replica r%d killed; %s devices re-established in p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+			k+1, k+1, f[0], ms(f[1]), ms(f[2]), ms(f[3]))
+		addr := strings.TrimPrefix(reps[k].url, "https://")
+		reps[k] = start(k, addr) // back on its address, for the next round
+	}
+	if len(foMax) > 0 {
+		b.ReportMetric(median(foP50), "failover-ms-p50")
+		b.ReportMetric(median(foP99), "failover-ms-p99")
+		b.ReportMetric(slicesMax(foMax), "failover-ms-max")
+	}
+	b.ReportMetric(median(all), "ms-all")
+	b.ReportMetric(median(p50), "ms-p50")
+	b.ReportMetric(median(p99), "ms-p99")
+	b.ReportMetric(median(devCPU), "cpu-ms-devices")
+	for k := range reps {
+		b.ReportMetric(median(ctlCPU[k]), fmt.Sprintf("cpu-ms-r%d", k+1))
+		b.ReportMetric(rss[k], fmt.Sprintf("rss-MB-r%d", k+1))
+	}
+	b.ReportMetric(float64(n), "devices")
+}
+
+// TestFanOutReplicaHelper is one control replica of
+// BenchmarkMoveFanOutReplicas, in its own process: pgstore, the hub fed by
+// control/notify, the API over HTTPS on loopback. It answers "watchers" on
+// stdin with the hub's parked long-polls; it skips unless started by it.
+func TestFanOutReplicaHelper(t *testing.T) {
+	if os.Getenv("RUNOS_FANOUT_REPLICA") != "1" {
+		t.Skip("run by BenchmarkMoveFanOutReplicas")
+	}
+	raiseNoFile(t)
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, os.Getenv("RUNOS_FANOUT_STORE"), pgstore.Options{AppName: os.Getenv("RUNOS_FANOUT_NAME")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g uint64
+	var vs map[string]uint64
+	_ = st.View(ctx, func(r store.Reader) error {
+		g, _ = r.GlobalVersion()
+		vs, _ = r.AllTopicVersions()
+		return nil
+	})
+	h := hub.New(g, vs)
+	l := notify.New(notify.Config{Connect: st.Conn, Store: st, Hub: h, Origin: st.Origin()})
+	ready := make(chan struct{})
+	go l.Run(ctx, func() { close(ready) })
+	<-ready
+	srv, err := New(Config{Store: st, Hub: h, Clock: clock.Real{}, Shared: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(os.Getenv("RUNOS_FANOUT_CERT"), os.Getenv("RUNOS_FANOUT_KEY"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", os.Getenv("RUNOS_FANOUT_ADDR"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}},
+		// 10,000 devices dialling at once: handshakes that time out are
+		// dialled again; not worth a line each.
+		ErrorLog: log.New(io.Discard, "", 0)}
+	go hs.ServeTLS(ln, "", "")
+	fmt.Printf("listening %s\n", ln.Addr())
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() == "watchers" {
+			fmt.Printf("watchers %d\n", h.Watchers())
+		}
+	}
+}
+
+func expectLine(tb testing.TB, sc *bufio.Scanner, prefix string) []string {
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 0 && f[0] == prefix {
+			return f[1:]
+		}
+	}
+	tb.Fatalf("helper ended before %q: %v", prefix, sc.Err())
+	return nil
+}
+
+// procCPU is a process's CPU time (user and system) from /proc.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+k) * time.Second / 100 // USER_HZ
+}
+
+func procRSSMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// pemParts returns the private key of cert as PEM, and the certificate.
+func pemParts(tb testing.TB, cert tls.Certificate, certPEM []byte) (keyPEM, certOnly []byte) {
+	k, ok := cert.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok {
+		tb.Fatal("bench certificate's key is not ECDSA")
+	}
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), certPEM
+}
+
+func slicesMax(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}

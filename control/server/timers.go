@@ -1,0 +1,263 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runos/vpn/control/clock"
+	"github.com/runos/vpn/control/store"
+)
+
+// Timers: session expiry, a move's ready timeout and deadline, a service's
+// install timeout, idle devices' clean-up (idle.go). Each is acted on by exactly one replica, the one holding
+// the store's "timers" lease (always this one on SQLite). The holder arms
+// them from the store when it gets the lease (so nothing is lost across a
+// restart or a takeover: a lapsed session is expired at once), arms new
+// ones as this replica creates them, and, when other replicas share the
+// store, re-arms them from what the hub hears of the others' changes. The
+// actions are conditional changes (expire what is live and due, fail a
+// move still preparing…), so a timer fired twice across a takeover acts
+// once.
+//
+// When the holder dies its lease goes with its database connection, and
+// another replica, waiting for it, takes it over at once.
+
+const timersLease = "timers"
+
+type timer struct {
+	at time.Time
+	t  clock.Timer
+}
+
+// after runs fn at t (at once if t has passed), replacing any timer with
+// the same key for another time; a timer armed again for the same time is
+// left as it is. Only the lease holder arms timers.
+func (s *Server) after(key string, t time.Time, fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || !s.leading {
+		return
+	}
+	old := s.timers[key]
+	if old != nil && old.at.Equal(t) {
+		return
+	}
+	if old != nil {
+		old.t.Stop()
+	}
+	tm := &timer{at: t}
+	tm.t = s.clock.AfterFunc(t.Sub(s.clock.Now()), func() {
+		s.mu.Lock()
+		if s.closed || !s.leading || s.timers[key] != tm {
+			s.mu.Unlock()
+			return
+		}
+		delete(s.timers, key)
+		s.bgWG.Add(1)
+		s.mu.Unlock()
+		defer s.bgWG.Done()
+		fn()
+	})
+	s.timers[key] = tm
+}
+
+// cancelTimer stops the timer with that key, if any.
+func (s *Server) cancelTimer(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.timers[key]; old != nil {
+		old.t.Stop()
+		delete(s.timers, key)
+	}
+}
+
+func (s *Server) stopTimersLocked() {
+	for k, t := range s.timers {
+		t.t.Stop()
+		delete(s.timers, k)
+	}
+	s.expiry = time.Time{}
+	s.idleAt = time.Time{}
+}
+
+// lead makes this replica the one acting on timers, holding l: it acts on
+// what fell due while nobody held the lease and arms the rest from the
+// store.
+func (s *Server) lead(ctx context.Context, l store.Lease) error {
+	s.mu.Lock()
+	s.leading = true
+	s.mu.Unlock()
+	s.log.Info("timers: this replica acts on session expiry, move deadlines, install timeouts and idle devices")
+	s.expireSessions()
+	s.cleanIdle()
+	var moves, installs []string
+	err := s.st.View(ctx, func(r store.Reader) error {
+		ms, err := r.InFlightMoves()
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			moves = append(moves, m.ID)
+		}
+		svcs, err := r.InstallingServices()
+		for _, svc := range svcs {
+			installs = append(installs, svc.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range moves {
+		s.armMoveTimers(ctx, id)
+	}
+	for _, id := range installs {
+		s.armInstall(ctx, id)
+	}
+	return nil
+}
+
+// leaseLoop holds the timers' lease while it can and waits for it when
+// another replica holds it. l is the lease Start got, or nil.
+func (s *Server) leaseLoop(l store.Lease) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-s.closeCh
+		cancel()
+	}()
+	defer cancel()
+	wait := 100 * time.Millisecond
+	for {
+		if l != nil {
+			select {
+			case <-l.Lost():
+				s.mu.Lock()
+				s.leading = false
+				s.stopTimersLocked()
+				s.mu.Unlock()
+				s.log.Warn("timers: lease lost (the database connection went); another replica takes over, or this one once it can")
+			case <-s.closeCh:
+				l.Release()
+				return
+			}
+		}
+		var err error
+		l, err = s.st.Lease(ctx, timersLease)
+		if err != nil {
+			l = nil
+			if ctx.Err() != nil {
+				return
+			}
+			select {
+			case <-time.After(wait):
+			case <-s.closeCh:
+				return
+			}
+			wait = min(2*wait, 5*time.Second)
+			continue
+		}
+		wait = 100 * time.Millisecond
+		if err := s.lead(ctx, l); err != nil {
+			s.log.Error("timers: arm from the store", "err", err)
+		}
+	}
+}
+
+// rearmQueue holds the topics heard since the re-arm loop last looked.
+type rearmQueue struct {
+	mu     sync.Mutex
+	topics map[string]bool
+	wake   chan struct{}
+}
+
+// heard is the hub's publish hook (with other replicas): it notes the
+// topics that may carry a timer, for rearmLoop.
+func (s *Server) heard(_ uint64, topics []string) {
+	q := &s.rearm
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, t := range topics {
+		if strings.HasPrefix(t, "move:") || strings.HasPrefix(t, "service:") || strings.HasPrefix(t, "session:") {
+			if q.topics == nil {
+				q.topics = map[string]bool{}
+			}
+			q.topics[t] = true
+		}
+	}
+	if len(q.topics) > 0 {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// rearmLoop re-arms, on the lease holder, the timers of the sessions,
+// moves and services other replicas changed.
+func (s *Server) rearmLoop() {
+	for {
+		select {
+		case <-s.closeCh:
+			return
+		case <-s.rearm.wake:
+		}
+		s.rearm.mu.Lock()
+		topics := s.rearm.topics
+		s.rearm.topics = nil
+		s.rearm.mu.Unlock()
+		s.mu.Lock()
+		leading := s.leading
+		s.mu.Unlock()
+		if !leading {
+			continue
+		}
+		ctx, cancel := s.bg()
+		sessions := false
+		for t := range topics {
+			kind, id, _ := strings.Cut(t, ":")
+			switch kind {
+			case "move":
+				s.armMoveTimers(ctx, id)
+			case "service":
+				s.armInstall(ctx, id)
+			case "session":
+				sessions = true
+			}
+		}
+		if sessions {
+			// A session that began or closed elsewhere: its expiry, and
+			// the idle clean-up of its devices.
+			s.armNextExpiry(ctx)
+			s.afterSessionsClosed()
+		}
+		cancel()
+	}
+}
+
+// armInstall arms an added service's install timeout while it is
+// installing, from the time it was added.
+func (s *Server) armInstall(ctx context.Context, id string) {
+	var state string
+	var created time.Time
+	err := s.st.View(ctx, func(r store.Reader) error {
+		svc, err := r.Service(id)
+		state, created = svc.State, svc.CreatedAt
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.cancelTimer("install:" + id)
+		return
+	}
+	if err != nil {
+		s.log.Error("arm install timeout", "service", id, "err", err)
+		return
+	}
+	if state != "installing" {
+		s.cancelTimer("install:" + id)
+		return
+	}
+	s.after("install:"+id, created.Add(s.cfg.MoveReadyTimeout), func() { s.installTimeout(id) })
+}

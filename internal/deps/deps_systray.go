@@ -1,5 +1,0 @@
-//go:build !darwin || cgo
-
-package deps
-
-import _ "fyne.io/systray"
