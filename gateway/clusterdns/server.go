@@ -120,20 +120,22 @@ func (s *Server) stopLocked() {
 }
 
 // listenBoth binds UDP and TCP on the same ip and port. With port 0 (tests)
-// it retries a few times, in case the free UDP port is taken for TCP.
+// it picks the port on TCP first, where a free port is likelier to be taken
+// for the other protocol (every outgoing connection holds one), and retries
+// while the UDP side of the pick is taken.
 func listenBoth(ip netip.Addr, port int) (net.PacketConn, net.Listener, error) {
 	var lastErr error
-	for range 8 {
-		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip.String(), strconv.Itoa(port)))
+	for range 32 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(port)))
 		if err != nil {
 			return nil, nil, err
 		}
-		p := pc.LocalAddr().(*net.UDPAddr).Port
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), strconv.Itoa(p)))
+		p := ln.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip.String(), strconv.Itoa(p)))
 		if err == nil {
 			return pc, ln, nil
 		}
-		pc.Close()
+		ln.Close()
 		lastErr = err
 		if port != 0 {
 			break

@@ -82,8 +82,13 @@ func deriveSession(in *Inputs) localapi.Session {
 	case expired:
 		s.State = localapi.SessionExpired
 		s.Error = in.SessionErr
-		if lapsedAsleep(in) {
+		switch {
+		case lapsedAsleep(in):
 			s.Error = expiredWhile(in)
+		case s.Error == "" && !in.Prefs.ExpiresAt.IsZero():
+			// The clock passed the end before control said so (or
+			// before the wake detector's next tick): say what is known.
+			s.Error = "your sign-in expired at " + in.Prefs.ExpiresAt.UTC().Format(time.RFC3339)
 		}
 	case signedIn:
 		s.State = localapi.SessionSignedIn

@@ -203,6 +203,7 @@ func TestDerive(t *testing.T) {
 				in.Device = device(peer(key1, t0.Add(-time.Second)))
 			},
 			session:  localapi.SessionExpired,
+			sessErr:  "your sign-in expired at 2026-07-01T12:00:00Z",
 			clusters: map[string]want{"ky3": {state: "disconnected"}},
 			warn:     "run `runos vpn up` to sign in again",
 		},

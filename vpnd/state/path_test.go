@@ -115,7 +115,7 @@ func TestExpiredWhileAsleep(t *testing.T) {
 	// Lapsed while awake: said without the sleep.
 	in.Slept = wake.Sleep{From: t0.Add(-5 * time.Minute), To: t0.Add(-4 * time.Minute)}
 	st = Derive(&in)
-	if st.Session.Error != "" || !strings.HasPrefix(st.Warnings[0].Message, "your sign-in expired at 2026-07-01 11:50 UTC: run") {
+	if st.Session.Error != "your sign-in expired at "+in.Prefs.ExpiresAt.UTC().Format(time.RFC3339) || !strings.HasPrefix(st.Warnings[0].Message, "your sign-in expired at 2026-07-01 11:50 UTC: run") {
 		t.Errorf("awake: session %+v warnings %+v", st.Session, st.Warnings)
 	}
 }

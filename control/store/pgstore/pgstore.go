@@ -340,6 +340,13 @@ func (l *lease) hold() {
 	for {
 		select {
 		case <-l.stop:
+			// Unlock before closing: the server frees a closed
+			// connection's locks only once its backend has processed
+			// the close, after Release has returned, so another
+			// replica's TryLease right after could still find it held.
+			ctx, cancel := context.WithTimeout(context.Background(), leaseCheck)
+			_, _ = l.c.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+			cancel()
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), leaseCheck)
