@@ -5,13 +5,14 @@ import (
 
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 func (t *tx) PutAuditEntry(e audit.Entry) (int64, error) {
 	var id int64
 	err := t.q.QueryRowContext(t.ctx, `INSERT INTO audit_log (at, actor, actor_kind, source, kind, cid, target, outcome)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		ts(e.At), e.Actor.Name, e.Actor.Kind, e.Source, e.Kind, e.CID, e.Target, e.Outcome).Scan(&id)
+		sqlcol.Nanos(e.At), e.Actor.Name, e.Actor.Kind, e.Source, e.Kind, e.CID, e.Target, e.Outcome).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("audit %s of %s: %w", e.Kind, e.Target, err)
 	}
@@ -43,7 +44,7 @@ func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	}
 	if f.Kind != "" {
 		q += " AND (a.kind = ? OR a.kind LIKE ? ESCAPE '\\')"
-		args = append(args, f.Kind, likeEscape(f.Kind)+".%")
+		args = append(args, f.Kind, sqlcol.LikeEscape(f.Kind)+".%")
 	}
 	if f.Target != "" {
 		q += " AND a.target = ?"
@@ -71,7 +72,7 @@ func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 		if err := rows.Scan(&e.ID, &at, &e.Actor.Name, &e.Actor.Kind, &e.Source, &e.Kind, &e.CID, &e.Target, &e.Outcome); err != nil {
 			return nil, fmt.Errorf("audit log: %w", err)
 		}
-		e.At = tm(at)
+		e.At = sqlcol.Time(at)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -100,16 +101,4 @@ func (t *tx) auditAccounts(id int64) ([]string, error) {
 		out = append(out, aid)
 	}
 	return out, rows.Err()
-}
-
-// likeEscape escapes LIKE's wildcards (and the escape) in s.
-func likeEscape(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '%' || c == '_' || c == '\\' {
-			out = append(out, '\\')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }

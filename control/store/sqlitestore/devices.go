@@ -8,6 +8,7 @@ import (
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 func isNotFound(err error) bool {
@@ -25,9 +26,9 @@ func scanDevice(row interface{ Scan(...any) error }) (model.Device, error) {
 		&seen, &hs, &revoked, &d.RevokedBy); err != nil {
 		return d, err
 	}
-	d.Address = parseAddr(addr)
+	d.Address = sqlcol.ParseAddr(addr)
 	d.SessionID = sid.String
-	d.CreatedAt, d.LastSeen, d.LastHandshake, d.RevokedAt = tm(created), tm(seen), tm(hs), tm(revoked)
+	d.CreatedAt, d.LastSeen, d.LastHandshake, d.RevokedAt = sqlcol.Time(created), sqlcol.Time(seen), sqlcol.Time(hs), sqlcol.Time(revoked)
 	return d, nil
 }
 
@@ -90,8 +91,8 @@ func (t *tx) CountDevices() (int, error) {
 }
 
 func deviceArgs(d model.Device) []any {
-	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, addrText(d.Address), nullable(d.SessionID), ts(d.CreatedAt),
-		ts(d.LastSeen), ts(d.LastHandshake), ts(d.RevokedAt), d.RevokedBy}
+	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, sqlcol.Addr(d.Address), sqlcol.Nullable(d.SessionID), sqlcol.Nanos(d.CreatedAt),
+		sqlcol.Nanos(d.LastSeen), sqlcol.Nanos(d.LastHandshake), sqlcol.Nanos(d.RevokedAt), d.RevokedBy}
 }
 
 func (t *tx) PutDevice(d model.Device) error {
@@ -131,7 +132,7 @@ const peersFrom = `FROM memberships m
 
 func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
 	rows, err := t.q.QueryContext(t.ctx, `SELECT d.id, d.public_key, d.address `+peersFrom+`
-		ORDER BY d.id`, cid, ts(now))
+		ORDER BY d.id`, cid, sqlcol.Nanos(now))
 	if err != nil {
 		return nil, fmt.Errorf("peers of %s: %w", cid, err)
 	}
@@ -143,7 +144,7 @@ func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
 		if err := rows.Scan(&p.DeviceID, &p.PublicKey, &addr); err != nil {
 			return nil, err
 		}
-		p.Address = parseAddr(addr)
+		p.Address = sqlcol.ParseAddr(addr)
 		out = append(out, p)
 	}
 	return out, rows.Err()
@@ -151,7 +152,7 @@ func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
 
 func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
 	var n int
-	if err := t.q.QueryRowContext(t.ctx, `SELECT COUNT(*) `+peersFrom, cid, ts(now)).Scan(&n); err != nil {
+	if err := t.q.QueryRowContext(t.ctx, `SELECT COUNT(*) `+peersFrom, cid, sqlcol.Nanos(now)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count peers of %s: %w", cid, err)
 	}
 	return n, nil
@@ -165,7 +166,7 @@ func scanSession(row interface{ Scan(...any) error }) (model.Session, error) {
 	var s model.Session
 	var created, expires, ended int64
 	err := row.Scan(&s.ID, &s.TokenHash, &s.User, &s.ClientID, &s.State, &created, &expires, &ended)
-	s.CreatedAt, s.ExpiresAt, s.EndedAt = tm(created), tm(expires), tm(ended)
+	s.CreatedAt, s.ExpiresAt, s.EndedAt = sqlcol.Time(created), sqlcol.Time(expires), sqlcol.Time(ended)
 	return s, err
 }
 
@@ -180,7 +181,7 @@ func (t *tx) SessionByToken(hash string) (model.Session, error) {
 }
 
 func (t *tx) LiveSessionsExpiringBy(at time.Time) ([]model.Session, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= ? ORDER BY expires_at", ts(at))
+	rows, err := t.q.QueryContext(t.ctx, "SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= ? ORDER BY expires_at", sqlcol.Nanos(at))
 	if err != nil {
 		return nil, fmt.Errorf("expiring sessions: %w", err)
 	}
@@ -204,7 +205,7 @@ func (t *tx) NextExpiry() (time.Time, bool, error) {
 	if !n.Valid {
 		return time.Time{}, false, nil
 	}
-	return tm(n.Int64), true, nil
+	return sqlcol.Time(n.Int64), true, nil
 }
 
 func (t *tx) FirstEnded() (time.Time, bool, error) {
@@ -215,23 +216,23 @@ func (t *tx) FirstEnded() (time.Time, bool, error) {
 	if !n.Valid {
 		return time.Time{}, false, nil
 	}
-	return tm(n.Int64), true, nil
+	return sqlcol.Time(n.Int64), true, nil
 }
 
 func (t *tx) PutSession(s model.Session) error {
 	_, err := t.exec("INSERT INTO sessions ("+sessionCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		s.ID, s.TokenHash, s.User, s.ClientID, s.State, ts(s.CreatedAt), ts(s.ExpiresAt), ts(s.EndedAt))
+		s.ID, s.TokenHash, s.User, s.ClientID, s.State, sqlcol.Nanos(s.CreatedAt), sqlcol.Nanos(s.ExpiresAt), sqlcol.Nanos(s.EndedAt))
 	return constraint(err, "session "+s.ID)
 }
 
 func (t *tx) UpdateSession(s model.Session) error {
 	res, err := t.exec("UPDATE sessions SET state = ?, expires_at = ?, ended_at = ? WHERE id = ?",
-		s.State, ts(s.ExpiresAt), ts(s.EndedAt), s.ID)
+		s.State, sqlcol.Nanos(s.ExpiresAt), sqlcol.Nanos(s.EndedAt), s.ID)
 	return mustAffect(res, err, "session "+s.ID)
 }
 
 func (t *tx) DeleteSessionsEndedBy(at time.Time) (int, error) {
-	res, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at <= ?", ts(at))
+	res, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at <= ?", sqlcol.Nanos(at))
 	if err != nil {
 		return 0, fmt.Errorf("forget old sessions: %w", err)
 	}

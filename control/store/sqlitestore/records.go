@@ -2,13 +2,12 @@ package sqlitestore
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 func (t *tx) GlobalVersion() (uint64, error) {
@@ -69,41 +68,6 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
-// jsonText and fromJSON keep small lists (roles, domains, steps) in TEXT.
-func jsonText(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only plain slices of strings and structs go here
-	}
-	return string(b)
-}
-
-func fromJSON(s string, v any) error {
-	if s == "" {
-		return nil
-	}
-	return json.Unmarshal([]byte(s), v)
-}
-
-func addrText(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
-	}
-	return a.String()
-}
-
-func parseAddr(s string) netip.Addr {
-	a, _ := netip.ParseAddr(s) // written by addrText; "" is the zero Addr
-	return a
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 // Accounts and users.
 
 func (t *tx) Account(aid string) (model.Account, error) {
@@ -117,7 +81,7 @@ func (t *tx) Account(aid string) (model.Account, error) {
 
 func (t *tx) PutAccount(a model.Account) error {
 	_, err := t.exec("INSERT INTO accounts (aid, name, operator_token_hash) VALUES (?, ?, ?)",
-		a.AID, a.Name, nullable(a.OperatorTokenHash))
+		a.AID, a.Name, sqlcol.Nullable(a.OperatorTokenHash))
 	return constraint(err, "account "+a.AID)
 }
 
@@ -170,7 +134,7 @@ func scanCluster(row interface{ Scan(...any) error }) (model.Cluster, error) {
 		return c, err
 	}
 	c.IsConfigured = conf != 0
-	return c, fromJSON(domains, &c.CustomDomains)
+	return c, sqlcol.FromJSON(domains, &c.CustomDomains)
 }
 
 func (t *tx) Cluster(cid string) (model.Cluster, error) {
@@ -204,21 +168,14 @@ func (t *tx) Clusters(aids []string) ([]model.Cluster, error) {
 
 func (t *tx) PutCluster(c model.Cluster) error {
 	_, err := t.exec("INSERT INTO clusters ("+clusterCols+") VALUES (?, ?, ?, ?, ?, ?, ?)",
-		c.CID, c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, jsonText(nonNil(c.CustomDomains)))
+		c.CID, c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, sqlcol.JSON(sqlcol.NonNil(c.CustomDomains)))
 	return constraint(err, "cluster "+c.CID)
 }
 
 func (t *tx) UpdateCluster(c model.Cluster) error {
 	res, err := t.exec("UPDATE clusters SET aid = ?, name = ?, domain_root = ?, is_configured = ?, user_vpn = ?, custom_domains = ? WHERE cid = ?",
-		c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, jsonText(nonNil(c.CustomDomains)), c.CID)
+		c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, sqlcol.JSON(sqlcol.NonNil(c.CustomDomains)), c.CID)
 	return mustAffect(res, err, "cluster "+c.CID)
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // Nodes.
@@ -234,11 +191,11 @@ func scanNode(row interface{ Scan(...any) error }) (model.Node, error) {
 		&n.EnrollmentTokenHash, &hb, &n.GatewayKey, &n.GatewayVersion, &started); err != nil {
 		return n, err
 	}
-	n.GatewayStartedAt = tm(started)
-	n.DeclaredIngress, n.PublicIP, n.DetectedIP = parseAddr(declared), parseAddr(public), parseAddr(detected)
+	n.GatewayStartedAt = sqlcol.Time(started)
+	n.DeclaredIngress, n.PublicIP, n.DetectedIP = sqlcol.ParseAddr(declared), sqlcol.ParseAddr(public), sqlcol.ParseAddr(detected)
 	n.Published = published != 0
-	n.LastHeartbeat = tm(hb)
-	return n, fromJSON(roles, &n.Roles)
+	n.LastHeartbeat = sqlcol.Time(hb)
+	return n, sqlcol.FromJSON(roles, &n.Roles)
 }
 
 func (t *tx) Node(cid, nid string) (model.Node, error) {
@@ -269,8 +226,8 @@ func (t *tx) Nodes(cid string) ([]model.Node, error) {
 }
 
 func nodeArgs(n model.Node) []any {
-	return []any{n.Name, jsonText(nonNil(n.Roles)), addrText(n.DeclaredIngress), addrText(n.PublicIP), addrText(n.DetectedIP),
-		b2i(n.Published), n.EnrollmentTokenHash, ts(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion, ts(n.GatewayStartedAt)}
+	return []any{n.Name, sqlcol.JSON(sqlcol.NonNil(n.Roles)), sqlcol.Addr(n.DeclaredIngress), sqlcol.Addr(n.PublicIP), sqlcol.Addr(n.DetectedIP),
+		b2i(n.Published), n.EnrollmentTokenHash, sqlcol.Nanos(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion, sqlcol.Nanos(n.GatewayStartedAt)}
 }
 
 func (t *tx) PutNode(n model.Node) error {
