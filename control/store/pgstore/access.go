@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/internal/sqlcol"
@@ -43,7 +41,7 @@ func (t *tx) Devices(f store.DeviceFilter) ([]model.Device, error) {
 }
 
 func (t *tx) Memberships(deviceID string) ([]model.Membership, error) {
-	return list(t, "clusters of device "+deviceID, func(r pgx.Row) (model.Membership, error) {
+	return list(t, "clusters of device "+deviceID, func(r sqlcol.Row) (model.Membership, error) {
 		var m model.Membership
 		var hs int64
 		err := r.Scan(&m.CID, &hs)

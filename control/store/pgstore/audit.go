@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/internal/sqlcol"
@@ -64,7 +62,7 @@ func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	}
 	args = append(args, limit)
 	q += fmt.Sprintf(" ORDER BY a.id DESC LIMIT $%d", len(args))
-	return list(t, "audit log", func(r pgx.Row) (audit.Entry, error) {
+	return list(t, "audit log", func(r sqlcol.Row) (audit.Entry, error) {
 		var e audit.Entry
 		var at int64
 		err := r.Scan(&e.ID, &at, &e.Actor.Name, &e.Actor.Kind, &e.Source, &e.Kind, &e.CID, &e.Target, &e.Outcome, &e.AIDs)

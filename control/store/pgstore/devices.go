@@ -4,15 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 const deviceCols = "id, email, name, os, public_key, addr_index, address, session_id, created_at, last_seen, last_handshake, revoked_at, revoked_by"
 
-func scanDevice(row pgx.Row) (model.Device, error) {
+func scanDevice(row sqlcol.Row) (model.Device, error) {
 	var d model.Device
 	var addr string
 	var sid *string
@@ -44,10 +42,7 @@ func (t *tx) DevicesOfSession(sessionID string) ([]model.Device, error) {
 }
 
 func (t *tx) DeviceClusters(deviceID string) ([]string, error) {
-	return list(t, "clusters of device "+deviceID, func(r pgx.Row) (string, error) {
-		var cid string
-		return cid, r.Scan(&cid)
-	}, "SELECT cid FROM memberships WHERE device_id = $1 ORDER BY cid", deviceID)
+	return list(t, "clusters of device "+deviceID, sqlcol.String, "SELECT cid FROM memberships WHERE device_id = $1 ORDER BY cid", deviceID)
 }
 
 func (t *tx) FreeDeviceAddrIndex(lo, hi int) (int, error) {
@@ -102,7 +97,7 @@ const peersFrom = `FROM memberships m
 		WHERE m.cid = $1 AND d.revoked_at = 0 AND s.state = 'live' AND s.expires_at > $2`
 
 func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
-	return list(t, "peers of "+cid, func(r pgx.Row) (model.Peer, error) {
+	return list(t, "peers of "+cid, func(r sqlcol.Row) (model.Peer, error) {
 		var p model.Peer
 		var addr string
 		err := r.Scan(&p.DeviceID, &p.PublicKey, &addr)
@@ -121,7 +116,7 @@ func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
 
 const sessionCols = "id, token_hash, email, client_id, state, created_at, expires_at, ended_at"
 
-func scanSession(row pgx.Row) (model.Session, error) {
+func scanSession(row sqlcol.Row) (model.Session, error) {
 	var s model.Session
 	var created, expires, ended int64
 	err := row.Scan(&s.ID, &s.TokenHash, &s.User, &s.ClientID, &s.State, &created, &expires, &ended)

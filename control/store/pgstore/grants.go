@@ -80,7 +80,7 @@ func (g grants) TakeAuthCode(ctx context.Context, codeHash string) (oauth.AuthCo
 
 const deviceCodeCols = "device_code_hash, user_code, client_id, email, approved, denied, expires_at, interval_ns, last_poll"
 
-func scanDeviceCode(row pgx.Row) (oauth.DeviceCode, error) {
+func scanDeviceCode(row sqlcol.Row) (oauth.DeviceCode, error) {
 	var d oauth.DeviceCode
 	var exp, interval, last int64
 	err := row.Scan(&d.DeviceCodeHash, &d.UserCode, &d.ClientID, &d.User, &d.Approved, &d.Denied, &exp, &interval, &last)

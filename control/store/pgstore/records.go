@@ -71,21 +71,14 @@ func (t *tx) exec(sql string, args ...any) (pgconn.CommandTag, error) {
 func (t *tx) row(sql string, args ...any) pgx.Row { return t.q.QueryRow(t.ctx, sql, args...) }
 
 // list runs a query and scans each row with scan.
-func list[T any](t *tx, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+func list[T any](t *tx, what string, scan func(sqlcol.Row) (T, error), sql string, args ...any) ([]T, error) {
 	rows, err := t.q.Query(t.ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, classify(err))
 	}
 	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, classify(err))
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlcol.Collect(rows, scan)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, classify(err))
 	}
 	return out, nil
@@ -111,7 +104,7 @@ func (t *tx) topicMap(what, sql string, args ...any) (map[string]uint64, error) 
 		k string
 		v int64
 	}
-	rows, err := list(t, what, func(r pgx.Row) (tv, error) {
+	rows, err := list(t, what, func(r sqlcol.Row) (tv, error) {
 		var x tv
 		return x, r.Scan(&x.k, &x.v)
 	}, sql, args...)
@@ -155,10 +148,7 @@ func (t *tx) User(email string) (model.User, error) {
 	if err != nil {
 		return u, one(err, "user "+email)
 	}
-	u.Accounts, err = list(t, "user "+email, func(r pgx.Row) (string, error) {
-		var aid string
-		return aid, r.Scan(&aid)
-	}, "SELECT aid FROM user_accounts WHERE email = $1 ORDER BY aid", u.Email)
+	u.Accounts, err = list(t, "user "+email, sqlcol.String, "SELECT aid FROM user_accounts WHERE email = $1 ORDER BY aid", u.Email)
 	return u, err
 }
 
@@ -178,7 +168,7 @@ func (t *tx) PutUser(u model.User) error {
 
 const clusterCols = "cid, aid, name, domain_root, is_configured, user_vpn, custom_domains"
 
-func scanCluster(row pgx.Row) (model.Cluster, error) {
+func scanCluster(row sqlcol.Row) (model.Cluster, error) {
 	var c model.Cluster
 	var domains string
 	if err := row.Scan(&c.CID, &c.AID, &c.Name, &c.DomainRoot, &c.IsConfigured, &c.UserVPN, &domains); err != nil {
@@ -214,7 +204,7 @@ func (t *tx) UpdateCluster(c model.Cluster) error {
 
 const nodeCols = "cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash, last_heartbeat, gateway_key, gateway_version, gateway_started"
 
-func scanNode(row pgx.Row) (model.Node, error) {
+func scanNode(row sqlcol.Row) (model.Node, error) {
 	var n model.Node
 	var roles, declared, public, detected string
 	var hb, started int64

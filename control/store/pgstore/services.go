@@ -14,7 +14,7 @@ import (
 
 const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded"
 
-func scanService(row pgx.Row) (model.Service, error) {
+func scanService(row sqlcol.Row) (model.Service, error) {
 	var s model.Service
 	var subnet string
 	var created int64
@@ -98,7 +98,7 @@ func (t *tx) UpdateService(s model.Service) error {
 const moveCols = `id, cid, service_id, from_node, target_node, state, error, endpoint, address_kind, warnings,
 	total, switched, switch_ms, prepare_version, started_at, switched_at, last_handshake, finished_at, steps`
 
-func scanMove(row pgx.Row) (model.Move, error) {
+func scanMove(row sqlcol.Row) (model.Move, error) {
 	var m model.Move
 	var warnings, steps string
 	var prepare, started, switched, last, finished int64

@@ -1,15 +1,13 @@
 package pgstore
 
 import (
-	"github.com/jackc/pgx/v5"
-
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 const tokenCols = "id, aid, name, token_hash, created_at, created_by, expires_at, last_used, revoked_at, revoked_by"
 
-func scanToken(row pgx.Row) (model.APIToken, error) {
+func scanToken(row sqlcol.Row) (model.APIToken, error) {
 	var k model.APIToken
 	var created, expires, used, revoked int64
 	err := row.Scan(&k.ID, &k.AID, &k.Name, &k.Hash, &created, &k.CreatedBy, &expires, &used, &revoked, &k.RevokedBy)

@@ -18,14 +18,6 @@ const lastActive = "MAX(d.created_at, d.last_seen, d.last_handshake, d.revoked_a
 // the time given as the parameter.
 const noLiveSession = `NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = d.session_id AND s.state = 'live' AND s.expires_at > ?)`
 
-func anyArgs(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
-}
-
 func (t *tx) Devices(f store.DeviceFilter) ([]model.Device, error) {
 	if len(f.AIDs) == 0 {
 		return nil, nil
@@ -42,26 +34,17 @@ func (t *tx) Devices(f store.DeviceFilter) ([]model.Device, error) {
 		q += " AND EXISTS (SELECT 1 FROM memberships m WHERE m.device_id = d.id AND m.cid = ?)"
 		args = append(args, f.CID)
 	}
-	return t.devices("devices", q+" ORDER BY d.id", args...)
+	return list(t, "devices", scanDevice, q+" ORDER BY d.id", args...)
 }
 
 func (t *tx) Memberships(deviceID string) ([]model.Membership, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT cid, last_handshake FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
-	if err != nil {
-		return nil, fmt.Errorf("clusters of device %s: %w", deviceID, err)
-	}
-	defer rows.Close()
-	var out []model.Membership
-	for rows.Next() {
+	return list(t, "clusters of device "+deviceID, func(r sqlcol.Row) (model.Membership, error) {
 		var m model.Membership
 		var hs int64
-		if err := rows.Scan(&m.CID, &hs); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&m.CID, &hs)
 		m.LastHandshake = sqlcol.Time(hs)
-		out = append(out, m)
-	}
-	return out, rows.Err()
+		return m, err
+	}, "SELECT cid, last_handshake FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
 }
 
 func (t *tx) CountUserDevices(email string) (int, error) {
@@ -83,7 +66,7 @@ func (t *tx) KeyRevoked(publicKey string) (model.RevokedKey, error) {
 
 func (t *tx) IdleDevices(cutoff, now time.Time, limit int) ([]model.Device, error) {
 	cols := "d." + strings.ReplaceAll(deviceCols, ", ", ", d.")
-	return t.devices("idle devices", "SELECT "+cols+" FROM devices d WHERE "+lastActive+" <= ? AND "+noLiveSession+
+	return list(t, "idle devices", scanDevice, "SELECT "+cols+" FROM devices d WHERE "+lastActive+" <= ? AND "+noLiveSession+
 		" ORDER BY "+lastActive+", d.id LIMIT ?", sqlcol.Nanos(cutoff), sqlcol.Nanos(now), limit)
 }
 
@@ -100,21 +83,8 @@ func (t *tx) NextIdle(now time.Time) (time.Time, bool, error) {
 }
 
 func (t *tx) LiveSessionsOfUser(email string, now time.Time) ([]model.Session, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+sessionCols+` FROM sessions
+	return list(t, "sessions of "+email, scanSession, "SELECT "+sessionCols+` FROM sessions
 		WHERE user = ? COLLATE NOCASE AND state = 'live' AND expires_at > ? ORDER BY created_at, id`, email, sqlcol.Nanos(now))
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", email, err)
-	}
-	defer rows.Close()
-	var out []model.Session
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
 }
 
 func (t *tx) DeleteDevice(id string) error {

@@ -60,45 +60,22 @@ func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	}
 	q += " ORDER BY a.id DESC LIMIT ?"
 	args = append(args, limit)
-	rows, err := t.q.QueryContext(t.ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	defer rows.Close()
-	var out []audit.Entry
-	for rows.Next() {
+	out, err := list(t, "audit log", func(r sqlcol.Row) (audit.Entry, error) {
 		var e audit.Entry
 		var at int64
-		if err := rows.Scan(&e.ID, &at, &e.Actor.Name, &e.Actor.Kind, &e.Source, &e.Kind, &e.CID, &e.Target, &e.Outcome); err != nil {
-			return nil, fmt.Errorf("audit log: %w", err)
-		}
+		err := r.Scan(&e.ID, &at, &e.Actor.Name, &e.Actor.Kind, &e.Source, &e.Kind, &e.CID, &e.Target, &e.Outcome)
 		e.At = sqlcol.Time(at)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		return e, err
+	}, q, args...)
+	if err != nil {
 		return nil, err
 	}
 	for i := range out {
-		if out[i].AIDs, err = t.auditAccounts(out[i].ID); err != nil {
+		id := out[i].ID
+		if out[i].AIDs, err = list(t, fmt.Sprintf("audit entry %d", id), sqlcol.String,
+			"SELECT aid FROM audit_accounts WHERE entry_id = ? ORDER BY aid", id); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
-}
-
-func (t *tx) auditAccounts(id int64) ([]string, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT aid FROM audit_accounts WHERE entry_id = ? ORDER BY aid", id)
-	if err != nil {
-		return nil, fmt.Errorf("audit entry %d: %w", id, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var aid string
-		if err := rows.Scan(&aid); err != nil {
-			return nil, err
-		}
-		out = append(out, aid)
-	}
-	return out, rows.Err()
 }

@@ -17,7 +17,7 @@ func isNotFound(err error) bool {
 
 const deviceCols = "id, user, name, os, public_key, addr_index, address, session_id, created_at, last_seen, last_handshake, revoked_at, revoked_by"
 
-func scanDevice(row interface{ Scan(...any) error }) (model.Device, error) {
+func scanDevice(row sqlcol.Row) (model.Device, error) {
 	var d model.Device
 	var addr string
 	var sid sql.NullString
@@ -43,42 +43,11 @@ func (t *tx) DeviceByKey(publicKey string) (model.Device, error) {
 }
 
 func (t *tx) DevicesOfSession(sessionID string) ([]model.Device, error) {
-	return t.devices("devices of session", "SELECT "+deviceCols+" FROM devices WHERE session_id = ? ORDER BY id", sessionID)
-}
-
-// devices runs a query selecting deviceCols.
-func (t *tx) devices(what, query string, args ...any) ([]model.Device, error) {
-	rows, err := t.q.QueryContext(t.ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	var out []model.Device
-	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return list(t, "devices of session", scanDevice, "SELECT "+deviceCols+" FROM devices WHERE session_id = ? ORDER BY id", sessionID)
 }
 
 func (t *tx) DeviceClusters(deviceID string) ([]string, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT cid FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
-	if err != nil {
-		return nil, fmt.Errorf("clusters of device %s: %w", deviceID, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var cid string
-		if err := rows.Scan(&cid); err != nil {
-			return nil, err
-		}
-		out = append(out, cid)
-	}
-	return out, rows.Err()
+	return list(t, "clusters of device "+deviceID, sqlcol.String, "SELECT cid FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
 }
 
 func (t *tx) FreeDeviceAddrIndex(lo, hi int) (int, error) {
@@ -131,23 +100,13 @@ const peersFrom = `FROM memberships m
 		WHERE m.cid = ? AND d.revoked_at = 0 AND s.state = 'live' AND s.expires_at > ?`
 
 func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
-	rows, err := t.q.QueryContext(t.ctx, `SELECT d.id, d.public_key, d.address `+peersFrom+`
-		ORDER BY d.id`, cid, sqlcol.Nanos(now))
-	if err != nil {
-		return nil, fmt.Errorf("peers of %s: %w", cid, err)
-	}
-	defer rows.Close()
-	var out []model.Peer
-	for rows.Next() {
+	return list(t, "peers of "+cid, func(r sqlcol.Row) (model.Peer, error) {
 		var p model.Peer
 		var addr string
-		if err := rows.Scan(&p.DeviceID, &p.PublicKey, &addr); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&p.DeviceID, &p.PublicKey, &addr)
 		p.Address = sqlcol.ParseAddr(addr)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+		return p, err
+	}, `SELECT d.id, d.public_key, d.address `+peersFrom+` ORDER BY d.id`, cid, sqlcol.Nanos(now))
 }
 
 func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
@@ -162,7 +121,7 @@ func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
 
 const sessionCols = "id, token_hash, user, client_id, state, created_at, expires_at, ended_at"
 
-func scanSession(row interface{ Scan(...any) error }) (model.Session, error) {
+func scanSession(row sqlcol.Row) (model.Session, error) {
 	var s model.Session
 	var created, expires, ended int64
 	err := row.Scan(&s.ID, &s.TokenHash, &s.User, &s.ClientID, &s.State, &created, &expires, &ended)
@@ -181,20 +140,8 @@ func (t *tx) SessionByToken(hash string) (model.Session, error) {
 }
 
 func (t *tx) LiveSessionsExpiringBy(at time.Time) ([]model.Session, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= ? ORDER BY expires_at", sqlcol.Nanos(at))
-	if err != nil {
-		return nil, fmt.Errorf("expiring sessions: %w", err)
-	}
-	defer rows.Close()
-	var out []model.Session
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return list(t, "expiring sessions", scanSession,
+		"SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= ? ORDER BY expires_at", sqlcol.Nanos(at))
 }
 
 func (t *tx) NextExpiry() (time.Time, bool, error) {

@@ -65,7 +65,7 @@ func (g grants) TakeAuthCode(ctx context.Context, codeHash string) (oauth.AuthCo
 
 const deviceCodeCols = "device_code_hash, user_code, client_id, user, approved, denied, expires_at, interval_ns, last_poll"
 
-func scanDeviceCode(row interface{ Scan(...any) error }) (oauth.DeviceCode, error) {
+func scanDeviceCode(row sqlcol.Row) (oauth.DeviceCode, error) {
 	var d oauth.DeviceCode
 	var approved, denied int
 	var exp, interval, last int64

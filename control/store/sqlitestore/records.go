@@ -19,53 +19,49 @@ func (t *tx) TopicVersion(topics ...string) (uint64, error) {
 	if len(topics) == 0 {
 		return 0, nil
 	}
-	args := make([]any, len(topics))
-	for i, s := range topics {
-		args[i] = s
-	}
 	var v uint64
 	q := "SELECT COALESCE(MAX(version), 0) FROM topics WHERE topic IN (" + placeholders(len(topics)) + ")"
-	return v, one(t.q.QueryRowContext(t.ctx, q, args...).Scan(&v), "topic version")
+	return v, one(t.q.QueryRowContext(t.ctx, q, anyArgs(topics)...).Scan(&v), "topic version")
+}
+
+func (t *tx) topicMap(what, query string, args ...any) (map[string]uint64, error) {
+	type tv struct {
+		k string
+		v uint64
+	}
+	rows, err := list(t, what, func(r sqlcol.Row) (tv, error) {
+		var x tv
+		return x, r.Scan(&x.k, &x.v)
+	}, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]uint64, len(rows))
+	for _, r := range rows {
+		m[r.k] = r.v
+	}
+	return m, nil
 }
 
 func (t *tx) AllTopicVersions() (map[string]uint64, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT topic, version FROM topics")
-	if err != nil {
-		return nil, fmt.Errorf("topic versions: %w", err)
-	}
-	defer rows.Close()
-	m := map[string]uint64{}
-	for rows.Next() {
-		var k string
-		var v uint64
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, err
-		}
-		m[k] = v
-	}
-	return m, rows.Err()
+	return t.topicMap("topic versions", "SELECT topic, version FROM topics")
 }
 
 func (t *tx) TopicsSince(v uint64) (map[string]uint64, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT topic, version FROM topics WHERE version > ?", v)
-	if err != nil {
-		return nil, fmt.Errorf("topics since %d: %w", v, err)
-	}
-	defer rows.Close()
-	m := map[string]uint64{}
-	for rows.Next() {
-		var k string
-		var tv uint64
-		if err := rows.Scan(&k, &tv); err != nil {
-			return nil, err
-		}
-		m[k] = tv
-	}
-	return m, rows.Err()
+	return t.topicMap(fmt.Sprintf("topics since %d", v), "SELECT topic, version FROM topics WHERE version > ?", v)
 }
 
+// placeholders and anyArgs give an IN (…) list its ? and its values.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+func anyArgs(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // Accounts and users.
@@ -94,19 +90,8 @@ func (t *tx) User(email string) (model.User, error) {
 		return u, one(err, "user "+email)
 	}
 	u.Operator = op != 0
-	rows, err := t.q.QueryContext(t.ctx, "SELECT aid FROM user_accounts WHERE email = ? ORDER BY aid", u.Email)
-	if err != nil {
-		return u, fmt.Errorf("user %s: %w", email, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var aid string
-		if err := rows.Scan(&aid); err != nil {
-			return u, err
-		}
-		u.Accounts = append(u.Accounts, aid)
-	}
-	return u, rows.Err()
+	u.Accounts, err = list(t, "user "+email, sqlcol.String, "SELECT aid FROM user_accounts WHERE email = ? ORDER BY aid", u.Email)
+	return u, err
 }
 
 func (t *tx) PutUser(u model.User) error {
@@ -126,7 +111,7 @@ func (t *tx) PutUser(u model.User) error {
 
 const clusterCols = "cid, aid, name, domain_root, is_configured, user_vpn, custom_domains"
 
-func scanCluster(row interface{ Scan(...any) error }) (model.Cluster, error) {
+func scanCluster(row sqlcol.Row) (model.Cluster, error) {
 	var c model.Cluster
 	var conf int
 	var domains string
@@ -146,24 +131,7 @@ func (t *tx) Clusters(aids []string) ([]model.Cluster, error) {
 	if len(aids) == 0 {
 		return nil, nil
 	}
-	args := make([]any, len(aids))
-	for i, a := range aids {
-		args[i] = a
-	}
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+clusterCols+" FROM clusters WHERE aid IN ("+placeholders(len(aids))+") ORDER BY cid", args...)
-	if err != nil {
-		return nil, fmt.Errorf("clusters: %w", err)
-	}
-	defer rows.Close()
-	var out []model.Cluster
-	for rows.Next() {
-		c, err := scanCluster(rows)
-		if err != nil {
-			return nil, fmt.Errorf("clusters: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return list(t, "clusters", scanCluster, "SELECT "+clusterCols+" FROM clusters WHERE aid IN ("+placeholders(len(aids))+") ORDER BY cid", anyArgs(aids)...)
 }
 
 func (t *tx) PutCluster(c model.Cluster) error {
@@ -182,7 +150,7 @@ func (t *tx) UpdateCluster(c model.Cluster) error {
 
 const nodeCols = "cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash, last_heartbeat, gateway_key, gateway_version, gateway_started"
 
-func scanNode(row interface{ Scan(...any) error }) (model.Node, error) {
+func scanNode(row sqlcol.Row) (model.Node, error) {
 	var n model.Node
 	var roles, declared, public, detected string
 	var published int
@@ -209,20 +177,7 @@ func (t *tx) NodeByEnrollmentToken(hash string) (model.Node, error) {
 }
 
 func (t *tx) Nodes(cid string) ([]model.Node, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+nodeCols+" FROM nodes WHERE cid = ? ORDER BY nid", cid)
-	if err != nil {
-		return nil, fmt.Errorf("nodes of %s: %w", cid, err)
-	}
-	defer rows.Close()
-	var out []model.Node
-	for rows.Next() {
-		n, err := scanNode(rows)
-		if err != nil {
-			return nil, fmt.Errorf("nodes of %s: %w", cid, err)
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return list(t, "nodes of "+cid, scanNode, "SELECT "+nodeCols+" FROM nodes WHERE cid = ? ORDER BY nid", cid)
 }
 
 func nodeArgs(n model.Node) []any {

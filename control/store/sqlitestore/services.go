@@ -13,7 +13,7 @@ import (
 
 const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded"
 
-func scanService(row interface{ Scan(...any) error }) (model.Service, error) {
+func scanService(row sqlcol.Row) (model.Service, error) {
 	var s model.Service
 	var subnet string
 	var created int64
@@ -34,37 +34,11 @@ func (t *tx) Service(id string) (model.Service, error) {
 }
 
 func (t *tx) Services(cid string) ([]model.Service, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+serviceCols+" FROM services WHERE cid = ? ORDER BY id", cid)
-	if err != nil {
-		return nil, fmt.Errorf("services of %s: %w", cid, err)
-	}
-	defer rows.Close()
-	var out []model.Service
-	for rows.Next() {
-		s, err := scanService(rows)
-		if err != nil {
-			return nil, fmt.Errorf("services of %s: %w", cid, err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return list(t, "services of "+cid, scanService, "SELECT "+serviceCols+" FROM services WHERE cid = ? ORDER BY id", cid)
 }
 
 func (t *tx) InstallingServices() ([]model.Service, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+serviceCols+" FROM services WHERE state = 'installing' ORDER BY id")
-	if err != nil {
-		return nil, fmt.Errorf("services installing: %w", err)
-	}
-	defer rows.Close()
-	var out []model.Service
-	for rows.Next() {
-		s, err := scanService(rows)
-		if err != nil {
-			return nil, fmt.Errorf("services installing: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return list(t, "services installing", scanService, "SELECT "+serviceCols+" FROM services WHERE state = 'installing' ORDER BY id")
 }
 
 func (t *tx) FreeServiceSubnetIndex(lo, hi int) (int, error) {
@@ -123,7 +97,7 @@ func (t *tx) UpdateService(s model.Service) error {
 const moveCols = `id, cid, service_id, from_node, target_node, state, error, endpoint, address_kind, warnings,
 	total, switched, switch_ms, prepare_version, started_at, switched_at, last_handshake, finished_at, steps`
 
-func scanMove(row interface{ Scan(...any) error }) (model.Move, error) {
+func scanMove(row sqlcol.Row) (model.Move, error) {
 	var m model.Move
 	var warnings, steps string
 	var started, switched, last, finished int64
@@ -157,20 +131,7 @@ func (t *tx) LatestMove(serviceID string) (model.Move, error) {
 }
 
 func (t *tx) InFlightMoves() ([]model.Move, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+moveCols+" FROM moves WHERE state IN ('preparing', 'switching') ORDER BY started_at")
-	if err != nil {
-		return nil, fmt.Errorf("moves in flight: %w", err)
-	}
-	defer rows.Close()
-	var out []model.Move
-	for rows.Next() {
-		m, err := scanMove(rows)
-		if err != nil {
-			return nil, fmt.Errorf("moves in flight: %w", err)
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return list(t, "moves in flight", scanMove, "SELECT "+moveCols+" FROM moves WHERE state IN ('preparing', 'switching') ORDER BY started_at")
 }
 
 func moveArgs(m model.Move) []any {

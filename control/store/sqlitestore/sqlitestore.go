@@ -24,6 +24,7 @@ import (
 
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
@@ -295,6 +296,20 @@ func (t *tx) Touch(topics ...string) {
 
 func (t *tx) exec(query string, args ...any) (sql.Result, error) {
 	return t.q.ExecContext(t.ctx, query, args...)
+}
+
+// list runs a query and scans each row with scan.
+func list[T any](t *tx, what string, scan func(sqlcol.Row) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := t.q.QueryContext(t.ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	out, err := sqlcol.Collect(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
 }
 
 // one maps sql.ErrNoRows to store.ErrNotFound.

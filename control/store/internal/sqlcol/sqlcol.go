@@ -3,6 +3,7 @@
 // back: times as Unix nanoseconds with 0 for none, small lists as JSON
 // text, addresses as text, "" as NULL where a column needs it. Both stores
 // write the same values, so a record reads back the same from either.
+// And scanning a result set row by row.
 //
 // It is not for SQL: each store keeps its own statements, placeholders,
 // types and error mapping.
@@ -89,4 +90,39 @@ func LikeEscape(s string) string {
 		out = append(out, s[i])
 	}
 	return string(out)
+}
+
+// Row is one row to scan: a single-row query's answer, or a result set
+// at its current row (database/sql's and pgx's alike).
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Rows is a result set (*sql.Rows, pgx.Rows); its caller closes it.
+type Rows interface {
+	Row
+	Next() bool
+	Err() error
+}
+
+// Collect scans every row of rows with scan. No rows is a nil list.
+func Collect[T any](rows Rows, scan func(Row) (T, error)) ([]T, error) {
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// String scans a row of one text column.
+func String(r Row) (string, error) {
+	var s string
+	return s, r.Scan(&s)
 }
