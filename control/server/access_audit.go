@@ -31,7 +31,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, p *principa
 		f.Limit = n
 	}
 	if f.Limit == 0 {
-		f.Limit = 50
+		f.Limit = store.DefaultAuditLimit
 	}
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

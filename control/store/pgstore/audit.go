@@ -25,9 +25,6 @@ func (t *tx) PutAuditEntry(e audit.Entry) (int64, error) {
 	return id, nil
 }
 
-// defaultAuditLimit is AuditFilter.Limit's zero value.
-const defaultAuditLimit = 50
-
 func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	if len(f.AIDs) == 0 {
 		return nil, nil
@@ -58,7 +55,7 @@ func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = defaultAuditLimit
+		limit = store.DefaultAuditLimit
 	}
 	args = append(args, limit)
 	q += fmt.Sprintf(" ORDER BY a.id DESC LIMIT $%d", len(args))
