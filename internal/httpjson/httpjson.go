@@ -1,7 +1,8 @@
 // Package httpjson writes the JSON answers of RunOS's HTTP servers
-// (control's API and its OAuth endpoints): the headers every JSON answer
-// carries, and its body as one JSON value and a newline. Answers hold one
-// caller's state, so none may be cached.
+// (control's API, its OAuth endpoints, the console's answers to its
+// script): the headers every JSON answer carries, and its body as one
+// JSON value and a newline. Answers hold one caller's state, so none may
+// be cached.
 //
 // It is not for reading requests, nor for clients, nor for error bodies'
 // shapes (control/api's ErrorBody, OAuth's error object): each server keeps
