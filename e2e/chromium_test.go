@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/syncbuf"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -52,7 +52,7 @@ func TestVPNUpWithChromium(t *testing.T) {
 	}
 	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
 
-	var chromiumLog syncBuffer // Chromium's own output, shown if the test fails
+	var chromiumLog syncbuf.Buffer // Chromium's own output, shown if the test fails
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- chromium's output:\n%s", chromiumLog.String())
@@ -157,22 +157,4 @@ func TestVPNUpWithChromium(t *testing.T) {
 	if n := w.browserLaunches(laptop); n != 0 {
 		t.Errorf("the lab's scripted browser ran %d times: this sign-in was Chromium's", n)
 	}
-}
-
-// syncBuffer is a log written by one goroutine and read by another.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -22,8 +22,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +29,7 @@ import (
 	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/control"
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/syncbuf"
 )
 
 // Password is every user's password in World.
@@ -73,7 +72,7 @@ type Control struct {
 	CAFile string
 	Client *http.Client // trusts its certificate
 	Dir    string
-	Logs   *Log
+	Logs   *syncbuf.Buffer // control's log
 }
 
 // Start runs control with World until the test ends; mutate may change
@@ -81,7 +80,7 @@ type Control struct {
 func Start(t testing.TB, mutate ...func(*control.Config)) *Control {
 	t.Helper()
 	dir := t.TempDir()
-	c := &Control{Dir: dir, Logs: &Log{}}
+	c := &Control{Dir: dir, Logs: &syncbuf.Buffer{}}
 	certFile, keyFile := c.cert(t)
 	b, _ := json.Marshal(World())
 	seed := filepath.Join(dir, "world.json")
@@ -185,22 +184,4 @@ func (o *FormOpener) Open(u string) error {
 		o.Errc <- err
 	}()
 	return nil
-}
-
-// Log is control's log, safe to write from control and read from a test.
-type Log struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *Log) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
