@@ -73,7 +73,7 @@ func (c *Console) page(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 		return
 	}
-	v, _, err := c.load(c.ctx(r), c.client(r, tok))
+	v, _, err := c.load(c.ctx(r), c.client(tok))
 	if errors.Is(err, errSignedOut) {
 		c.setCookie(w, "runos-console", "", -1)
 		http.Redirect(w, r, "/console/login", http.StatusSeeOther)
@@ -127,7 +127,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, what string, fn fu
 		fail(http.StatusForbidden, err.Error())
 		return
 	}
-	msg, err := fn(c.client(r, tok))
+	msg, err := fn(c.client(tok))
 	if err != nil {
 		var ae *api.Error
 		switch {
