@@ -35,6 +35,7 @@ import (
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/pgstore"
 	"github.com/runos/vpn/internal/pgtest"
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // BenchmarkMoveFanOutReplicas is BenchmarkMoveFanOut over PostgreSQL with
@@ -288,9 +289,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 // control/notify, the API over HTTPS on loopback. It answers "watchers" on
 // stdin with the hub's parked long-polls; it skips unless started by it.
 func TestFanOutReplicaHelper(t *testing.T) {
-	if os.Getenv("RUNOS_FANOUT_REPLICA") != "1" {
-		t.Skip("run by BenchmarkMoveFanOutReplicas")
-	}
+	testenv.OnlyAsHelper(t, "RUNOS_FANOUT_REPLICA", "BenchmarkMoveFanOutReplicas's own processes")
 	raiseNoFile(t)
 	ctx := context.Background()
 	st, err := pgstore.Open(ctx, os.Getenv("RUNOS_FANOUT_STORE"), pgstore.Options{AppName: os.Getenv("RUNOS_FANOUT_NAME")})
