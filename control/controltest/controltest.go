@@ -7,17 +7,9 @@ package controltest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -30,6 +22,7 @@ import (
 	"github.com/runos/vpn/control"
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/internal/syncbuf"
+	"github.com/runos/vpn/internal/testcert"
 )
 
 // Password is every user's password in World.
@@ -117,31 +110,12 @@ func Start(t testing.TB, mutate ...func(*control.Config)) *Control {
 	return c
 }
 
-// cert makes a self-signed certificate for 127.0.0.1 and writes the CA file.
+// cert makes a certificate for 127.0.0.1 and writes it, the CA file.
 func (c *Control) cert(t testing.TB) (certFile, keyFile string) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "runos-control test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
+	tc := testcert.New(t)
 	certFile, keyFile = filepath.Join(c.Dir, "control.crt"), filepath.Join(c.Dir, "control.key")
-	pemCert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(certFile, pemCert, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.CAFile = certFile
-	cert, _ := x509.ParseCertificate(der)
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	c.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	tc.Write(t, certFile, keyFile)
+	c.CAFile, c.Client = certFile, tc.Client()
 	return certFile, keyFile
 }
 
