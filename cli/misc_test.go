@@ -24,7 +24,7 @@ func TestConfigCommands(t *testing.T) {
 	// Refusals change nothing.
 	h.run("config", "set", "cid", "Bad_CID").want(t, 2, nil, []string{"a cid is 3 to 16 lowercase letters and digits"})
 	h.run("config", "set", "api-url", "ftp://x").want(t, 2, nil, []string{"want https://host"})
-	h.run("config", "set", "colour", "blue").want(t, 2, nil, []string{`unknown config key "colour" (known keys: cid, api-url, ca-file)`})
+	h.run("config", "set", "colour", "blue").want(t, 2, nil, []string{`unknown config key "colour" (known keys: cid, api-url, ca-file, mtu)`})
 	h.run("config", "get", "colour").want(t, 2, nil, []string{"unknown config key"})
 	if after, _ := os.ReadFile(path); string(after) != string(before) {
 		t.Errorf("a refused set changed the file:\n%s\nwas\n%s", after, before)
@@ -36,7 +36,7 @@ func TestConfigCommands(t *testing.T) {
 	// The environment overrides the file, and list says so.
 	r := h.run("config", "list", "--json")
 	var ss []setting
-	if err := json.Unmarshal([]byte(r.stdout), &ss); err != nil || len(ss) != 3 {
+	if err := json.Unmarshal([]byte(r.stdout), &ss); err != nil || len(ss) != 4 {
 		t.Fatalf("config list --json: %v %s", err, r.stdout)
 	}
 	if ss[0] != (setting{"cid", "ky3", "config"}) || ss[1].Value != h.control.URL() || ss[1].Source != "env RUNOS_API_URL" {
@@ -80,6 +80,9 @@ func TestVPNDFlags(t *testing.T) {
 	if c := h.vpnd.runs[1]; c.AllowHTTP || !slices.Equal(state.Prefixes(c.Trust.Routes), []string{"100.96.0.0/16", "100.100.0.0/16"}) || len(c.Trust.Domains) != 0 {
 		t.Errorf("trust by default: %+v, plain HTTP %v", c.Trust, c.AllowHTTP)
 	}
+	if c := h.vpnd.runs[1]; c.MTU != 0 || c.NetMon == nil {
+		t.Errorf("defaults: mtu %d (want 0: the tunnel's 1420), network monitor set %v", c.MTU, c.NetMon != nil)
+	}
 
 	// RUNOS_VPND_STATE_DIR is --state-dir's default, for the daemon and its
 	// clean-up alike (the lab sets it).
@@ -96,6 +99,27 @@ func TestVPNDFlags(t *testing.T) {
 	}
 	h.run("vpnd", "--allowed-routes", "0.0.0.0/1x").want(t, ExitUsage, nil, []string{`--allowed-routes "0.0.0.0/1x"`})
 	h.run("vpnd", "--allowed-dns-domains", "com").want(t, ExitUsage, nil, []string{`--allowed-dns-domains "com": want a domain of two labels`})
+
+	// No config to be found (a service with no home): the default MTU,
+	// not a daemon that will not start.
+	home, xdg, cfg := h.env["HOME"], h.env["XDG_CONFIG_HOME"], h.env["RUNOS_CONFIG"]
+	delete(h.env, "HOME")
+	delete(h.env, "XDG_CONFIG_HOME")
+	delete(h.env, "RUNOS_CONFIG")
+	h.run("vpnd").want(t, 0, nil, []string{"the mtu config key was not read"})
+	h.env["HOME"], h.env["XDG_CONFIG_HOME"], h.env["RUNOS_CONFIG"] = home, xdg, cfg
+	if c := h.vpnd.runs[len(h.vpnd.runs)-1]; c.MTU != 0 {
+		t.Errorf("mtu %d without a config", c.MTU)
+	}
+
+	// --mtu, else the mtu key of the config.
+	h.run("vpnd", "--mtu", "1380").want(t, 0, nil, nil)
+	h.run("vpnd", "--mtu", "900").want(t, 2, nil, []string{"--mtu: invalid mtu 900: want 1280 to 9000"})
+	h.run("config", "set", "mtu", "1300").want(t, 0, nil, nil)
+	h.run("vpnd").want(t, 0, nil, nil)
+	if n := len(h.vpnd.runs); n != 6 || h.vpnd.runs[4].MTU != 1380 || h.vpnd.runs[5].MTU != 1300 {
+		t.Errorf("mtu from the flag and the config: %d runs", n)
+	}
 }
 
 func TestVersion(t *testing.T) {

@@ -28,16 +28,16 @@ runos nodes list), on UDP 32768 by default. A cluster runs one user-VPN
 server, and WireGuard and NetBird are mutually exclusive.
 
 These are operator verbs: runos login first, or set RUNOS_TOKEN.`,
-		a.wgAddCmd(), a.wgListCmd(), a.wgShowCmd(), a.wgMoveCmd())
+		a.wgAddCmd(), a.wgListCmd(), a.wgShowCmd(), a.wgMoveCmd(), a.wgRelayCmd())
 	return a.group("services", "Cluster services (the WireGuard user-VPN server)",
 		"Cluster services. Today: wireguard, the cluster's user-VPN server.", wg)
 }
 
 type addFlags struct {
-	cid, node, name string
-	port            int
-	follow, asJSON  bool
-	timeout         time.Duration
+	cid, node, name, relay string
+	port                   int
+	follow, asJSON         bool
+	timeout                time.Duration
 }
 
 func (a *app) wgAddCmd() *cobra.Command {
@@ -62,6 +62,7 @@ non-zero if it fails.`,
 	c.Flags().StringVar(&f.node, "target-node-id", "", "the node that hosts the server (required)")
 	c.Flags().StringVar(&f.name, "name", "", "the service's name (required)")
 	c.Flags().IntVar(&f.port, "port", api.DefaultVPNPort, "the UDP port devices dial")
+	c.Flags().StringVar(&f.relay, "relay-url", "", "the relay devices use where UDP is blocked (default https://<ingress>/runos-vpn/relay; "+api.RelayIngress+" stands for the node's ingress address)")
 	c.Flags().BoolVar(&f.follow, "follow", false, "show progress until the server is serving")
 	c.Flags().DurationVar(&f.timeout, "timeout", defaultFollowTimeout, "with --follow, how long to wait")
 	c.Flags().BoolVar(&f.asJSON, "json", false, "print the service as JSON (the final one with --follow)")
@@ -77,13 +78,16 @@ func (a *app) wgAdd(ctx context.Context, f addFlags) error {
 	if err := checkTimeout(f.timeout); err != nil {
 		return err
 	}
+	if err := api.CheckRelayURL(f.relay); err != nil {
+		return usagef("--relay-url: %v", err)
+	}
 	cid, err := a.clusterID(f.cid)
 	if err != nil {
 		return err
 	}
 	what := "add the WireGuard server of " + cid
 	s, err := opChange(ctx, a, what, "runos services wireguard list --cid "+cid, func(ctx context.Context, c *api.Client) (*api.VPNService, error) {
-		return c.AddVPNService(ctx, cid, api.AddVPNServiceRequest{Name: f.name, TargetNodeID: f.node, Port: f.port})
+		return c.AddVPNService(ctx, cid, api.AddVPNServiceRequest{Name: f.name, TargetNodeID: f.node, Port: f.port, RelayURL: f.relay})
 	})
 	if err != nil {
 		return err
@@ -264,8 +268,61 @@ func renderService(w io.Writer, s *api.VPNService) {
 	}
 	line("State", state)
 	line("Devices dial", endpointKind(s.Endpoint, s.AddressKind))
+	relay := s.Relay
+	if s.RelayURL != "" {
+		relay += " (set: " + s.RelayURL + ")"
+	}
+	line("Relay (no UDP)", relay)
 	line("Subnet", s.Subnet)
 	line("Server address", s.Address)
 	line("Public key", s.PublicKey)
 	line("Devices", strconv.Itoa(s.Devices)+" connected")
+}
+
+func (a *app) wgRelayCmd() *cobra.Command {
+	var cid, relay string
+	var reset, asJSON bool
+	c := &cobra.Command{
+		Use:   "relay ID (--url URL | --default)",
+		Short: "Set the relay URL devices use where UDP is blocked",
+		Long: `Where a network lets no UDP through, devices carry WireGuard over HTTPS to
+the node hosting the server: by default https://<ingress>/runos-vpn/relay, the
+node's ingress on 443, where Traefik routes that path to runos-gateway. Give
+another URL when devices must reach the relay some other way (a name with a
+certificate, another port); ` + api.RelayIngress + ` in it stands for the hosting node's
+ingress address, so the relay still follows a move. Devices are told at once.`,
+		Example: `  runos services wireguard relay wg-ky3 --cid ky3 --url https://vpn.ky3.example.com/runos-vpn/relay
+  runos services wireguard relay wg-ky3 --cid ky3 --url 'https://{ingress}:8443/runos-vpn/relay'
+  runos services wireguard relay wg-ky3 --cid ky3 --default`,
+		Args: exactArgs("ID"),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if reset == (relay != "") {
+				return usagef("give --url URL or --default")
+			}
+			if err := api.CheckRelayURL(relay); err != nil {
+				return usagef("--url: %v", err)
+			}
+			cid, err := a.clusterID(cid)
+			if err != nil {
+				return err
+			}
+			id := args[0]
+			s, err := opChange(cmd.Context(), a, "set the relay of service "+id+" of "+cid, "runos services wireguard show "+id+" --cid "+cid, func(ctx context.Context, c *api.Client) (*api.VPNService, error) {
+				return c.SetServiceRelay(ctx, cid, id, api.SetRelayRequest{RelayURL: relay})
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.env.Stdout, s)
+			}
+			fmt.Fprintf(a.env.Stdout, "Devices of %s use the relay %s where UDP is blocked.\n", cid, s.Relay)
+			return nil
+		}),
+	}
+	addCIDFlag(c, &cid)
+	c.Flags().StringVar(&relay, "url", "", "the relay URL (https://…; "+api.RelayIngress+" for the node's ingress address)")
+	c.Flags().BoolVar(&reset, "default", false, "use the default relay URL again")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the service as JSON")
+	return c
 }

@@ -204,6 +204,7 @@ func TestVPNStatus(t *testing.T) {
 		st.DNS = localapi.DNS{Mode: "resolv.conf", Reason: "no systemd-resolved"}
 		st.Clusters = []localapi.ClusterStatus{
 			{CID: "ky3", State: localapi.ClusterConnected, Wanted: true, PeerUp: true, LastHandshake: h.now.Add(-12 * time.Second),
+				Path: localapi.PathRelay, PathReason: "a handshake initiation got no answer over UDP for 2.5s", Relay: "https://10.77.0.21/runos-vpn/relay",
 				Server: localapi.Server{NodeID: "n1", Endpoint: "10.77.0.21:32768", PublicKey: "k=", Address: "100.100.1.1"},
 				DNS:    localapi.ClusterDNS{Server: "100.100.1.1", Domains: []string{"ky3.rjwrn.example.com", "apps.example.org"}}},
 			{CID: "xym", State: localapi.ClusterError, Wanted: true, Error: "no handshake for 3m"},
@@ -220,9 +221,10 @@ func TestVPNStatus(t *testing.T) {
 		"warning: your sign-in expires in 42m; run `runos vpn up` to renew",
 		"Tunnel    wg1 up, 100.96.0.2/32",
 		"DNS       resolv.conf (no systemd-resolved)",
-		"CID  STATE      PEERUP  HANDSHAKE  NODE  ENDPOINT",
-		"ky3  connected  true    12s ago    n1    10.77.0.21:32768",
-		"xym  error      false   never      -     -",
+		"CID  STATE      PEERUP  PATH   HANDSHAKE  NODE  ENDPOINT",
+		"ky3  connected  true    relay  12s ago    n1    10.77.0.21:32768",
+		"xym  error      false   -      never      -     -",
+		"  ky3: relayed over https://10.77.0.21/runos-vpn/relay (a handshake initiation got no answer over UDP for 2.5s)",
 		"  ky3: DNS 100.100.1.1 for ky3.rjwrn.example.com, apps.example.org",
 		"  xym: no handshake for 3m",
 	}, nil)
@@ -236,7 +238,7 @@ func TestVPNStatus(t *testing.T) {
 	sess := got["session"].(map[string]any)
 	cl := got["clusters"].([]any)[0].(map[string]any)
 	if sess["state"] != "signed-in" || got["tunnel"].(map[string]any)["interface"] != "wg1" ||
-		cl["peerUp"] != true || cl["server"].(map[string]any)["address"] != "100.100.1.1" || got["dns"].(map[string]any)["mode"] != "resolv.conf" ||
+		cl["peerUp"] != true || cl["path"] != "relay" || cl["server"].(map[string]any)["address"] != "100.100.1.1" || got["dns"].(map[string]any)["mode"] != "resolv.conf" ||
 		cl["dns"].(map[string]any)["server"] != "100.100.1.1" || len(cl["dns"].(map[string]any)["domains"].([]any)) != 2 {
 		t.Errorf("status JSON %s", r.stdout)
 	}

@@ -11,11 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/cli/config"
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/platform/netmon"
 	"github.com/runos/vpn/vpnd"
 	"github.com/runos/vpn/vpnd/logring"
 	"github.com/runos/vpn/vpnd/state"
@@ -43,6 +45,7 @@ func (realDaemon) Cleanup(ctx context.Context, cfg vpnd.Config) error { return v
 type vpndFlags struct {
 	stateDir, caFile, iface, logLevel, logFile string
 	cleanup                                    bool
+	mtu                                        int
 	allowedRoutes, allowedDomains              []string
 }
 
@@ -58,6 +61,11 @@ It owns the tunnel wg1, the device key in its state directory (0700; the
 private key never leaves the machine), the session handed over by runos vpn
 up, each cluster's connection and split DNS, and serves the local API on its
 socket. It stops on SIGINT or SIGTERM and undoes its changes.
+
+--mtu sets the tunnel's MTU (default 1420, WireGuard's over a 1500-byte
+path; else the mtu key of runos config). Over a smaller uplink the daemon
+clamps TCP to fit it, and where UDP gets no answer it carries WireGuard over
+the cluster node's HTTPS relay, which takes whole datagrams of any MTU.
 
 --cleanup undoes whatever a previous daemon recorded (DNS, routes, the
 tunnel) and exits: the service runs it after the daemon stops.
@@ -83,6 +91,7 @@ operator recorded at install may point the daemon at another control.`,
 	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (default $RUNOS_CA_FILE, else the system roots)")
 	c.Flags().StringVar(&f.iface, "interface", "wg1", "the tunnel interface")
 	c.Flags().BoolVar(&f.cleanup, "cleanup", false, "undo what a previous daemon changed, then exit")
+	c.Flags().IntVar(&f.mtu, "mtu", 0, "the tunnel's MTU, 1280 to 9000 (default: the mtu config key, else 1420)")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	c.Flags().StringVar(&f.logFile, "log-file", "", "append the log to this file (0600) instead of stderr: for service managers that keep no output")
 	return c
@@ -96,6 +105,19 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 	}
 	if f.iface == "" {
 		return vpnd.Config{}, usagef("--interface must not be empty")
+	}
+	mtu := f.mtu
+	var mtuErr error // the config could not be read: the default, said in the log
+	if mtu != 0 {
+		if err := config.CheckMTU(mtu); err != nil {
+			return vpnd.Config{}, usagef("--mtu: %v", err)
+		}
+	} else if e, err := a.effective(); err != nil {
+		// A service may run with no home and no config at all: the
+		// daemon starts with the default rather than not at all.
+		mtuErr = err
+	} else {
+		mtu = e.MTU
 	}
 	caFile := f.caFile
 	if caFile == "" {
@@ -136,6 +158,9 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 	// bugreport (GET /v1/logs), whatever the service does with the output.
 	ring := logring.New(logring.DefaultLines)
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(ring, out), &slog.HandlerOptions{Level: lvl}))
+	if mtuErr != nil {
+		log.Warn("the mtu config key was not read; the tunnel's MTU is the default (give --mtu to set it)", "err", mtuErr)
+	}
 	return vpnd.Config{
 		StateDir:  stateDir,
 		Socket:    a.socketPath(),
@@ -151,6 +176,10 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 		},
 		Cleanup: dnsplit.Cleanup,
 		Logs:    ring,
+		MTU:     mtu,
+		NetMon: func(ignore func(string) bool, log *slog.Logger) (vpnd.NetMonitor, error) {
+			return netmon.New(netmon.Options{Ignore: ignore, Log: log})
+		},
 	}, nil
 }
 

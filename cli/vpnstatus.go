@@ -24,10 +24,12 @@ func (a *app) vpnStatusCmd() *cobra.Command {
 		Long: `Show what the daemon holds: the session (who, until when), the tunnel
 wg1, split DNS, and each cluster with its state, whether its peer is up
 (peerUp: the VPN server answers, read from the tunnel, not assumed: a
-WireGuard handshake within the last 180 s and nothing sent to it left
-unanswered for 15 s; when it stops answering the cluster says so, e.g. "no
-answer from n1 at 10.77.0.21:32768 for 17 s"), the last handshake, and the
-VPN server it dials.
+WireGuard handshake within the last 180 s, since the last network change or
+wake, and nothing sent to it left unanswered for 15 s; when it stops
+answering the cluster says so, e.g. "no answer from n1 at 10.77.0.21:32768
+for 17 s"), its path (direct: WireGuard over UDP; relay: over the node's
+HTTPS relay, where the network lets no UDP through), the last handshake,
+and the VPN server it dials.
 
 During the last hour of a sign-in it warns; run runos vpn up to renew.
 A sign-out or disconnect control did not hear yet (it was unreachable) is
@@ -38,7 +40,7 @@ only read (not root, the operator recorded at install or a member of the
 runos group) is told so, with the command that grants access.
 --json prints the daemon's status document unchanged, for scripts.`,
 		Example: `  runos vpn status
-  runos vpn status --json | jq '.clusters[] | {cid, peerUp}'`,
+  runos vpn status --json | jq '.clusters[] | {cid, peerUp, path}'`,
 		Args: exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
 			st, err := a.daemon().Status(cmd.Context())
@@ -186,12 +188,15 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 		fmt.Fprintln(w, "No clusters. Connect one with `runos vpn connect <cid>`.")
 		return
 	}
-	t := newTable(w, "CID", "STATE", "PEERUP", "HANDSHAKE", "NODE", "ENDPOINT")
+	t := newTable(w, "CID", "STATE", "PEERUP", "PATH", "HANDSHAKE", "NODE", "ENDPOINT")
 	for _, c := range st.Clusters {
-		t.row(c.CID, c.State, yesNo(c.PeerUp), fmtAgo(c.LastHandshake, now), c.Server.NodeID, c.Server.Endpoint)
+		t.row(c.CID, c.State, yesNo(c.PeerUp), c.Path, fmtAgo(c.LastHandshake, now), c.Server.NodeID, c.Server.Endpoint)
 	}
 	t.flush()
 	for _, c := range st.Clusters {
+		if c.Path == localapi.PathRelay {
+			fmt.Fprintf(w, "  %s: relayed over %s (%s)\n", c.CID, c.Relay, c.PathReason)
+		}
 		if c.DNS.Server != "" && len(c.DNS.Domains) > 0 {
 			fmt.Fprintf(w, "  %s: DNS %s for %s\n", c.CID, c.DNS.Server, strings.Join(c.DNS.Domains, ", "))
 		}

@@ -53,19 +53,24 @@ func newResolvedMode(opt Options, j *journal, r Resolved, reason string) *resolv
 // cluster names would silently stop resolving.
 func (m *resolvedMode) reapplyOnRestart(restarted <-chan struct{}) {
 	for range restarted {
-		m.mu.Lock()
-		if m.rec != nil && len(m.routes) > 0 {
-			m.log.Info("dns: systemd-resolved restarted; setting the tunnel's DNS again", "interface", m.opt.Interface)
-			routes := m.routes
-			m.routes = nil // so set logs the routes again
-			err := m.set(context.Background(), routes)
-			m.err = ""
-			if err != nil {
-				m.err = err.Error()
-				m.log.Warn("dns: re-apply after systemd-resolved restarted", "err", err)
-			}
+		m.reapply("systemd-resolved restarted")
+	}
+}
+
+// reapply sets the tunnel link's DNS again, from scratch.
+func (m *resolvedMode) reapply(why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rec != nil && len(m.routes) > 0 && !m.closed {
+		m.log.Info("dns: "+why+"; setting the tunnel's DNS again", "interface", m.opt.Interface)
+		routes := m.routes
+		m.routes = nil // so set logs the routes again
+		err := m.set(context.Background(), routes)
+		m.err = ""
+		if err != nil {
+			m.err = err.Error()
+			m.log.Warn("dns: re-apply after "+why, "err", err)
 		}
-		m.mu.Unlock()
 	}
 }
 

@@ -35,7 +35,7 @@ func newWorld(t testing.TB, clients int, ttl time.Duration) *world {
 
 // newWorldWith is newWorld with more of the lab's options (Dir and BinDir
 // are the test's): its metrics (runos-lab up --metrics), control's store
-// and replicas.
+// and replicas, a UDP block, the relay's recording.
 func newWorldWith(t testing.TB, o lab.Options) *world {
 	t.Helper()
 	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wg", "wireguard-go", "curl")

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/runos/vpn/lab"
 	"io"
 	"math"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 

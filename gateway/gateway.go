@@ -21,6 +21,7 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/gateway/clusterdns"
+	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/gateway/wgserver"
 	"github.com/runos/vpn/internal/backoff"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -72,6 +73,10 @@ type Config struct {
 	PublicIP func() string
 	// Metrics receives what the gateway's metrics count (gateway/metrics); nil: none.
 	Metrics Metrics
+	// Relay, when set, is the Bind the server runs on: UDP and the relay
+	// streams of gateway/relay. The agent keeps its streams to the
+	// server's peers and closes them when it stops serving.
+	Relay *relay.Bind
 }
 
 // Metrics receives the gateway's facts for its Prometheus metrics.
@@ -134,6 +139,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.OpenServer == nil {
 		cfg.OpenServer = func(name string, key wgtypes.Key, log *slog.Logger) (Server, error) {
+			if cfg.Relay != nil {
+				return wgserver.OpenWithBind(name, key, cfg.Relay, log)
+			}
 			return wgserver.Open(name, key, log)
 		}
 	}
@@ -264,6 +272,9 @@ func (a *agent) reconcile() {
 		return
 	}
 	a.applyErr = nil
+	if a.cfg.Relay != nil {
+		a.cfg.Relay.KeepOnly(peerKeys(p))
+	}
 	if err := a.cfg.DNS.Set(p.zone); err != nil {
 		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
 		a.log.Warn("cluster dns not serving; will retry", "err", err)
@@ -362,6 +373,9 @@ func (a *agent) stopServing(why string) {
 	}
 	_ = a.cfg.DNS.Close()
 	a.closeServer()
+	if a.cfg.Relay != nil {
+		a.cfg.Relay.CloseStreams("the node stopped serving: " + why)
+	}
 	if a.applied != nil {
 		a.log.Info("stopped serving", "cid", a.applied.cid, "service", a.applied.serviceID, "why", why)
 	}

@@ -122,3 +122,12 @@ func samePeers(a, b *plan) bool {
 	}
 	return true
 }
+
+// peerKeys is the set of the plan's peers' keys.
+func peerKeys(p *plan) map[wgtypes.Key]bool {
+	out := make(map[wgtypes.Key]bool, len(p.wg.Peers))
+	for _, peer := range p.wg.Peers {
+		out[peer.PublicKey] = true
+	}
+	return out
+}

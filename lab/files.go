@@ -16,15 +16,21 @@ import (
 )
 
 // Paths inside the lab directory.
-func (l *Lab) caFile() string                { return filepath.Join(l.dir, "ca.pem") }
-func (l *Lab) worldFile() string             { return filepath.Join(l.dir, "world.json") }
-func (l *Lab) controlDir() string            { return filepath.Join(l.dir, "control") }
-func (l *Lab) logDir() string                { return filepath.Join(l.dir, "logs") }
-func (l *Lab) apiURL() string                { return "https://" + l.topo.ControlIP.String() }
-func (l *Lab) stateDir(h string) string      { return filepath.Join(l.hostDir(h), "state") }
-func (l *Lab) homeDir(h string) string       { return filepath.Join(l.hostDir(h), "home") }
-func (l *Lab) tokenFile(h string) string     { return filepath.Join(l.hostDir(h), "enrollment-token") }
-func (l *Lab) browserScript(h string) string { return filepath.Join(l.hostDir(h), "browser") }
+func (l *Lab) caFile() string            { return filepath.Join(l.dir, "ca.pem") }
+func (l *Lab) worldFile() string         { return filepath.Join(l.dir, "world.json") }
+func (l *Lab) controlDir() string        { return filepath.Join(l.dir, "control") }
+func (l *Lab) logDir() string            { return filepath.Join(l.dir, "logs") }
+func (l *Lab) apiURL() string            { return "https://" + l.topo.ControlIP.String() }
+func (l *Lab) stateDir(h string) string  { return filepath.Join(l.hostDir(h), "state") }
+func (l *Lab) homeDir(h string) string   { return filepath.Join(l.hostDir(h), "home") }
+func (l *Lab) tokenFile(h string) string { return filepath.Join(l.hostDir(h), "enrollment-token") }
+func (l *Lab) relayCert(h string) string { return filepath.Join(l.hostDir(h), "relay-cert.pem") }
+func (l *Lab) relayKey(h string) string  { return filepath.Join(l.hostDir(h), "relay-key.pem") }
+
+// RelayRecordDir is where a node's gateway records its relay streams when
+// the lab runs with Options.RecordRelay.
+func (l *Lab) RelayRecordDir(h string) string { return filepath.Join(l.hostDir(h), "relay-record") }
+func (l *Lab) browserScript(h string) string  { return filepath.Join(l.hostDir(h), "browser") }
 func (l *Lab) configFile(h string) string {
 	return filepath.Join(l.homeDir(h), ".config", "runos", "config.json")
 }
@@ -103,6 +109,24 @@ func (l *Lab) writeFiles() error {
 				b    []byte
 				mode os.FileMode
 			}{l.tokenFile(h.Name), []byte(l.secrets.EnrollmentTokens[h.Name] + "\n"), 0o600})
+			// The relay's certificate on the node's 443, for its addresses.
+			var ips []netip.Addr
+			for _, a := range h.Addrs {
+				ips = append(ips, a)
+			}
+			cert, key, err := pki.Leaf("runos-gateway relay "+h.Name+" (lab)", nil, ips)
+			if err != nil {
+				return fmt.Errorf("relay certificate of %s: %w", h.Name, err)
+			}
+			files = append(files, struct {
+				path string
+				b    []byte
+				mode os.FileMode
+			}{l.relayCert(h.Name), cert, 0o644}, struct {
+				path string
+				b    []byte
+				mode os.FileMode
+			}{l.relayKey(h.Name), key, 0o600})
 		case KindLaptop:
 			files = append(files, struct {
 				path string

@@ -46,6 +46,12 @@ type Options struct {
 	// ControlFlags are more of runos-control's flags, for every replica
 	// (tests: a larger --max-devices-per-user).
 	ControlFlags []string
+	// RecordRelay has every gateway record its relay streams' bytes in
+	// RelayRecordDir (what the relay sees, for the ciphertext-only test).
+	RecordRelay bool
+	// BlockUDP starts every laptop behind a network that lets no UDP
+	// through to the nodes (Block with "udp").
+	BlockUDP bool
 }
 
 // Lab is a lab being built or running, rooted at its directory.
@@ -65,6 +71,8 @@ type Lab struct {
 	skip         []string
 	metrics      bool
 	controlFlags []string // Options.ControlFlags
+
+	recordRelay bool
 }
 
 // Programs the lab runs from BinDir.
@@ -197,7 +205,8 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		return nil, err
 	}
 	l := &Lab{dir: o.Dir, bin: o.BinDir, names: NamesFor(o.Dir), topo: topo, ttl: o.SessionTTL,
-		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip, metrics: o.Metrics, controlFlags: o.ControlFlags}
+		run: o.Runner, log: o.Logger, progress: o.Progress, now: o.Now, skip: o.Skip, metrics: o.Metrics, controlFlags: o.ControlFlags,
+		recordRelay: o.RecordRelay}
 	if l.j, err = newJournal(o.Dir, l.names.Prefix, o.Now()); err != nil {
 		return nil, err
 	}
@@ -209,6 +218,11 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			}
 		}
 	}()
+	if o.RecordRelay {
+		if err := l.j.update(func(r *Record) { r.RecordRelay = true }); err != nil {
+			return nil, err
+		}
+	}
 	start := o.Now()
 	l.step("lab %s in %s (%d hosts, %d laptop(s))", l.names.Prefix, o.Dir, len(topo.Hosts), o.Clients)
 	if err := l.writeFiles(); err != nil {
@@ -235,6 +249,14 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	if err := l.startAll(ctx); err != nil {
 		return nil, err
+	}
+	if o.BlockUDP {
+		for _, h := range l.topo.Laptops() {
+			if err := l.Block(ctx, h.Name, BlockUDP); err != nil {
+				return nil, err
+			}
+			l.step("%s: UDP to the nodes blocked (nftables)", h.Name)
+		}
 	}
 	if err := l.writeEnv(); err != nil {
 		return nil, err

@@ -47,6 +47,6 @@ func Open(dir string) (*Lab, error) {
 		secrets: &Secrets{Password: env.Password, OperatorToken: env.OperatorToken, DBPassword: dbPassword(env)},
 		run:     ExecRunner{}, log: slog.New(slog.DiscardHandler), progress: io.Discard, now: time.Now,
 		j:   &journal{path: filepath.Join(abs, RecordFile), rec: *rec},
-		env: env, metrics: env.PrometheusURL != "",
+		env: env, metrics: env.PrometheusURL != "", recordRelay: rec.RecordRelay,
 	}, nil
 }

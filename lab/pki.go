@@ -12,7 +12,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
-	"net"
 	"net/netip"
 	"time"
 )
@@ -22,6 +21,10 @@ type PKI struct {
 	CAPEM   []byte
 	CertPEM []byte // control's certificate, signed by the CA
 	KeyPEM  []byte // control's private key
+
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
+	now   time.Time
 }
 
 // NewPKI makes a CA and a server certificate for control with an IP SAN
@@ -35,10 +38,6 @@ func NewPKI(controlIP netip.Addr, now time.Time, replicaIPs ...netip.Addr) (*PKI
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
-	}
-	serial := func() *big.Int {
-		n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-		return n
 	}
 	ca := &x509.Certificate{
 		SerialNumber:          serial(),
@@ -54,49 +53,59 @@ func NewPKI(controlIP netip.Addr, now time.Time, replicaIPs ...netip.Addr) (*PKI
 	if err != nil {
 		return nil, fmt.Errorf("lab CA: %w", err)
 	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
+	p := &PKI{CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), caKey: caKey, now: now}
+	if p.ca, err = x509.ParseCertificate(caDER); err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
+	addrs := []netip.Addr{controlIP}
+	for _, a := range replicaIPs {
+		if a != controlIP {
+			addrs = append(addrs, a)
+		}
 	}
-	leaf := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "runos-control (lab)"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(30 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  ips(controlIP, replicaIPs),
-		DNSNames:     []string{"control.lab.runos"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	p.CertPEM, p.KeyPEM, err = p.Leaf("runos-control (lab)", []string{"control.lab.runos"}, addrs)
 	if err != nil {
 		return nil, fmt.Errorf("control certificate: %w", err)
 	}
+	return p, nil
+}
+
+// Leaf issues a server certificate from the lab's CA for the given names
+// and addresses (a node's relay on 443 gets one for its addresses).
+func (p *PKI) Leaf(cn string, names []string, ips []netip.Addr) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	leaf := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    p.now.Add(-time.Hour),
+		NotAfter:     p.now.Add(30 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     names,
+	}
+	for _, ip := range ips {
+		leaf.IPAddresses = append(leaf.IPAddresses, ip.AsSlice())
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		return nil, nil, err
+	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &PKI{
-		CAPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}, nil
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	return n
 }
 
 // tlsPair parses the control certificate and key as a TLS pair (a check
 // that they belong together).
 func tlsPair(p *PKI) (tls.Certificate, error) { return tls.X509KeyPair(p.CertPEM, p.KeyPEM) }
-
-func ips(first netip.Addr, more []netip.Addr) []net.IP {
-	out := []net.IP{first.AsSlice()}
-	for _, a := range more {
-		if a != first {
-			out = append(out, a.AsSlice())
-		}
-	}
-	return out
-}

@@ -45,7 +45,8 @@ func (l *Lab) procs() []Proc {
 		}
 		ps = append(ps,
 			Proc{Host: h.Name, Name: "webapp", Argv: []string{bin("runos-lab"), "webapp",
-				"--cluster", h.CID, "--node", h.NID, "--listen", ":80", "--tls-listen", ":443", "--domain", l.topo.Domain(h.CID)}},
+				"--cluster", h.CID, "--node", h.NID, "--listen", ":80", "--tls-listen", ":443", "--domain", l.topo.Domain(h.CID),
+				"--relay-upstream", relayUpstream, "--relay-cert", l.relayCert(h.Name), "--relay-key", l.relayKey(h.Name)}},
 			Proc{Host: h.Name, Name: "gateway", Argv: l.gatewayArgv(h.Name)})
 	}
 	if l.metrics {
@@ -57,12 +58,21 @@ func (l *Lab) procs() []Proc {
 	return ps
 }
 
-// gatewayArgv is a node's runos-gateway command line.
+// relayUpstream is where a node's gateway serves the relay, behind the web
+// app on 443 that stands in for Traefik (which routes the relay's path to
+// it): plain HTTP on the node's loopback.
+const relayUpstream = "127.0.0.1:8443"
+
+// gatewayArgv is a node's runos-gateway command line: its relay behind the
+// node's 443, as in production.
 func (l *Lab) gatewayArgv(host string) []string {
 	h, _ := l.topo.Host(host)
 	argv := []string{filepath.Join(l.bin, "runos-gateway"),
 		"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(host),
-		"--state-dir", l.stateDir(host), "--ca-file", l.caFile()}
+		"--state-dir", l.stateDir(host), "--ca-file", l.caFile(), "--relay-listen", relayUpstream}
+	if l.recordRelay {
+		argv = append(argv, "--relay-record", l.RelayRecordDir(host))
+	}
 	if l.metrics {
 		argv = append(argv, "--metrics-addr", l.gatewayMetricsAddr(host))
 	}

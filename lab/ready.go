@@ -151,6 +151,14 @@ func (l *Lab) readyCheck(p Proc) func(context.Context) error {
 	case "gateway":
 		h, _ := l.topo.Host(p.Host)
 		return func(ctx context.Context) error { return l.gatewayReady(ctx, h.CID, h.NID) }
+	case "portal":
+		return func(ctx context.Context) error {
+			c, err := l.Dial(ctx, p.Host, "tcp", PortalListen)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}
 	case "prometheus":
 		return l.prometheusReady
 	case "vpnd":

@@ -29,6 +29,8 @@ type Record struct {
 	Procs   []ProcRecord    `json:"procs"`
 	Files   []string        `json:"files"` // entries of Dir the lab made, removed by down
 	Hosts   map[string]bool `json:"hosts,omitempty"`
+	// RecordRelay: the gateways record their relay streams (Options.RecordRelay).
+	RecordRelay bool `json:"recordRelay,omitempty"`
 }
 
 // ProcRecord is a process the lab started. Start is the process's start

@@ -105,6 +105,9 @@ var (
 	lanPrefix = netip.MustParsePrefix("10.77.0.0/24")
 )
 
+// RouterWAN is the WAN leg of the lan host, the LAN's router.
+var RouterWAN = wan(53)
+
 func wan(last byte) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, last}) }
 func lan(last byte) netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 0, last}) }
 
@@ -174,7 +177,10 @@ func TopologyFor(clients int, storeKind string, replicas int) (*Topology, error)
 	t.Store, t.Replicas = storeKind, replicas
 	t.Hosts = append(t.Hosts,
 		Host{Name: "control", Kind: KindControl, Addrs: map[string]netip.Addr{WAN: t.ControlIP}},
-		Host{Name: "lan", Kind: KindResolver, Addrs: map[string]netip.Addr{LAN: t.ResolverIP}},
+		// The LAN's resolver is its router too: a leg on the WAN, through
+		// which a laptop that only has the LAN (runos-lab uplink … lan)
+		// reaches the WAN behind NAT.
+		Host{Name: "lan", Kind: KindResolver, Addrs: map[string]netip.Addr{LAN: t.ResolverIP, WAN: RouterWAN}},
 	)
 	if storeKind == StorePostgres {
 		t.DBIP = wan(5)

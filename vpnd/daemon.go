@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runos/vpn/control/api"
@@ -40,6 +41,11 @@ type engine interface {
 	Probe()
 	Handshake(wgtypes.Key) error // send an initiation now (runos vpn doctor's probe)
 	Close() error
+	// NetworkChanged rebinds the sockets, re-handshakes every peer and
+	// re-opens each cluster's relay decision (a new network, a wake).
+	NetworkChanged() error
+	// SetUplinkMTU clamps TCP over the tunnel to what fits the uplink.
+	SetUplinkMTU(mtu int)
 }
 
 // retryApply is when a failed Apply or DNS Set is tried again, with no new plan.
@@ -66,8 +72,9 @@ type daemon struct {
 
 	ctx         context.Context // the daemon's lifetime
 	wakeRead    chan struct{}
-	wakePending chan struct{} // something was added to the pending changes (pending.go)
-	sendingMu   sync.Mutex    // held while a pending change is sent to control
+	wakePending chan struct{}           // something was added to the pending changes (pending.go)
+	sendingMu   sync.Mutex              // held while a pending change is sent to control
+	relayToken  *atomic.Pointer[string] // the session's token, for the relays; nil in tests without one
 
 	mu       sync.Mutex
 	in       state.Inputs
@@ -144,6 +151,15 @@ func (d *daemon) updateLocked() {
 	}
 	if !d.in.SignedIn() && d.sess != nil {
 		d.stopSyncLocked() // lapsed on the local clock: stop talking to control with it
+	}
+	if d.relayToken != nil {
+		tok := ""
+		if d.in.SignedIn() {
+			tok = d.in.Prefs.AccessToken
+		}
+		if cur := d.relayToken.Load(); cur == nil || *cur != tok {
+			d.relayToken.Store(&tok)
+		}
 	}
 	d.publishLocked(state.Derive(&d.in))
 }

@@ -31,6 +31,8 @@ type fakeEngine struct {
 	applyErr  error
 	applies   int
 	nudges    int
+	rebinds   int // NetworkChanged calls
+	uplinkMTU int
 	closed    bool
 	key       wgtypes.Key // zero: the key the daemon started with (t0Key)
 }
@@ -86,6 +88,19 @@ func (e *fakeEngine) Read() wgcfg.Report {
 func (e *fakeEngine) Nudge() {
 	e.mu.Lock()
 	e.nudges++
+	e.mu.Unlock()
+}
+
+func (e *fakeEngine) NetworkChanged() error {
+	e.mu.Lock()
+	e.rebinds++
+	e.mu.Unlock()
+	return nil
+}
+
+func (e *fakeEngine) SetUplinkMTU(mtu int) {
+	e.mu.Lock()
+	e.uplinkMTU = mtu
 	e.mu.Unlock()
 }
 

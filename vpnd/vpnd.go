@@ -11,18 +11,22 @@ package vpnd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/platform/netmon"
 	"github.com/runos/vpn/vpnd/access"
 	"github.com/runos/vpn/vpnd/logring"
 	"github.com/runos/vpn/vpnd/state"
@@ -50,6 +54,18 @@ type Config struct {
 	// Logs keeps the daemon's recent log lines (the Logger writes to it as
 	// well) for GET /v1/logs; nil: none kept.
 	Logs *logring.Ring
+	// MTU is the tunnel's MTU (--mtu); 0: tunnel.DefaultMTU (1420).
+	MTU int
+	// NetMon starts the network monitor, which leaves out the interfaces
+	// ignore names (the tunnel); nil: network changes go unnoticed.
+	NetMon func(ignore func(iface string) bool, log *slog.Logger) (NetMonitor, error)
+}
+
+// NetMonitor is platform/netmon's Monitor as the daemon uses it.
+type NetMonitor interface {
+	Changes() <-chan netmon.Change
+	State() netmon.State
+	Close() error
 }
 
 // DefaultInterface is the tunnel's name when Config.Interface is empty.
@@ -98,7 +114,27 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := recordTunnel(dir, cfg.Interface); err != nil {
 		return err
 	}
-	eng, err := tunnel.New(cfg.Interface, key, log)
+	caFile := cfg.CAFile
+	// The engine asks the daemon for the session's token (the relay checks
+	// it with control) and tells it of path changes: both through values
+	// made before the daemon, which needs the engine.
+	relayToken := new(atomic.Pointer[string])
+	wakeRead := make(chan struct{}, 1)
+	eng, err := tunnel.NewWith(cfg.Interface, key, log, tunnel.Options{
+		MTU: cfg.MTU, RelayTLS: sync.OnceValues(func() (*tls.Config, error) { return relayTLS(caFile) }),
+		RelayToken: func() string {
+			if t := relayToken.Load(); t != nil {
+				return *t
+			}
+			return ""
+		},
+		OnPathChange: func() {
+			select {
+			case wakeRead <- struct{}{}:
+			default:
+			}
+		},
+	})
 	if err != nil {
 		_ = forgetTunnel(dir)
 		return err
@@ -119,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &daemon{
 		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
 		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
-		ctx: dctx, wakeRead: make(chan struct{}, 1), wakePending: make(chan struct{}, 1), counts: newCounters(time.Now()),
+		ctx: dctx, wakeRead: wakeRead, wakePending: make(chan struct{}, 1), relayToken: relayToken, counts: newCounters(time.Now()),
 		allowHTTP: cfg.AllowHTTP,
 		newControl: func(apiURL, token string) (control, error) {
 			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
@@ -166,7 +202,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	pendingDone := make(chan struct{})
 	go func() { d.pendingLoop(dctx); close(pendingDone) }()
 	go func() { d.readLoop(dctx); <-pendingDone; close(readDone) }()
-	waitMemory := startMemoryWatch(dctx, log, eng.Name()) // gives memory back after bursts of traffic (trim.go)
+	watching := d.watchNetworkAndSleep(dctx, cfg, eng.Name()) // netchange.go
+	waitMemory := startMemoryWatch(dctx, log, eng.Name())     // gives memory back after bursts of traffic (trim.go)
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
 		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)
 
@@ -181,6 +218,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	cancel()
 	stop()
 	<-readDone // nothing applies a plan once the teardown starts
+	watching()
 	waitMemory()
 	d.mu.Lock()
 	d.stopSyncLocked()

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/runos/vpn/control/api"
@@ -33,6 +34,7 @@ const (
 	KeyCID    = "cid"
 	KeyAPIURL = "api-url"
 	KeyCAFile = "ca-file"
+	KeyMTU    = "mtu"
 )
 
 // key describes one setting: what it means and how a value is checked.
@@ -47,6 +49,33 @@ var keys = []key{
 	{KeyCID, "", "default cluster for --cid and `runos vpn up`", checkCID},
 	{KeyAPIURL, EnvAPIURL, "runos-control's URL, https://host[:port] (commands refuse http:// unless run with --insecure-http)", CheckAPIURL},
 	{KeyCAFile, EnvCAFile, "PEM file of the CA that signs control's certificate (empty: the system roots)", checkCAFile},
+	{KeyMTU, "", "the tunnel's MTU, read by `runos vpnd` when --mtu is not given (1280 to 9000; empty: 1420)", checkMTU},
+}
+
+// MinMTU and MaxMTU bound the tunnel's MTU: IPv6 needs 1280, and no path
+// carries more than a jumbo frame.
+const (
+	MinMTU = 1280
+	MaxMTU = 9000
+)
+
+// CheckMTU accepts a tunnel MTU.
+func CheckMTU(n int) error {
+	if n < MinMTU || n > MaxMTU {
+		return fmt.Errorf("invalid mtu %d: want %d to %d (WireGuard over a 1500-byte path: 1420)", n, MinMTU, MaxMTU)
+	}
+	return nil
+}
+
+func checkMTU(v string) (string, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return "", fmt.Errorf("invalid mtu %q: want a number of bytes, e.g. 1420", v)
+	}
+	if err := CheckMTU(n); err != nil {
+		return "", err
+	}
+	return strconv.Itoa(n), nil
 }
 
 func lookup(name string) (key, bool) {
@@ -251,6 +280,7 @@ type Effective struct {
 	CID    string
 	APIURL string
 	CAFile string
+	MTU    int // 0: the default
 	// Source says where each value came from: "env RUNOS_API_URL", "config", "".
 	Source map[string]string
 }
@@ -281,6 +311,8 @@ func Resolve(c *Config, getenv func(string) string) (*Effective, error) {
 			e.APIURL = v
 		case KeyCAFile:
 			e.CAFile = v
+		case KeyMTU:
+			e.MTU, _ = strconv.Atoi(v) // checked when set and when read
 		}
 	}
 	return e, nil

@@ -26,7 +26,7 @@ func TestSetChecksValues(t *testing.T) {
 		{KeyAPIURL, "https://u:p@h", "", "no user"},
 		{KeyAPIURL, "https://h/?x=1", "", "no user, path, query"},
 		{KeyCAFile, "/etc/ca.pem", "/etc/ca.pem", ""},
-		{"colour", "blue", "", `unknown config key "colour" (known keys: cid, api-url, ca-file)`},
+		{"colour", "blue", "", `unknown config key "colour" (known keys: cid, api-url, ca-file, mtu)`},
 	}
 	for _, c := range cases {
 		cfg := &Config{}
@@ -188,4 +188,20 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip changed %q to %q", out, c2.Marshal())
 		}
 	})
+}
+
+func TestMTUKey(t *testing.T) {
+	var c Config
+	for _, bad := range []string{"1279", "9001", "big", "-1"} {
+		if err := c.Set(KeyMTU, bad); err == nil {
+			t.Errorf("mtu %q accepted", bad)
+		}
+	}
+	if err := c.Set(KeyMTU, " 1380"); err != nil || c.Get(KeyMTU) != "1380" {
+		t.Fatalf("mtu 1380: %v, stored %q", err, c.Get(KeyMTU))
+	}
+	e, err := Resolve(&c, func(string) string { return "" })
+	if err != nil || e.MTU != 1380 || e.Source[KeyMTU] != "config" {
+		t.Errorf("effective mtu %d (%v)", e.MTU, err)
+	}
 }

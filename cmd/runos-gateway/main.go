@@ -24,8 +24,10 @@ import (
 	"github.com/runos/vpn/gateway"
 	"github.com/runos/vpn/gateway/metrics"
 	"github.com/runos/vpn/gateway/nodekey"
+	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/internal/secretfile"
 	"github.com/runos/vpn/internal/version"
+	"golang.zx2c4.com/wireguard/conn"
 )
 
 // Exit codes.
@@ -49,6 +51,7 @@ type flags struct {
 	control, nodeID, tokenFile, stateDir, caFile, iface string
 	heartbeat                                           time.Duration
 	logLevel, logFormat                                 string
+	relayListen, relayCert, relayKey, relayRecord       string
 	insecureHTTP                                        bool
 	metricsAddr                                         string
 }
@@ -81,6 +84,15 @@ The node's WireGuard key is generated here on first start and kept in
 --state-dir as gateway.key (0600); it is never sent anywhere or logged. Only
 the public key is reported, with whether the server listens and each
 device's latest handshake, on every change and every --heartbeat.
+
+With --relay-listen, the node also serves the relay: WireGuard over HTTPS
+(a WebSocket on the relay path, /runos-vpn/relay) for devices on networks that
+let no UDP through. The node's ingress (Traefik, on 443) routes that path here,
+terminating TLS: then --relay-listen is a loopback address and plain HTTP (the
+device's address comes from X-Forwarded-For). With --relay-cert and
+--relay-key the gateway speaks TLS itself, on any address. A device is let in
+when control confirms its session and key and that it joined this cluster;
+its datagrams go into the same WireGuard server as UDP ones, ciphertext only.
 
 Control's certificate is verified against --ca-file (default $RUNOS_CA_FILE,
 else the system roots); --control must be https:// (plain HTTP only with
@@ -117,6 +129,11 @@ the DNS listener are removed before the process exits.`,
 	fl.DurationVar(&f.heartbeat, "heartbeat", gateway.DefaultHeartbeat, "report at least this often (under 30s: control marks a node no_heartbeat 30 s after its last report)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text, or json for log collectors")
+	fl.StringVar(&f.relayListen, "relay-listen", "", "serve the relay (WireGuard over HTTPS) on this address, e.g. :443 (default: no relay)")
+	fl.StringVar(&f.relayCert, "relay-cert", "", "PEM certificate the relay presents (with --relay-listen)")
+	fl.StringVar(&f.relayKey, "relay-key", "", "PEM private key of --relay-cert")
+	fl.StringVar(&f.relayRecord, "relay-record", "", "")
+	_ = fl.MarkHidden("relay-record") // tests: record every relay stream's bytes in this directory
 	fl.BoolVar(&f.insecureHTTP, api.FlagInsecureHTTP, false, "allow an http:// --control (tests only: the enrollment token would travel in clear text)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
@@ -167,6 +184,14 @@ func (f flags) check(getenv func(string) string) (caFile string, err error) {
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return "", usagef("--log-format %q: want text or json", f.logFormat)
 	}
+	if (f.relayCert == "") != (f.relayKey == "") || f.relayListen == "" && f.relayCert != "" {
+		return "", usagef("--relay-cert and --relay-key go together, with --relay-listen")
+	}
+	if f.relayListen != "" && f.relayCert == "" {
+		if h, _, err := net.SplitHostPort(f.relayListen); err != nil || !isLoopback(h) {
+			return "", usagef("--relay-listen %s: plain HTTP only on a loopback address (behind the node's ingress); elsewhere give --relay-cert and --relay-key", f.relayListen)
+		}
+	}
 	if f.caFile != "" {
 		return f.caFile, nil
 	}
@@ -216,7 +241,17 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 		defer stop()
 		mets = m
 	}
+	var bind *relay.Bind
+	if f.relayListen != "" {
+		bind = relay.NewBind(conn.NewDefaultBind(), log)
+		stop, err := serveRelay(ctx, f, bind, client, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	err = gateway.Run(ctx, gateway.Config{
+		Relay:     bind,
 		Metrics:   mets,
 		Control:   client,
 		NodeID:    f.nodeID,
@@ -272,4 +307,14 @@ func checkIfname(s string) error {
 		}
 	}
 	return nil
+}
+
+// isLoopback reports whether host (from --relay-listen) is a loopback
+// address or name.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

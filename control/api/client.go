@@ -40,6 +40,8 @@ import (
 //	GET    /v1/devices/{id}/map[?since=&wait=]
 //	GET    /v1/gateway/map[?since=&wait=]              enrollment token
 //	POST   /v1/gateway/report                          enrollment token
+//	POST   /v1/gateway/relay-check                     enrollment token
+//	PUT    /v1/clusters/{cid}/services/wireguard/{id}/relay
 //
 // OAuth 2.0 (not under /v1): /oauth/authorize, /oauth/token,
 // /oauth/device/code, /oauth/device, /.well-known/oauth-authorization-server.
@@ -300,4 +302,17 @@ func (c *Client) GatewayMap(ctx context.Context, since uint64, wait time.Duratio
 // GatewayReport sends a heartbeat with the gateway's facts.
 func (c *Client) GatewayReport(ctx context.Context, r GatewayReport) error {
 	return c.Do(ctx, http.MethodPost, "/v1/gateway/report", r, nil)
+}
+
+// RelayCheck asks control whether a device may open a relay stream to this
+// gateway (token: the node's enrollment token).
+func (c *Client) RelayCheck(ctx context.Context, r RelayCheckRequest) (*RelayCheck, error) {
+	var out RelayCheck
+	return &out, c.Do(ctx, http.MethodPost, "/v1/gateway/relay-check", r, &out)
+}
+
+// SetServiceRelay sets (or, with "", resets) the relay URL devices are given.
+func (c *Client) SetServiceRelay(ctx context.Context, cid, id string, r SetRelayRequest) (*VPNService, error) {
+	var out VPNService
+	return &out, c.Do(ctx, http.MethodPut, servicesPath(cid)+"/"+esc(id)+"/relay", r, &out)
 }

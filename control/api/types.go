@@ -180,13 +180,25 @@ type VPNService struct {
 	// LatestMoveID is the service's newest move (in flight or not), for
 	// following its progress (GET /v1/moves/{id}); "" if it never moved.
 	LatestMoveID string `json:"latestMoveId,omitempty"`
+	// RelayURL overrides the default relay URL devices are given
+	// (https://<ingress>/runos-vpn/relay); "" means the default. {ingress}
+	// in it stands for the hosting node's ingress address, so the relay
+	// follows a move.
+	RelayURL string `json:"relayUrl,omitempty"`
+	Relay    string `json:"relay,omitempty"` // the relay URL devices are given now
+}
+
+// SetRelayRequest is PUT /v1/clusters/{cid}/services/wireguard/{id}/relay.
+type SetRelayRequest struct {
+	RelayURL string `json:"relayUrl"` // "" puts the default back
 }
 
 // AddVPNServiceRequest is POST /v1/clusters/{cid}/services/wireguard.
 type AddVPNServiceRequest struct {
 	Name         string `json:"name"`
 	TargetNodeID string `json:"targetNodeId"`
-	Port         int    `json:"port,omitempty"` // 0 means DefaultVPNPort
+	Port         int    `json:"port,omitempty"`     // 0 means DefaultVPNPort
+	RelayURL     string `json:"relayUrl,omitempty"` // see VPNService.RelayURL
 }
 
 // MoveRequest is the body of .../services/wireguard/{id}/move-plan and .../moves.
@@ -280,6 +292,11 @@ type VPNConfig struct {
 	// when it changes while the key stays, the server has forgotten every
 	// device's session and devices handshake again at once.
 	ServerStartedAt time.Time `json:"serverStartedAt,omitzero"`
+	// Relay is the HTTPS URL of the hosting node's relay (WireGuard over
+	// a WebSocket on 443, for networks that let no UDP through): by
+	// default https://<ingress>/runos-vpn/relay, else the service's
+	// RelayURL with {ingress} put in. A move changes it with the node.
+	Relay string `json:"relay,omitempty"`
 }
 
 // ClusterConfig is one cluster a device has joined.
@@ -365,6 +382,23 @@ type GatewayReport struct {
 	// report of one run): a new value for the hosting node tells its
 	// devices the server restarted.
 	StartedAt time.Time `json:"startedAt,omitzero"`
+}
+
+// RelayCheckRequest is POST /v1/gateway/relay-check: the gateway of the
+// node serving a cluster's VPN asks whether a device may open a relay
+// stream to it, with what the device presented (its session token and
+// public key). The gateway keeps neither.
+type RelayCheckRequest struct {
+	Token     string `json:"token"`
+	PublicKey string `json:"publicKey"`
+}
+
+// RelayCheck is control's yes: the session is live, the key is that
+// session's device, and the device has joined the gateway's cluster.
+type RelayCheck struct {
+	DeviceID  string    `json:"deviceId"`
+	User      string    `json:"user"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // OAuth client ids known to control.

@@ -64,4 +64,6 @@ type WorldVPNService struct {
 	Name   string `json:"name"`
 	NodeID string `json:"nodeId"`
 	Port   int    `json:"port,omitempty"` // 0 means DefaultVPNPort
+	// RelayURL overrides the relay URL devices are given (VPNService.RelayURL).
+	RelayURL string `json:"relayUrl,omitempty"`
 }

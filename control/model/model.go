@@ -134,7 +134,8 @@ type Service struct {
 	SubnetIndex int    // which /24 of the service pool
 	Subnet      netip.Prefix
 	CreatedAt   time.Time
-	Seeded      bool // from the world file: no install deadline
+	Seeded      bool   // from the world file: no install deadline
+	RelayURL    string // overrides the default relay URL ("" none); {ingress} is the hosting node's ingress address
 }
 
 // Address is the VPN server's address: the first host of its subnet. It

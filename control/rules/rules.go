@@ -12,10 +12,12 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/internal/relaywire"
 )
 
 func refused(msg, hint string) *api.Error {
@@ -47,6 +49,25 @@ func Endpoint(n model.Node, port int) (endpoint, kind string, ok bool) {
 		return "", "", false
 	}
 	return netip.AddrPortFrom(a, uint16(port)).String(), model.AddressKind(a), true
+}
+
+// RelayURL is the relay devices are given for svc hosted on n: the
+// service's override with the ingress address put in, else the node's
+// ingress on 443 (where Traefik routes the relay's path to the gateway).
+// "" when n has no ingress address.
+func RelayURL(n model.Node, svc model.Service) string {
+	a := n.Ingress()
+	if !a.IsValid() {
+		return ""
+	}
+	host := a.String()
+	if a.Is6() {
+		host = "[" + host + "]"
+	}
+	if svc.RelayURL == "" {
+		return "https://" + host + relaywire.Path
+	}
+	return strings.ReplaceAll(svc.RelayURL, api.RelayIngress, host)
 }
 
 // ingressSource says where a node's ingress address comes from.

@@ -211,7 +211,8 @@ func importCluster(tx store.Writer, c api.WorldCluster, opt Options, count func(
 		name = strings.TrimSpace(s.ID)
 	}
 	if _, err := count(tx.PutService(model.Service{ID: s.ID, CID: c.CID, Name: name, NodeID: s.NodeID, Port: port,
-		State: api.ServiceInstalling, SubnetIndex: idx, Subnet: opt.Services.Subnet(idx), CreatedAt: opt.Now, Seeded: true})); err != nil {
+		State: api.ServiceInstalling, SubnetIndex: idx, Subnet: opt.Services.Subnet(idx), CreatedAt: opt.Now, Seeded: true,
+		RelayURL: s.RelayURL})); err != nil {
 		return err
 	}
 	tx.Touch(hub.Service(s.ID), hub.Cluster(c.CID), hub.Gateway(c.CID, s.NodeID))

@@ -185,6 +185,9 @@ func Validate(w api.World) error {
 			if s.Port < 0 || s.Port > 65535 {
 				v.add("%s: port %d out of range", sw, s.Port)
 			}
+			if err := api.CheckRelayURL(s.RelayURL); err != nil {
+				v.add("%s: %v", sw, err)
+			}
 		}
 	}
 	return v.err()

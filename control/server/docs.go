@@ -72,6 +72,7 @@ func (s *Server) serviceDoc(r store.Reader, svc model.Service, now time.Time) (a
 	if ep, kind, ok := rules.Endpoint(n, svc.Port); ok {
 		d.Endpoint, d.AddressKind = ep, kind
 	}
+	d.RelayURL, d.Relay = svc.RelayURL, rules.RelayURL(n, svc)
 	if d.Devices, err = r.PeerCount(svc.CID, now); err != nil {
 		return d, err
 	}
@@ -111,6 +112,7 @@ func vpnConfig(c model.Cluster, svcs []model.Service, host model.Node) (api.VPNC
 	if ep, _, ok := rules.Endpoint(host, svc.Port); ok {
 		v.Endpoint = ep
 	}
+	v.Relay = rules.RelayURL(host, svc)
 	v.Ready = svc.State == api.ServiceServing && v.PublicKey != "" && v.Endpoint != ""
 	v.ServerStartedAt = host.GatewayStartedAt
 	return v, true

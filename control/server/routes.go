@@ -26,6 +26,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/clusters/{cid}/services/wireguard/{id}", s.withAuth(s.handleService, people...))
 	m.HandleFunc("POST /v1/clusters/{cid}/services/wireguard/{id}/move-plan", s.withAuth(s.handleMovePlan, people...))
 	m.HandleFunc("POST /v1/clusters/{cid}/services/wireguard/{id}/moves", s.withAuth(s.handleStartMove, people...))
+	m.HandleFunc("PUT /v1/clusters/{cid}/services/wireguard/{id}/relay", s.withAuth(s.handleSetRelay, people...))
 	m.HandleFunc("GET /v1/moves/{id}", s.withAuth(s.handleMove, people...))
 
 	m.HandleFunc("POST /v1/devices", s.withAuth(s.handleRegisterDevice, users...))
@@ -50,6 +51,7 @@ func (s *Server) routes() {
 
 	m.HandleFunc("GET /v1/gateway/map", s.withAuth(s.handleGatewayMap, gw...))
 	m.HandleFunc("POST /v1/gateway/report", s.withAuth(s.handleGatewayReport, gw...))
+	m.HandleFunc("POST /v1/gateway/relay-check", s.withAuth(s.handleRelayCheck, gw...))
 
 	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errNotFound("no route %s %s", r.Method, r.URL.Path))

@@ -94,6 +94,10 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 		writeError(w, errInvalid("port %d: want 1 to 65535 (default %d)", req.Port, api.DefaultVPNPort))
 		return
 	}
+	if err := api.CheckRelayURL(req.RelayURL); err != nil {
+		writeError(w, errInvalid("relayUrl: %v (--relay-url)", err))
+		return
+	}
 	if req.Port == 0 {
 		req.Port = api.DefaultVPNPort
 	}
@@ -125,7 +129,7 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 			return err
 		}
 		svc = model.Service{ID: token.ID("wg"), CID: c.CID, Name: req.Name, NodeID: target.NID, Port: req.Port,
-			State: api.ServiceInstalling, SubnetIndex: idx, Subnet: s.services.Subnet(idx), CreatedAt: now}
+			State: api.ServiceInstalling, SubnetIndex: idx, Subnet: s.services.Subnet(idx), CreatedAt: now, RelayURL: req.RelayURL}
 		if err := tx.PutService(svc); err != nil {
 			return err
 		}
@@ -154,6 +158,46 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 	s.log.Info("VPN service added", "cid", svc.CID, "service", svc.ID, "node", svc.NodeID, "subnet", svc.Subnet)
 	s.after("install:"+svc.ID, now.Add(s.cfg.MoveReadyTimeout), func() { s.installTimeout(svc.ID) })
 	writeJSON(w, http.StatusCreated, out)
+}
+
+// handleSetRelay sets (or resets) the relay URL devices are given: every
+// joined device's map changes with it, as with a move.
+func (s *Server) handleSetRelay(w http.ResponseWriter, r *http.Request, p *principal) {
+	var req api.SetRelayRequest
+	if e := decode(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	req.RelayURL = strings.TrimSpace(req.RelayURL)
+	if err := api.CheckRelayURL(req.RelayURL); err != nil {
+		writeError(w, errInvalid("relayUrl: %v", err))
+		return
+	}
+	var out api.VPNService
+	now := s.now()
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		c, err := cluster(tx, p, r.PathValue("cid"), true)
+		if err != nil {
+			return err
+		}
+		svc, err := service(tx, c.CID, r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		svc.RelayURL = req.RelayURL
+		if err := tx.UpdateService(svc); err != nil {
+			return err
+		}
+		tx.Touch(hub.Service(svc.ID), hub.Cluster(c.CID))
+		out, err = s.serviceDoc(tx, svc, now)
+		return err
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("VPN service relay set", "cid", out.CID, "service", out.ID, "relayUrl", out.RelayURL, "relay", out.Relay)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // installTimeout marks an added service failed when its gateway did not

@@ -332,6 +332,9 @@ func trouble(s State, c localapi.ClusterStatus) string {
 	case localapi.ClusterConnecting:
 		return "connecting…"
 	case localapi.ClusterConnected:
+		if !c.PeerUp && captivePortal(s.Status) {
+			return localapi.CaptivePortalMessage
+		}
 		if !c.PeerUp {
 			if c.Error != "" {
 				// What the daemon observed, e.g. "no answer from n1 at
@@ -350,9 +353,13 @@ func trouble(s State, c localapi.ClusterStatus) string {
 }
 
 func clusterRow(s State, c localapi.ClusterStatus) Item {
-	// The row is the cid, as in the docs ("ky3 — no handshake"); the
+	// The row is the cid, as in the docs ("ky3 — no handshake"), with
+	// "(relayed)" while its traffic goes over the node's HTTPS relay; the
 	// cluster's name goes in the tooltip.
 	full := c.CID
+	if c.Path == localapi.PathRelay && c.State == localapi.ClusterConnected {
+		full += " (relayed)"
+	}
 	if t := trouble(s, c); t != "" {
 		full += " — " + t
 	}
@@ -383,6 +390,8 @@ func clusterRow(s State, c localapi.ClusterStatus) Item {
 
 func rowTooltip(c localapi.ClusterStatus) string {
 	switch {
+	case c.State == localapi.ClusterConnected && c.PeerUp && c.Path == localapi.PathRelay:
+		return fmt.Sprintf("Connected through %s over its HTTPS relay (%s): %s", c.Server.NodeID, c.Relay, c.PathReason)
 	case c.State == localapi.ClusterConnected && c.PeerUp:
 		return fmt.Sprintf("Connected through %s (%s)", c.Server.NodeID, c.Server.Endpoint)
 	case c.State == localapi.ClusterConnected && c.Error != "":
@@ -449,4 +458,18 @@ func list(prefix string, cids []string) string {
 		return ""
 	}
 	return prefix + strings.Join(named, ", ")
+}
+
+// captivePortal reports whether the daemon says a captive portal holds the
+// network (by the warning's code).
+func captivePortal(st *localapi.Status) bool {
+	if st == nil {
+		return false
+	}
+	for _, w := range st.Warnings {
+		if w.Code == localapi.WarnCaptivePortal {
+			return true
+		}
+	}
+	return false
 }

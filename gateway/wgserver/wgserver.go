@@ -78,7 +78,13 @@ type Server struct {
 // Open creates the interface named name with the node's private key, its
 // UAPI socket, and a wgctrl client on it. It is down and has no peers until
 // the first Apply. On error nothing is left behind.
-func Open(name string, key wgtypes.Key, log *slog.Logger) (_ *Server, err error) {
+func Open(name string, key wgtypes.Key, log *slog.Logger) (*Server, error) {
+	return OpenWithBind(name, key, conn.NewDefaultBind(), log)
+}
+
+// OpenWithBind is Open with the Bind wireguard-go runs on (gateway/relay's,
+// which adds the relay streams to UDP).
+func OpenWithBind(name string, key wgtypes.Key, bind conn.Bind, log *slog.Logger) (_ *Server, err error) {
 	tdev, err := tun.CreateTUN(name, device.DefaultMTU)
 	if err != nil {
 		return nil, fmt.Errorf("create interface %s: %w", name, err)
@@ -87,7 +93,7 @@ func Open(name string, key wgtypes.Key, log *slog.Logger) (_ *Server, err error)
 		name = real
 	}
 	s := &Server{name: name, log: log, names: map[wgtypes.Key]string{}}
-	s.dev = device.NewDevice(tdev, conn.NewDefaultBind(), wgLogger(log))
+	s.dev = device.NewDevice(tdev, bind, wgLogger(log))
 	defer func() {
 		if err != nil {
 			s.Close()

@@ -69,7 +69,11 @@ account rjwrn, each node running runos-gateway and a web app on port 80, a LAN
 with its resolver (dnsmasq), and laptops running the RunOS daemon.
 
 Hosts: control, lan, ky3-n1, ky3-n2, xym-n1, client (client2… with --clients).
-It needs root and Debian's iproute2, util-linux, dnsmasq-base, wireguard-tools.`,
+Every node's gateway also serves the relay (WireGuard over HTTPS) on its 443.
+block, unblock, uplink and mtu change a laptop's network (nftables and
+iproute2 inside the lab's namespaces only).
+It needs root and Debian's iproute2, util-linux, dnsmasq-base, wireguard-tools
+(and nftables for block and uplink).`,
 		Example: `  sudo runos-lab up --dir /tmp/lab
   sudo runos-lab exec --dir /tmp/lab client -- runos vpn up --cid ky3
   sudo runos-lab exec --dir /tmp/lab client -- wg show wg1
@@ -82,6 +86,7 @@ It needs root and Debian's iproute2, util-linux, dnsmasq-base, wireguard-tools.`
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(upCmd(), downCmd(), execCmd(), statusCmd(), demoCmd(), webappCmd(), browserCmd())
+	root.AddCommand(netCmds()...)
 	return root
 }
 
@@ -102,6 +107,8 @@ func upCmd() *cobra.Command {
 		skip    []string
 		store   string
 		reps    int
+		noUDP   bool
+		record  bool
 		metrics bool
 	)
 	c := &cobra.Command{
@@ -127,7 +134,7 @@ removed again.`,
 			}
 			l, err := lab.Up(cmd.Context(), lab.Options{Dir: dir, Clients: clients, SessionTTL: ttl,
 				BinDir: bin, Skip: skip, Metrics: metrics, Progress: cmd.OutOrStdout(), Logger: logger(cmd.ErrOrStderr(), verbose),
-				Store: store, ControlReplicas: reps})
+				Store: store, ControlReplicas: reps, BlockUDP: noUDP, RecordRelay: record})
 			if err != nil {
 				return err
 			}
@@ -145,6 +152,8 @@ removed again.`,
 	c.Flags().BoolVar(&metrics, "metrics", false, "control and the gateways serve Prometheus metrics, scraped by Debian's prometheus on the control host (its URL in runos-lab status)")
 	c.Flags().StringSliceVar(&skip, "skip", nil, "programs not to start (tests of the lab itself)")
 	_ = c.Flags().MarkHidden("skip")
+	c.Flags().BoolVar(&noUDP, "block-udp", false, "start every laptop behind a network that lets no UDP through to the nodes (runos-lab block … udp)")
+	c.Flags().BoolVar(&record, "record-relay", false, "gateways record their relay streams' bytes in DIR/hosts/<node>/relay-record")
 	return c
 }
 

@@ -3,6 +3,7 @@
 package labcmd
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/internal/relaywire"
 	"github.com/runos/vpn/lab"
 )
 
@@ -112,7 +114,7 @@ each command shown with its real output. Then it removes the lab, unless --keep.
 }
 
 func webappCmd() *cobra.Command {
-	var cid, nid, listen, tlsListen, domain string
+	var cid, nid, listen, tlsListen, domain, relayUp, relayCert, relayKey string
 	c := &cobra.Command{
 		Use:    "webapp",
 		Short:  "The web app on port 80 of every lab node (stands in for Traefik)",
@@ -124,12 +126,20 @@ func webappCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "webapp: cluster=%s node=%s on %s\n", cid, nid, ln.Addr())
-			srv := &http.Server{Handler: lab.WebApp(cid, nid), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: lab.WithRelay(lab.WebApp(cid, nid), relayUp, relaywire.Path), ReadHeaderTimeout: 10 * time.Second}
 			go func() { <-cmd.Context().Done(); srv.Close() }()
 			if tlsListen != "" {
 				// HTTPS as Traefik serves it on 443, with a certificate of
 				// its own (as Traefik's default one is before cert-manager's).
-				tln, err := lab.WebAppTLSListener(tlsListen, cid, domain)
+				var rc *tls.Certificate
+				if relayCert != "" {
+					c, err := tls.LoadX509KeyPair(relayCert, relayKey)
+					if err != nil {
+						return fmt.Errorf("--relay-cert: %w", err)
+					}
+					rc = &c
+				}
+				tln, err := lab.WebAppTLSListener(tlsListen, cid, domain, rc)
 				if err != nil {
 					return err
 				}
@@ -147,6 +157,9 @@ func webappCmd() *cobra.Command {
 	c.Flags().StringVar(&listen, "listen", ":80", "address to listen on")
 	c.Flags().StringVar(&tlsListen, "tls-listen", "", "also serve HTTPS (a self-signed certificate) on this address")
 	c.Flags().StringVar(&domain, "domain", "", "the cluster's domain, named in the HTTPS certificate")
+	c.Flags().StringVar(&relayUp, "relay-upstream", "", "route the relay's path ("+relaywire.Path+") to the gateway's relay at this address, as Traefik does")
+	c.Flags().StringVar(&relayCert, "relay-cert", "", "the certificate HTTPS presents to clients that name no server (devices dialling the node's address)")
+	c.Flags().StringVar(&relayKey, "relay-key", "", "the private key of --relay-cert")
 	_ = c.MarkFlagRequired("cluster")
 	_ = c.MarkFlagRequired("node")
 	return c

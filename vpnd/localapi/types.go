@@ -63,6 +63,7 @@ type Status struct {
 	Session  Session         `json:"session"`
 	Tunnel   Tunnel          `json:"tunnel"`
 	DNS      DNS             `json:"dns"`
+	Network  Network         `json:"network"`
 	Clusters []ClusterStatus `json:"clusters"` // wanted or reachable clusters, by cid
 	Warnings []Warning       `json:"warnings,omitempty"`
 	// Access is what the caller of this request may do, decided per
@@ -87,7 +88,20 @@ const (
 	// retries until control answers, or the session lapses anyway.
 	WarnSignOutPending = "sign-out-pending" // "sign-out pending at control: …"
 	WarnLeavePending   = "leave-pending"    // "leaving xym pending at control: …"
+	// WarnCaptivePortal: the network holds back UDP and HTTPS until its
+	// sign-in page is done (plain HTTP is redirected to it).
+	WarnCaptivePortal = "captive-portal"
 )
+
+// Paths of a cluster's WireGuard datagrams (ClusterStatus.Path).
+const (
+	PathDirect = "direct" // UDP to the node's VPN port
+	PathRelay  = "relay"  // WireGuard over the node's HTTPS relay, where UDP gets no answer
+)
+
+// CaptivePortalMessage is what status and RunOS Desktop say while a
+// captive portal holds the network.
+const CaptivePortalMessage = "the network needs a sign-in page first"
 
 // Warning is something the user should know about the daemon's state.
 type Warning struct {
@@ -150,6 +164,26 @@ type DNS struct {
 	Rewrites int `json:"rewrites,omitempty"`
 }
 
+// Network is the laptop's uplink as the daemon last saw it change.
+type Network struct {
+	Uplink    string    `json:"uplink"`    // its default route and addresses, in one line ("" unknown)
+	MTU       int       `json:"mtu"`       // the uplink's MTU (0 unknown)
+	ChangedAt time.Time `json:"changedAt"` // null before a change was seen (see MarshalJSON)
+	// WokeAt is when the daemon last found it had slept (the laptop
+	// suspended, or the daemon held still); null when it has not.
+	WokeAt time.Time `json:"wokeAt"`
+}
+
+// MarshalJSON writes zero times as null.
+func (n Network) MarshalJSON() ([]byte, error) {
+	type plain Network
+	return json.Marshal(struct {
+		plain
+		ChangedAt *time.Time `json:"changedAt"`
+		WokeAt    *time.Time `json:"wokeAt"`
+	}{plain(n), timeOrNull(n.ChangedAt), timeOrNull(n.WokeAt)})
+}
+
 // Server is a cluster's VPN server as the device sees it.
 type Server struct {
 	NodeID    string `json:"nodeId"`
@@ -166,26 +200,23 @@ type ClusterDNS struct {
 
 // ClusterStatus is one cluster's connection.
 type ClusterStatus struct {
-	CID           string     `json:"cid"`
-	Name          string     `json:"name,omitempty"`
-	State         string     `json:"state"`         // connecting, connected, disconnected or error
-	Wanted        bool       `json:"wanted"`        // the user asked for it
-	PeerUp        bool       `json:"peerUp"`        // the server answers: a handshake within HandshakeFresh and no 15 s silence while sending, read from the device
-	LastHandshake time.Time  `json:"lastHandshake"` // null before the first (see MarshalJSON)
+	CID    string `json:"cid"`
+	Name   string `json:"name,omitempty"`
+	State  string `json:"state"`  // connecting, connected, disconnected or error
+	Wanted bool   `json:"wanted"` // the user asked for it
+	PeerUp bool   `json:"peerUp"` // the server answers: a handshake within HandshakeFresh, since the last network change or wake, and no 15 s silence while sending, read from the device
+	// Path is how the cluster's WireGuard datagrams travel: PathDirect
+	// (UDP) or PathRelay (the node's HTTPS relay); "" while no peer is
+	// configured. PathReason says why it took that path.
+	Path          string     `json:"path"`
+	PathReason    string     `json:"pathReason,omitempty"`
+	Relay         string     `json:"relay,omitempty"` // the node's relay URL, when control gives one
+	LastHandshake time.Time  `json:"lastHandshake"`   // null before the first (see MarshalJSON)
 	Server        Server     `json:"server"`
 	Subnet        string     `json:"subnet,omitempty"`
 	DNS           ClusterDNS `json:"dns"`
 	Error         string     `json:"error"` // "" when there is none
-	// Path is how packets reach the server: PathDirect (UDP) or PathRelay
-	// (WireGuard over HTTPS); "" from a daemon without relays (direct).
-	Path string `json:"path,omitempty"`
 }
-
-// Cluster paths.
-const (
-	PathDirect = "direct"
-	PathRelay  = "relay"
-)
 
 // The status's documented fields are always in its JSON, so a script can
 // index them in every state; a time not yet known is null rather than

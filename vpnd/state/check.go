@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"slices"
 
 	"github.com/runos/vpn/control/api"
@@ -91,6 +92,7 @@ func (c *cluster) parse(t Trust) error {
 		return refusal{fmt.Errorf("control sent subnet %s for %s: %v: refused", sn, c.cc.CID, err)}
 	}
 	c.peer.AllowedIPs = []netip.Prefix{sn}
+	c.peer.Relay = relayURL(v.Relay)
 	if v.Address != "" {
 		a, err := netip.ParseAddr(v.Address)
 		if err != nil || !sn.Contains(a) {
@@ -201,4 +203,15 @@ func checkDomain(d string) error {
 		return fmt.Errorf("bad domain %q", d)
 	}
 	return nil
+}
+
+// relayURL is control's relay URL if it is one the daemon can dial
+// (https://host[:port]/path), else "": the relay is a fallback, so a bad
+// one leaves the cluster on UDP rather than in error.
+func relayURL(s string) string {
+	u, err := url.Parse(s)
+	if s == "" || err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
+		return ""
+	}
+	return s
 }

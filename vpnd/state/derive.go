@@ -29,6 +29,10 @@ func Derive(in *Inputs) localapi.Status {
 		Session: deriveSession(in),
 		Tunnel:  deriveTunnel(in),
 		DNS:     deriveDNS(in.DNS),
+		Network: localapi.Network{MTU: in.Network.MTU(), ChangedAt: in.NetworkChangedAt, WokeAt: in.Slept.To},
+	}
+	if in.Network.Default != nil || in.Network.Addrs != nil {
+		st.Network.Uplink = in.Network.String()
 	}
 	live := sessionState(in) == signedIn
 	cs := joined(in.Map, in.Trust)
@@ -78,6 +82,9 @@ func deriveSession(in *Inputs) localapi.Session {
 	case expired:
 		s.State = localapi.SessionExpired
 		s.Error = in.SessionErr
+		if lapsedAsleep(in) {
+			s.Error = expiredWhile(in)
+		}
 	case signedIn:
 		s.State = localapi.SessionSignedIn
 		s.Error = in.ControlErr
@@ -153,7 +160,8 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 	}
 	cst.State = localapi.ClusterConnected
 	cst.LastHandshake = r.LastHandshake
-	cst.PeerUp = answering(r, in.Now)
+	cst.PeerUp = up(in, r)
+	cst.Path, cst.PathReason, cst.Relay = r.Path.Path, r.Path.Reason, r.Path.Relay
 	if cst.PeerUp {
 		return
 	}
@@ -162,6 +170,14 @@ func deriveCluster(in *Inputs, cst *localapi.ClusterStatus, c *cluster) {
 		return
 	}
 	switch {
+	case r.Path.Captive != "":
+		cst.Error = captiveMessage(r.Path.Captive)
+	case r.Path.Path == localapi.PathRelay && r.Path.RelayErr != "":
+		cst.Error = fmt.Sprintf("UDP %d to %s gets no answer, and the relay %s fails: %s",
+			c.peer.Endpoint.Port(), v.Endpoint, r.Path.Relay, r.Path.RelayErr)
+	case r.Path.Path == localapi.PathRelay && r.LastHandshake.IsZero() && in.Now.Sub(r.AddedAt) >= noHandshakeGrace:
+		cst.Error = fmt.Sprintf("no handshake with the VPN server at %s over UDP %d or its relay %s yet",
+			v.Endpoint, c.peer.Endpoint.Port(), r.Path.Relay)
 	case r.LastHandshake.IsZero() && in.Now.Sub(r.AddedAt) >= noHandshakeGrace:
 		cst.Error = fmt.Sprintf("no handshake with the VPN server at %s yet: is UDP %d reachable from here?",
 			v.Endpoint, c.peer.Endpoint.Port())
@@ -179,8 +195,15 @@ func warnings(in *Inputs) []localapi.Warning {
 			Message: fmt.Sprintf("this device was removed from RunOS at %s: run `runos vpn up` to sign in again with a new key (your clusters reconnect)",
 				in.Prefs.RevokedAt.UTC().Format("2006-01-02 15:04 UTC"))})
 	case expired:
+		msg := "the session expired"
+		if e := in.Prefs.ExpiresAt; !e.IsZero() && !in.SessionEnded {
+			msg = "your sign-in expired at " + e.UTC().Format("2006-01-02 15:04 UTC")
+			if lapsedAsleep(in) {
+				msg += " while this computer was asleep"
+			}
+		}
 		w = append(w, localapi.Warning{Code: localapi.WarnSessionExpired,
-			Message: "the session expired: run `runos vpn up` to sign in again (your clusters reconnect)"})
+			Message: msg + ": run `runos vpn up` to sign in again (your clusters reconnect)"})
 	case signedIn:
 		if e := in.Prefs.ExpiresAt; !e.IsZero() && e.Sub(in.Now) <= expiryWarning {
 			w = append(w, localapi.Warning{Code: localapi.WarnSessionExpiring,
@@ -197,6 +220,10 @@ func warnings(in *Inputs) []localapi.Warning {
 			code = localapi.WarnLeavePending
 		}
 		w = append(w, localapi.Warning{Code: code, Message: pendingText(in, p)})
+	}
+	if p := captive(in); p != "" {
+		w = append(w, localapi.Warning{Code: localapi.WarnCaptivePortal,
+			Message: captiveMessage(p) + ": open any web page in a browser to sign in to the network; the VPN connects once it lets traffic through"})
 	}
 	return w
 }
@@ -226,6 +253,39 @@ func pendingText(in *Inputs, p store.Pending) string {
 		s += fmt.Sprintf(" (the session lapses on its own at %s)", p.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
 	}
 	return s
+}
+
+// captive is the captive portal some wanted cluster's path met, "" when none.
+func captive(in *Inputs) string {
+	if sessionState(in) != signedIn {
+		return ""
+	}
+	for _, p := range in.Device.Peers {
+		if p.Path.Captive != "" && !up(in, p) {
+			return p.Path.Captive
+		}
+	}
+	return ""
+}
+
+func captiveMessage(portal string) string {
+	if portal == "" || !strings.Contains(portal, "://") {
+		return localapi.CaptivePortalMessage
+	}
+	return localapi.CaptivePortalMessage + " (" + portal + ")"
+}
+
+// lapsedAsleep reports whether the session's expiry fell inside the
+// daemon's last sleep: it lapsed while the laptop was suspended.
+func lapsedAsleep(in *Inputs) bool {
+	e := in.Prefs.ExpiresAt
+	return !e.IsZero() && !in.Slept.From.IsZero() && !e.Before(in.Slept.From) && !e.After(in.Slept.To)
+}
+
+// expiredWhile words a session that lapsed during a sleep, as control
+// words an expiry ("your sign-in expired at …").
+func expiredWhile(in *Inputs) string {
+	return "your sign-in expired at " + in.Prefs.ExpiresAt.UTC().Format(time.RFC3339) + " while this computer was asleep"
 }
 
 // Prefixes renders prefixes for logs.

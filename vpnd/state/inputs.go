@@ -10,7 +10,9 @@ import (
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/platform/netmon"
 	"github.com/runos/vpn/vpnd/store"
+	"github.com/runos/vpn/vpnd/wake"
 	"github.com/runos/vpn/vpnd/wgcfg"
 )
 
@@ -41,6 +43,14 @@ type Inputs struct {
 	// Trust: which routes and DNS domains of control's are accepted (the
 	// daemon's configuration; the zero value is the VPN's default pools).
 	Trust Trust
+
+	// Network is the uplink as platform/netmon last reported it, and
+	// when it changed (zero before a change was seen).
+	Network          netmon.State
+	NetworkChangedAt time.Time
+	// Slept is the daemon's last sleep (vpnd/wake): a session that lapsed
+	// during it is said to have.
+	Slept wake.Sleep
 }
 
 // SignedIn reports whether the session is live at in.Now.

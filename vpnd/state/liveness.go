@@ -77,7 +77,7 @@ func ReadEvery(in *Inputs) time.Duration {
 			every = min(every, readPending)
 		case !r.HandshakeAsked.IsZero() && r.LastHandshake.Before(r.HandshakeAsked) && in.Now.Sub(r.HandshakeAsked) < 4*readPending:
 			every = min(every, max(in.Now.Sub(r.HandshakeAsked)/4, readFastest))
-		case !answering(r, in.Now):
+		case !up(in, r):
 			every = min(every, readPending)
 		}
 	}

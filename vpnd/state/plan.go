@@ -94,3 +94,11 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// up is peerUp: the server answers (answering), over a handshake made
+// since the network last changed and since the daemon last woke (then the
+// tunnel handshakes afresh, and an older session carries nothing any more).
+func up(in *Inputs, r wgcfg.PeerReport) bool {
+	hs := r.LastHandshake
+	return answering(r, in.Now) && !hs.Before(in.NetworkChangedAt) && !hs.Before(in.Slept.To)
+}

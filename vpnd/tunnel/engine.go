@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/runos/vpn/platform"
+	"github.com/runos/vpn/vpnd/relay"
 	"github.com/runos/vpn/vpnd/wgcfg"
-	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/tun"
 	"golang.zx2c4.com/wireguard/wgctrl"
@@ -35,7 +35,8 @@ import (
 )
 
 const (
-	mtu = 1420 // WireGuard's usual MTU over a 1500-byte path
+	// DefaultMTU is WireGuard's usual MTU over a 1500-byte path.
+	DefaultMTU = 1420
 	// keepalive keeps NAT mappings open and, because every keepalive goes
 	// through the send path, makes wireguard-go re-handshake every two
 	// minutes: peerUp (a handshake within 180 s) then holds while the
@@ -49,12 +50,15 @@ type Engine struct {
 	log  *slog.Logger
 	name string
 	now  func() time.Time
+	mtu  int
 
-	tun  tun.Device
-	dev  *device.Device
-	uapi net.Listener
-	wg   *wgctrl.Client
-	net  platform.TunnelNet
+	tun   tun.Device
+	clamp *clampTUN   // the TUN as wireguard-go sees it: clamps TCP MSS to the uplink (mss.go)
+	bind  *relay.Bind // UDP, or a cluster's relay where UDP gets no answer (relay.go)
+	dev   *device.Device
+	uapi  net.Listener
+	wg    *wgctrl.Client
+	net   platform.TunnelNet
 
 	mu      sync.Mutex
 	closed  bool
@@ -66,21 +70,32 @@ type Engine struct {
 // New creates the interface name (wg1), starts wireguard-go on it with key
 // and the UAPI socket, and brings it up with no peers. On failure nothing is
 // left behind.
-func New(name string, key wgtypes.Key, log *slog.Logger) (_ *Engine, err error) {
+func New(name string, key wgtypes.Key, log *slog.Logger) (*Engine, error) {
+	return NewWith(name, key, log, Options{})
+}
+
+// NewWith is New with Options.
+func NewWith(name string, key wgtypes.Key, log *slog.Logger, opt Options) (_ *Engine, err error) {
 	e := &Engine{log: log, name: name, now: time.Now, peers: map[wgtypes.Key]*tracked{}}
 	defer func() {
 		if err != nil {
 			e.close()
 		}
 	}()
-	e.tun, err = tun.CreateTUN(platform.TunnelDeviceName(name), mtu)
+	e.mtu = opt.MTU
+	if e.mtu == 0 {
+		e.mtu = DefaultMTU
+	}
+	e.tun, err = tun.CreateTUN(platform.TunnelDeviceName(name), e.mtu)
 	if err != nil {
 		return nil, fmt.Errorf("create tunnel interface %s: %w", name, err)
 	}
 	if real, nerr := e.tun.Name(); nerr == nil {
 		e.name = real // macOS picks utunN itself
 	}
-	e.dev = device.NewDevice(e.tun, conn.NewDefaultBind(), e.wgLogger(log))
+	e.clamp = &clampTUN{Device: e.tun}
+	e.bind = e.newBind(key, opt)
+	e.dev = device.NewDevice(e.clamp, e.bind, e.wgLogger(log))
 	e.uapi, err = uapiListen(e.name)
 	if err != nil {
 		return nil, fmt.Errorf("tunnel %s: UAPI socket: %w", e.name, err)
@@ -148,6 +163,9 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 	if err := e.net.SetAddresses(cfg.Addresses); err != nil {
 		return err
 	}
+	// The Bind knows each peer's destination before its first handshake,
+	// so that handshake's answer counts for the path decision.
+	e.bind.SetDests(dests(cfg))
 	dev, err := e.wg.Device(e.name)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", e.name, err)
@@ -247,6 +265,7 @@ func (e *Engine) Read() wgcfg.Report {
 		return r
 	}
 	r.PublicKey = dev.PublicKey
+	paths := e.paths()
 	now := e.now()
 	for _, p := range dev.Peers {
 		pr := wgcfg.PeerReport{PublicKey: p.PublicKey, LastHandshake: p.LastHandshakeTime, RxBytes: p.ReceiveBytes, TxBytes: p.TransmitBytes}
@@ -257,6 +276,7 @@ func (e *Engine) Read() wgcfg.Report {
 			t.observe(now, uint64(max(pr.RxBytes, 0)), uint64(max(pr.TxBytes, 0)))
 			pr.AddedAt, pr.HandshakeAsked, pr.LastReceive, pr.SentSince = t.addedAt, t.askedAt, t.lastRx, t.sentSince
 		}
+		pr.Path = paths[p.PublicKey]
 		r.Peers = append(r.Peers, pr)
 	}
 	slices.SortFunc(r.Peers, func(a, b wgcfg.PeerReport) int { return bytes.Compare(a.PublicKey[:], b.PublicKey[:]) })
@@ -302,6 +322,9 @@ func (e *Engine) close() error {
 		e.dev.Close()
 	} else if e.tun != nil {
 		errs = append(errs, e.tun.Close())
+	}
+	if e.bind != nil {
+		e.bind.Stop() // its relay connections
 	}
 	if e.tun != nil {
 		errs = append(errs, platform.DeleteInterface(e.name))

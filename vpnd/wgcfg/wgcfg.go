@@ -26,6 +26,7 @@ type Peer struct {
 	// it: when it changes for the same key, the server has forgotten the
 	// device's session, and the engine re-handshakes at once.
 	Epoch time.Time
+	Relay string // the hosting node's relay URL, for networks without UDP ("" none)
 }
 
 // Config is the whole wanted state of the tunnel interface.
@@ -40,7 +41,7 @@ func (c Config) Equal(o Config) bool {
 	return slices.Equal(c.Addresses, o.Addresses) && slices.Equal(c.Routes, o.Routes) &&
 		slices.EqualFunc(c.Peers, o.Peers, func(a, b Peer) bool {
 			return a.CID == b.CID && a.PublicKey == b.PublicKey && a.Endpoint == b.Endpoint &&
-				slices.Equal(a.AllowedIPs, b.AllowedIPs) && a.Probe == b.Probe && a.Epoch.Equal(b.Epoch)
+				slices.Equal(a.AllowedIPs, b.AllowedIPs) && a.Probe == b.Probe && a.Epoch.Equal(b.Epoch) && a.Relay == b.Relay
 		})
 }
 
@@ -62,6 +63,18 @@ type PeerReport struct {
 	// receive). Handshake messages and keepalives count both ways.
 	LastReceive time.Time
 	SentSince   time.Time
+	Path        PathReport
+}
+
+// PathReport is how a peer's datagrams travel (vpnd/relay decides).
+type PathReport struct {
+	Path     string    // "direct" (UDP) or "relay"; "" when the engine decides nothing for the peer
+	Since    time.Time // when it took this path
+	Reason   string    // why
+	Relay    string    // the relay's URL ("" none)
+	RelayUp  bool      // the relay connection is open
+	RelayErr string    // why the relay could not be reached
+	Captive  string    // a captive portal holds the network ("portal" when its address is unknown)
 }
 
 // Report is what the device says about itself.

@@ -229,4 +229,6 @@ CREATE TABLE audit_accounts (
 	PRIMARY KEY (aid, entry_id)
 );
 `,
+	// 2: a VPN service's relay URL override (issue 14).
+	2: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
 }

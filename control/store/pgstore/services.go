@@ -12,14 +12,14 @@ import (
 	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
-const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded"
+const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded, relay_url"
 
 func scanService(row sqlcol.Row) (model.Service, error) {
 	var s model.Service
 	var subnet string
 	var created int64
 	if err := row.Scan(&s.ID, &s.CID, &s.Name, &s.NodeID, &s.Port, &s.State, &s.Error, &s.PublicKey,
-		&s.SubnetIndex, &subnet, &created, &s.Seeded); err != nil {
+		&s.SubnetIndex, &subnet, &created, &s.Seeded, &s.RelayURL); err != nil {
 		return s, err
 	}
 	s.Subnet, _ = netip.ParsePrefix(subnet)
@@ -78,17 +78,17 @@ func freeIndex(t *tx, table, col string, lo, hi int) (int, error) {
 }
 
 func serviceArgs(s model.Service) []any {
-	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), sqlcol.Nanos(s.CreatedAt), s.Seeded}
+	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), sqlcol.Nanos(s.CreatedAt), s.Seeded, s.RelayURL}
 }
 
 func (t *tx) PutService(s model.Service) error {
-	return t.insert("service "+s.ID, "INSERT INTO services ("+serviceCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+	return t.insert("service "+s.ID, "INSERT INTO services ("+serviceCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
 		append([]any{s.ID}, serviceArgs(s)...)...)
 }
 
 func (t *tx) UpdateService(s model.Service) error {
 	tag, err := t.exec(`UPDATE services SET cid = $1, name = $2, node_id = $3, port = $4, state = $5, error = $6,
-		public_key = $7, subnet_index = $8, subnet = $9, created_at = $10, seeded = $11 WHERE id = $12`,
+		public_key = $7, subnet_index = $8, subnet = $9, created_at = $10, seeded = $11, relay_url = $12 WHERE id = $13`,
 		append(serviceArgs(s), s.ID)...)
 	return mustAffect(tag, err, "service "+s.ID)
 }

@@ -242,4 +242,6 @@ CREATE INDEX oauth_codes_expiry ON oauth_codes(expires_at);
 CREATE INDEX oauth_device_codes_expiry ON oauth_device_codes(expires_at);
 CREATE INDEX services_installing ON services(state) WHERE state = 'installing';
 `,
+	// 5: a VPN service's relay URL override (issue 14).
+	5: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
 }

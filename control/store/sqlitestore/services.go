@@ -11,7 +11,7 @@ import (
 	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
-const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded"
+const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded, relay_url"
 
 func scanService(row sqlcol.Row) (model.Service, error) {
 	var s model.Service
@@ -19,7 +19,7 @@ func scanService(row sqlcol.Row) (model.Service, error) {
 	var created int64
 	var seeded int
 	if err := row.Scan(&s.ID, &s.CID, &s.Name, &s.NodeID, &s.Port, &s.State, &s.Error, &s.PublicKey,
-		&s.SubnetIndex, &subnet, &created, &seeded); err != nil {
+		&s.SubnetIndex, &subnet, &created, &seeded, &s.RelayURL); err != nil {
 		return s, err
 	}
 	s.Subnet, _ = netip.ParsePrefix(subnet)
@@ -76,18 +76,18 @@ func freeIndex(t *tx, table, col string, lo, hi int) (int, error) {
 }
 
 func serviceArgs(s model.Service) []any {
-	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), sqlcol.Nanos(s.CreatedAt), b2i(s.Seeded)}
+	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), sqlcol.Nanos(s.CreatedAt), b2i(s.Seeded), s.RelayURL}
 }
 
 func (t *tx) PutService(s model.Service) error {
-	_, err := t.exec("INSERT INTO services ("+serviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	_, err := t.exec("INSERT INTO services ("+serviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		append([]any{s.ID}, serviceArgs(s)...)...)
 	return constraint(err, "service "+s.ID)
 }
 
 func (t *tx) UpdateService(s model.Service) error {
 	res, err := t.exec(`UPDATE services SET cid = ?, name = ?, node_id = ?, port = ?, state = ?, error = ?,
-		public_key = ?, subnet_index = ?, subnet = ?, created_at = ?, seeded = ? WHERE id = ?`,
+		public_key = ?, subnet_index = ?, subnet = ?, created_at = ?, seeded = ?, relay_url = ? WHERE id = ?`,
 		append(serviceArgs(s), s.ID)...)
 	return mustAffect(res, err, "service "+s.ID)
 }

@@ -227,7 +227,8 @@ func testRecords(t *testing.T, open func(*testing.T) store.Store) {
 		if err := w.UpdateCluster(c); err != nil {
 			return err
 		}
-		if err := w.PutService(model.Service{ID: "wg1", CID: "ky3", Name: "vpn", NodeID: "n1", Port: 32768, State: "installing", SubnetIndex: 1, Subnet: sub, CreatedAt: T0}); err != nil {
+		if err := w.PutService(model.Service{ID: "wg1", CID: "ky3", Name: "vpn", NodeID: "n1", Port: 32768, State: "installing", SubnetIndex: 1, Subnet: sub, CreatedAt: T0,
+			RelayURL: "https://{ingress}:8443/relay"}); err != nil {
 			return err
 		}
 		return w.PutMove(model.Move{ID: "m1", CID: "ky3", ServiceID: "wg1", FromNodeID: "n1", TargetNodeID: "n2", State: "preparing",
@@ -257,7 +258,8 @@ func testRecords(t *testing.T, open func(*testing.T) store.Store) {
 			t.Errorf("user by another case = %+v, %v", u, err)
 		}
 		svc, err := r.Service("wg1")
-		if err != nil || svc.Subnet != sub || svc.Address().String() != "100.100.1.1" || !svc.CreatedAt.Equal(T0) || svc.Port != 32768 {
+		if err != nil || svc.Subnet != sub || svc.Address().String() != "100.100.1.1" || !svc.CreatedAt.Equal(T0) || svc.Port != 32768 ||
+			svc.RelayURL != "https://{ingress}:8443/relay" {
 			t.Errorf("service = %+v, %v", svc, err)
 		}
 		m, err := r.InFlightMove("wg1")

@@ -1,0 +1,194 @@
+// Package relay is the gateway's side of the relay: WireGuard over HTTPS for
+// laptops whose network lets nothing but TCP 443 through. A device opens
+// an authenticated stream (server.go) and sends the same WireGuard
+// datagrams over it that it would send over UDP; Bind hands them to the
+// node's one wireguard-go server next to the UDP ones and sends its
+// answers back the way each peer last came. Keys, allowed IPs, handshakes
+// and `wg show` are the same for relayed and direct peers.
+//
+// The stream is a WebSocket (github.com/coder/websocket) rather than an
+// HTTP/2 stream: in production it is reached through the node's ingress on
+// 443, Traefik, which passes WebSocket upgrades through with no
+// configuration, while a long-lived full-duplex HTTP/2 stream needs h2
+// end to end and a proxy that does not buffer request bodies; the
+// corporate and hotel proxies a relay exists for pass WebSockets far more
+// often than bidirectional HTTP/2; and it is the library the project
+// already chose. Inside it, internal/relaywire frames the datagrams so
+// that one WebSocket message carries a whole batch.
+//
+// The relay carries ciphertext only: it never holds a key and cannot read
+// or make a packet the peers would accept. It is not a general proxy:
+// every datagram goes into this node's WireGuard server and nowhere else.
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/runos/vpn/internal/relaywire"
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// Bind is a conn.Bind that serves UDP through wireguard-go's own Bind and,
+// next to it, the relay streams attached to it.
+type Bind struct {
+	inner conn.Bind
+	log   *slog.Logger
+	in    *relaywire.Inbox // from every stream to wireguard-go
+
+	nextID atomic.Uint64
+
+	mu      sync.Mutex
+	streams map[uint64]*stream
+	closed  chan struct{} // closed by Close: the relay ReceiveFunc of the last Open returns
+}
+
+var _ conn.Bind = (*Bind)(nil)
+
+// NewBind wraps inner (conn.NewDefaultBind() in production).
+func NewBind(inner conn.Bind, log *slog.Logger) *Bind {
+	return &Bind{inner: inner, log: log, in: relaywire.NewInbox(), streams: map[uint64]*stream{}}
+}
+
+// Endpoint is a relay stream as wireguard-go sees it: the peer's endpoint
+// while its last packet came over that stream. Its address is the TCP
+// address the stream came from (what `wg show` prints).
+type Endpoint struct {
+	id     uint64
+	key    wgtypes.Key
+	remote netip.AddrPort
+}
+
+var _ conn.Endpoint = (*Endpoint)(nil)
+
+func (e *Endpoint) ClearSrc()           {}
+func (e *Endpoint) SrcToString() string { return "" }
+func (e *Endpoint) DstToString() string { return e.remote.String() }
+func (e *Endpoint) DstToBytes() []byte  { b, _ := e.remote.MarshalBinary(); return b }
+func (e *Endpoint) DstIP() netip.Addr   { return e.remote.Addr() }
+func (e *Endpoint) SrcIP() netip.Addr   { return netip.Addr{} }
+
+// Open opens the UDP sockets and adds a receive function for the relay.
+func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
+	fns, actual, err := b.inner.Open(port)
+	if err != nil {
+		return nil, 0, err
+	}
+	closed := make(chan struct{})
+	b.mu.Lock()
+	b.closed = closed
+	b.mu.Unlock()
+	return append(fns, b.in.ReceiveFunc(closed)), actual, nil
+}
+
+// Close closes the UDP sockets and ends the relay's receive function; the
+// streams stay (wireguard-go closes and re-opens its Bind when the port
+// changes), and their datagrams wait for the next Open.
+func (b *Bind) Close() error {
+	b.mu.Lock()
+	if b.closed != nil {
+		close(b.closed)
+		b.closed = nil
+	}
+	b.mu.Unlock()
+	return b.inner.Close()
+}
+
+// Send sends to a relay stream or, for any other endpoint, over UDP.
+func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
+	e, ok := ep.(*Endpoint)
+	if !ok {
+		return b.inner.Send(bufs, ep)
+	}
+	b.mu.Lock()
+	s := b.streams[e.id]
+	b.mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("relay stream of %s from %s: %w", e.key, e.remote, net.ErrClosed)
+	}
+	return s.send(bufs)
+}
+
+func (b *Bind) SetMark(mark uint32) error                     { return b.inner.SetMark(mark) }
+func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) { return b.inner.ParseEndpoint(s) }
+func (b *Bind) BatchSize() int                                { return b.inner.BatchSize() }
+
+// Serving reports whether wireguard-go has the Bind open: the node serves
+// a VPN server (the relay refuses streams otherwise).
+func (b *Bind) Serving() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed != nil
+}
+
+// Streams is how many relay streams are attached.
+func (b *Bind) Streams() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.streams)
+}
+
+// KeepOnly closes the streams of devices that are no longer peers (their
+// session ended, they left the cluster): the relay serves only the peers
+// of the server.
+func (b *Bind) KeepOnly(peers map[wgtypes.Key]bool) {
+	b.mu.Lock()
+	var gone []*stream
+	for _, s := range b.streams {
+		if !peers[s.ep.key] {
+			gone = append(gone, s)
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range gone {
+		s.close(errors.New("no longer a peer of this server"))
+	}
+}
+
+// CloseStreams closes every stream (the node stops serving).
+func (b *Bind) CloseStreams(why string) {
+	b.mu.Lock()
+	all := make([]*stream, 0, len(b.streams))
+	for _, s := range b.streams {
+		all = append(all, s)
+	}
+	b.mu.Unlock()
+	for _, s := range all {
+		s.close(errors.New(why))
+	}
+}
+
+// maxStreamsPerKey bounds the streams one device may hold: a reconnect
+// may overlap the old stream for a moment, no more.
+const maxStreamsPerKey = 4
+
+func (b *Bind) attach(s *stream) {
+	b.mu.Lock()
+	var oldest *stream
+	count := 0
+	for _, o := range b.streams {
+		if o.ep.key == s.ep.key {
+			count++
+			if oldest == nil || o.ep.id < oldest.ep.id {
+				oldest = o
+			}
+		}
+	}
+	b.streams[s.ep.id] = s
+	b.mu.Unlock()
+	if count >= maxStreamsPerKey {
+		oldest.close(errors.New("the device opened newer streams"))
+	}
+}
+
+func (b *Bind) detach(s *stream) {
+	b.mu.Lock()
+	delete(b.streams, s.ep.id)
+	b.mu.Unlock()
+}

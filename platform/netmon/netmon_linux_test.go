@@ -1,0 +1,66 @@
+package netmon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/runos/vpn/internal/netnstest"
+)
+
+// TestLinuxMonitorInANamespace: the real netlink source in a namespace of
+// its own sees a laptop move from one uplink to another (address and
+// default route), and not the tunnel's address.
+func TestLinuxMonitorInANamespace(t *testing.T) {
+	netnstest.Require(t, "ip")
+	laptop := netnstest.New(t, "nm")
+	lanNS := netnstest.New(t, "nml")
+	wanNS := netnstest.New(t, "nmw")
+	netnstest.Link(t, laptop, "lan0", "10.77.0.101/24", lanNS, "lan0", "10.77.0.1/24")
+	laptop.MustExec("ip", "route", "add", "default", "via", "10.77.0.1")
+	h, err := netns.GetFromName(laptop.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	src, err := newLinuxSource(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{src: src, Ignore: func(i string) bool { return i == "wg1" }, Settle: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if st := m.State(); st.MTU() != 1500 || len(st.Default) != 1 || st.Default[0].Iface != "lan0" || len(st.Addrs) != 1 {
+		t.Fatalf("first state: %v", st)
+	}
+	// A tunnel-like interface comes up with an address: not a change.
+	laptop.MustExec("ip", "tuntap", "add", "wg1", "mode", "tun")
+	laptop.MustExec("ip", "addr", "add", "100.96.0.2/32", "dev", "wg1")
+	laptop.MustExec("ip", "link", "set", "wg1", "up")
+	select {
+	case c := <-m.Changes():
+		t.Fatalf("the tunnel's address reported: %v", c)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The laptop moves: the LAN goes, the WAN comes with a smaller MTU.
+	start := time.Now()
+	laptop.MustExec("ip", "link", "set", "lan0", "down")
+	netnstest.Link(t, laptop, "wan0", "198.51.100.101/24", wanNS, "wan0", "198.51.100.1/24")
+	laptop.MustExec("ip", "link", "set", "wan0", "mtu", "1280")
+	laptop.MustExec("ip", "route", "add", "default", "via", "198.51.100.1")
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case c := <-m.Changes():
+			if c.New.MTU() == 1280 && len(c.New.Default) == 1 && c.New.Default[0].Iface == "wan0" && len(c.New.Addrs) == 1 && c.New.Addrs[0].Iface == "wan0" {
+				t.Logf("change seen %s after the first command: %v", time.Since(start).Round(time.Millisecond), c.New)
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the move to wan0 not seen; state %v", m.State())
+		}
+	}
+}

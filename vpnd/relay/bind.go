@@ -1,0 +1,357 @@
+// Package relay is the daemon's conn.Bind: it sends each cluster's
+// WireGuard datagrams over UDP, as wireguard-go's own Bind does, and, when
+// UDP gets no answer, over the relay of the node serving that cluster
+// (WireGuard over HTTPS, see internal/relaywire and gateway/relay). It
+// keeps testing UDP while relayed and goes back to it when a handshake over
+// UDP succeeds. The decision is per cluster (per destination), so one
+// cluster can be relayed while another is direct; it is made by a pure
+// decider (path.go) from what was sent and received and when.
+//
+// The relay carries the same ciphertext UDP would: keys, handshakes and
+// `wg show` are wireguard-go's as before. The Bind is not a general proxy
+// and keeps no state a restart would need.
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/runos/vpn/internal/relaywire"
+)
+
+// Dest is one cluster's VPN server as the Bind serves it.
+type Dest struct {
+	CID      string
+	Endpoint netip.AddrPort // UDP, as configured on the peer
+	RelayURL string         // "" when control gives none: UDP only
+}
+
+// Config is what the Bind needs; the side effects are injected.
+type Config struct {
+	Inner conn.Bind // conn.NewDefaultBind() in production
+	Log   *slog.Logger
+	Key   wgtypes.Key // the device's public key, shown to the relay
+	// Token returns the session's access token, presented to the relay
+	// (which asks control whether it is live).
+	Token func() string
+	// TLS returns the configuration that verifies the relays'
+	// certificates; called at the first dial (the system's roots cost
+	// memory a laptop that never needs the relay should not pay).
+	TLS func() (*tls.Config, error)
+	// Rehandshake asks wireguard-go for a handshake with the peer at this
+	// endpoint now (a probe: wireguard-go sends at most one every 5 s).
+	Rehandshake func(netip.AddrPort)
+	// OnChange is called (not under any lock of the Bind) when a path,
+	// a relay connection or a captive portal's finding changed.
+	OnChange func()
+	Timing   Timing
+	Now      func() time.Time
+	// Dial opens a relay stream; nil: a WebSocket over HTTPS (conn.go).
+	Dial func(ctx context.Context, url string, token string) (Stream, error)
+	// Captive checks for a captive portal in front of the relay's host;
+	// nil: plain HTTP to it (captive.go).
+	Captive func(ctx context.Context, relayURL string) (portal string, found bool)
+}
+
+// Stream is an open relay connection: framed datagrams both ways.
+type Stream interface {
+	Read(p []byte) (int, error)
+	Write(p []byte) (int, error)
+	Close() error
+}
+
+// Bind is the daemon's conn.Bind.
+type Bind struct {
+	cfg   Config
+	log   *slog.Logger
+	inbox *relaywire.Inbox
+	kick  chan struct{}
+
+	dests atomic.Pointer[map[netip.AddrPort]*dest] // read on every packet; replaced whole by SetDests
+
+	mu     sync.Mutex
+	closed chan struct{} // of the last Open
+	ctx    context.Context
+	stop   context.CancelFunc
+	loop   sync.WaitGroup
+}
+
+var _ conn.Bind = (*Bind)(nil)
+
+// New returns a Bind with no destinations; Stop ends its goroutines.
+func New(cfg Config) *Bind {
+	if cfg.Timing == (Timing{}) {
+		cfg.Timing = DefaultTiming
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OnChange == nil {
+		cfg.OnChange = func() {}
+	}
+	if cfg.Rehandshake == nil {
+		cfg.Rehandshake = func(netip.AddrPort) {}
+	}
+	if cfg.Token == nil {
+		cfg.Token = func() string { return "" }
+	}
+	b := &Bind{cfg: cfg, log: cfg.Log, inbox: relaywire.NewInbox(), kick: make(chan struct{}, 1)}
+	if b.cfg.Dial == nil {
+		b.cfg.Dial = b.dialWebSocket
+	}
+	if b.cfg.Captive == nil {
+		b.cfg.Captive = checkCaptive
+	}
+	empty := map[netip.AddrPort]*dest{}
+	b.dests.Store(&empty)
+	b.ctx, b.stop = context.WithCancel(context.Background())
+	b.loop.Add(1)
+	go b.run()
+	return b
+}
+
+// Stop closes every relay connection and ends the Bind's goroutines (the
+// daemon stops).
+func (b *Bind) Stop() {
+	b.SetDests(nil)
+	b.stop()
+	b.loop.Wait()
+}
+
+// SetDests makes the Bind serve these destinations: new ones start direct,
+// kept ones keep their path, removed ones lose their relay connection. A
+// cluster whose server moved while it was relayed starts relayed at the new
+// node (the network that blocked UDP still does; a probe finds out soon
+// if not).
+func (b *Bind) SetDests(ds []Dest) {
+	b.mu.Lock()
+	old := *b.dests.Load()
+	relayed := map[string]bool{}
+	for _, o := range old {
+		o.mu.Lock()
+		relayed[o.cid] = o.dec.path == Relay
+		o.mu.Unlock()
+	}
+	next := make(map[netip.AddrPort]*dest, len(ds))
+	now := b.cfg.Now()
+	for _, d := range ds {
+		if o, ok := old[d.Endpoint]; ok && o.url == d.RelayURL && o.cid == d.CID {
+			next[d.Endpoint] = o
+			continue
+		}
+		nd := newDest(b, d, now)
+		if relayed[d.CID] && d.RelayURL != "" {
+			nd.dec.switchTo(now, Relay, "the cluster's server moved while UDP got no answer: straight to the new node's relay")
+			nd.logSwitch(Direct, Relay, nd.dec.reason)
+		}
+		next[d.Endpoint] = nd
+	}
+	b.dests.Store(&next)
+	b.mu.Unlock()
+	for ep, o := range old {
+		if next[ep] != o {
+			o.shut()
+		}
+	}
+	for _, d := range next {
+		d.start()
+	}
+	b.wake()
+}
+
+// NetworkChanged re-opens the question for every destination: the relay
+// connections are re-made (their TCP connections went with the old
+// network), a direct path must answer a handshake soon and a relayed one
+// tries UDP at once.
+func (b *Bind) NetworkChanged() {
+	now := b.cfg.Now()
+	for _, d := range *b.dests.Load() {
+		d.mu.Lock()
+		d.dec.networkChanged(now)
+		d.captive = ""
+		d.mu.Unlock()
+		d.redial()
+	}
+	b.wake()
+}
+
+// State is one destination's path, for the daemon's status.
+type State struct {
+	CID      string
+	Endpoint netip.AddrPort
+	Path     Path
+	Since    time.Time
+	Reason   string // why it took this path
+	RelayURL string
+	RelayUp  bool   // the relay connection is open
+	RelayErr string // why the relay could not be reached ("" when it could or was not tried)
+	// Captive is set when the network in front of the relay redirects
+	// plain HTTP elsewhere: a captive portal wants a sign-in first. It is
+	// the portal's address when known.
+	Captive string
+}
+
+// States reports every destination.
+func (b *Bind) States() []State {
+	var out []State
+	for _, d := range *b.dests.Load() {
+		out = append(out, d.state())
+	}
+	return out
+}
+
+func (b *Bind) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run ticks the deciders when the first of them is due (or something
+// happened: a kick) and carries out what they ask.
+func (b *Bind) run() {
+	defer b.loop.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-b.kick:
+		case <-t.C:
+		}
+		changed := false
+		now := b.cfg.Now()
+		var next time.Time
+		for _, d := range *b.dests.Load() {
+			a, due := d.tick(now)
+			if !due.IsZero() && (next.IsZero() || due.Before(next)) {
+				next = due
+			}
+			if a.probe {
+				b.cfg.Rehandshake(d.ep)
+			}
+			changed = changed || a.switched
+		}
+		if changed {
+			b.cfg.OnChange()
+		}
+		wait := time.Hour // until a kick
+		if !next.IsZero() {
+			// A little past the instant, so the tick sees it due.
+			wait = max(next.Sub(b.cfg.Now())+time.Millisecond, time.Millisecond)
+		}
+		t.Reset(wait)
+	}
+}
+
+// Open opens wireguard-go's UDP sockets and adds the relay's receive
+// function.
+func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
+	fns, actual, err := b.cfg.Inner.Open(port)
+	if err != nil {
+		return nil, 0, err
+	}
+	closed := make(chan struct{})
+	b.mu.Lock()
+	b.closed = closed
+	b.mu.Unlock()
+	for i, fn := range fns {
+		fns[i] = b.observeUDP(fn)
+	}
+	return append(fns, b.inbox.ReceiveFunc(closed)), actual, nil
+}
+
+// Close closes the UDP sockets and the relay's receive function; relay
+// connections stay (wireguard-go closes and re-opens its Bind to rebind).
+func (b *Bind) Close() error {
+	b.mu.Lock()
+	if b.closed != nil {
+		close(b.closed)
+		b.closed = nil
+	}
+	b.mu.Unlock()
+	return b.cfg.Inner.Close()
+}
+
+func (b *Bind) SetMark(mark uint32) error                     { return b.cfg.Inner.SetMark(mark) }
+func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) { return b.cfg.Inner.ParseEndpoint(s) }
+func (b *Bind) BatchSize() int                                { return b.cfg.Inner.BatchSize() }
+
+// Send routes bufs to ep over UDP, the relay, or (a probe) UDP only.
+func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
+	d := (*b.dests.Load())[addrPortOf(ep)]
+	if d == nil || len(bufs) == 0 {
+		return b.cfg.Inner.Send(bufs, ep)
+	}
+	udp, relay := d.route(b.cfg.Now(), bufs)
+	var err error
+	if udp {
+		err = b.cfg.Inner.Send(bufs, ep)
+	}
+	if relay {
+		err = d.sendRelay(bufs)
+	}
+	return err
+}
+
+// observeUDP wraps a UDP receive function to note what each destination
+// answers.
+func (b *Bind) observeUDP(fn conn.ReceiveFunc) conn.ReceiveFunc {
+	return func(bufs [][]byte, sizes []int, eps []conn.Endpoint) (int, error) {
+		n, err := fn(bufs, sizes, eps)
+		if n == 0 {
+			return n, err
+		}
+		dests := *b.dests.Load()
+		if len(dests) == 0 {
+			return n, err
+		}
+		// One note per run of datagrams from the same destination (a
+		// batch is mostly one peer's): a handshake response in it, else
+		// the type of its first.
+		now := b.cfg.Now()
+		var last netip.AddrPort
+		var d *dest
+		typ := byte(0)
+		flush := func() {
+			if d != nil {
+				d.received(now, typ, false)
+			}
+		}
+		first := true
+		for i := 0; i < n; i++ {
+			if sizes[i] == 0 {
+				continue
+			}
+			t := relaywire.MessageType(bufs[i][:sizes[i]])
+			if ap := addrPortOf(eps[i]); first || ap != last {
+				flush()
+				last, d, typ, first = ap, dests[ap], t, false
+			}
+			if t == relaywire.MsgResponse {
+				typ = t
+			}
+		}
+		flush()
+		return n, err
+	}
+}
+
+// addrPortOf is an endpoint's destination address: directly for
+// wireguard-go's standard endpoint, parsed for any other.
+func addrPortOf(ep conn.Endpoint) netip.AddrPort {
+	if s, ok := ep.(*conn.StdNetEndpoint); ok {
+		return s.AddrPort
+	}
+	ap, _ := netip.ParseAddrPort(ep.DstToString())
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}

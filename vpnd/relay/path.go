@@ -1,0 +1,270 @@
+package relay
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/runos/vpn/internal/relaywire"
+)
+
+// Path is how a cluster's WireGuard datagrams travel.
+type Path string
+
+// Paths.
+const (
+	Direct Path = "direct" // UDP to the node's VPN port
+	Relay  Path = "relay"  // framed over the node's HTTPS relay
+)
+
+// Timing is when the decision moves. The defaults fit what wireguard-go
+// itself does: it re-sends an unanswered initiation after 5 s and refuses
+// to start a new handshake sooner than 5 s after the last (so a probe can
+// never be more frequent), rekeys every 2 minutes and drops keys after 3.
+type Timing struct {
+	// FallbackAfter: an initiation unanswered over UDP this long means UDP
+	// does not get through (wireguard-go would send its second one at 5 s:
+	// this is before it).
+	FallbackAfter time.Duration
+	// SilenceAfter: on the direct path, packets sent and nothing back for
+	// this long: ask wireguard-go for a handshake, which tells.
+	SilenceAfter time.Duration
+	// SuspectFallback: after such a silence or a network change, an
+	// initiation unanswered this long is enough to fall back (a handshake
+	// round trip is far shorter), and so is the silence going on this
+	// much longer.
+	SuspectFallback time.Duration
+	// ProbeEvery: while relayed, test UDP with a handshake this often.
+	ProbeEvery time.Duration
+	// UrgentAfter: while relayed, an initiation goes over UDP only (a
+	// probe) while the last handshake is younger than this; an older one
+	// needs the relay, so the keys never run out.
+	UrgentAfter time.Duration
+	// WarmFor: a relay connection unused this long is closed.
+	WarmFor time.Duration
+}
+
+// DefaultTiming is the production timing.
+var DefaultTiming = Timing{
+	FallbackAfter:   2500 * time.Millisecond,
+	SilenceAfter:    1500 * time.Millisecond,
+	SuspectFallback: time.Second,
+	ProbeEvery:      5 * time.Second,
+	UrgentAfter:     60 * time.Second,
+	WarmFor:         60 * time.Second,
+}
+
+// keepaliveLen is the size of a WireGuard keepalive (a transport message
+// with nothing in it: 16-byte header, 16-byte tag). Keepalives are never
+// answered, so they say nothing about the path.
+const keepaliveLen = 32
+
+// decider decides one destination's path from what was sent and received
+// and when. It does no I/O and reads no clock: its methods take the time,
+// and tick's answer says what to do (the Bind does it).
+type decider struct {
+	t        Timing
+	hasRelay bool // the destination has a relay URL: without one, UDP is all there is
+
+	path   Path
+	since  time.Time
+	reason string
+
+	udpWaitSince  time.Time // first initiation over UDP since the last UDP receive
+	silenceSince  time.Time // direct: first packet sent since the last UDP receive
+	suspect       bool      // a silence or a network change: fall back sooner
+	lastHandshake time.Time // last handshake response received, either way
+	lastProbe     time.Time // last handshake asked of wireguard-go
+	lastInit      time.Time // last initiation sent, either way: wireguard-go sends the next no sooner than ProbeEvery after it
+	lastRelayUse  time.Time
+}
+
+func newDecider(t Timing, hasRelay bool, now time.Time) *decider {
+	return &decider{t: t, hasRelay: hasRelay, path: Direct, since: now, reason: "UDP first"}
+}
+
+// route says where datagrams of type typ (relaywire.Msg…) and length n
+// go, and notes that they went.
+func (d *decider) route(now time.Time, typ byte, n int) (udp, relay bool) {
+	if typ == relaywire.MsgInitiation {
+		d.lastInit = now
+	}
+	if d.path == Direct {
+		switch {
+		case typ == relaywire.MsgInitiation:
+			if d.udpWaitSince.IsZero() {
+				d.udpWaitSince = now
+			}
+		case typ == relaywire.MsgData && n == keepaliveLen:
+		default:
+			if d.silenceSince.IsZero() {
+				d.silenceSince = now
+			}
+		}
+		return true, false
+	}
+	if typ == relaywire.MsgInitiation && !d.urgent(now) {
+		return true, false // a probe: does UDP answer again?
+	}
+	d.lastRelayUse = now
+	return false, true
+}
+
+func (d *decider) urgent(now time.Time) bool {
+	return d.lastHandshake.IsZero() || now.Sub(d.lastHandshake) >= d.t.UrgentAfter
+}
+
+// received notes a datagram of type typ from the destination; it returns
+// true when that switched the path.
+func (d *decider) received(now time.Time, typ byte, viaRelay bool) bool {
+	if typ == relaywire.MsgResponse {
+		d.lastHandshake = now
+	}
+	if viaRelay {
+		d.lastRelayUse = now
+		return false
+	}
+	d.udpWaitSince, d.silenceSince, d.suspect = time.Time{}, time.Time{}, false
+	if d.path == Relay && typ == relaywire.MsgResponse {
+		d.switchTo(now, Direct, "a handshake over UDP succeeded")
+		return true
+	}
+	return false
+}
+
+// actions is what a tick asks the Bind to do.
+type actions struct {
+	switched   bool // the path changed (log it, tell the daemon)
+	probe      bool // ask wireguard-go for a handshake now
+	resendInit bool // send the last initiation over the relay (it went to UDP unanswered)
+}
+
+// tick moves the decision on with time.
+func (d *decider) tick(now time.Time) actions {
+	var a actions
+	if d.path == Relay {
+		if d.probeDue(now) {
+			d.lastProbe, a.probe = now, true
+		}
+		return a
+	}
+	if !d.hasRelay {
+		return a
+	}
+	wait := now.Sub(d.udpWaitSince)
+	switch {
+	case !d.udpWaitSince.IsZero() && (wait >= d.t.FallbackAfter || d.suspect && wait >= d.t.SuspectFallback):
+		d.switchTo(now, Relay, fmt.Sprintf("a handshake initiation got no answer over UDP for %s", round(wait)))
+		a.switched, a.resendInit = true, true
+	case !d.silenceSince.IsZero() && d.suspect && now.Sub(d.silenceSince) >= d.t.SilenceAfter+d.t.SuspectFallback:
+		d.switchTo(now, Relay, fmt.Sprintf("nothing came back over UDP for %s", round(now.Sub(d.silenceSince))))
+		a.switched = true
+	case !d.silenceSince.IsZero() && now.Sub(d.silenceSince) >= d.t.SilenceAfter:
+		d.suspect = true
+		if d.probeDue(now) {
+			d.lastProbe, a.probe = now, true
+		}
+	}
+	return a
+}
+
+// Probes are asked for ProbeEvery after the last initiation (wireguard-go
+// would send none sooner: REKEY_TIMEOUT) and, when one was asked for and
+// not sent, again after probeRetry.
+const probeRetry = 250 * time.Millisecond
+
+// probeDue reports whether a probe may be asked for now.
+func (d *decider) probeDue(now time.Time) bool {
+	return !now.Before(d.probeAt())
+}
+
+// probeAt is when the next probe is due.
+func (d *decider) probeAt() time.Time {
+	t := d.lastInit.Add(d.t.ProbeEvery + probeMargin)
+	if r := d.lastProbe.Add(probeRetry); r.After(t) {
+		t = r
+	}
+	if !d.lastProbe.IsZero() && d.path == Relay {
+		// While relayed, probes are spaced ProbeEvery whatever sent the
+		// last initiation.
+		if p := d.lastProbe.Add(d.t.ProbeEvery); p.After(t) {
+			t = p
+		}
+	}
+	return t
+}
+
+// probeMargin: wireguard-go's own clock read a moment before ours.
+const probeMargin = 10 * time.Millisecond
+
+func (d *decider) switchTo(now time.Time, p Path, why string) {
+	d.path, d.since, d.reason = p, now, why
+	d.udpWaitSince, d.silenceSince, d.suspect = time.Time{}, time.Time{}, false
+	if p == Relay {
+		d.lastRelayUse = now
+		d.lastProbe = now // the first probe after ProbeEvery, not at once
+	}
+}
+
+// networkChanged: the laptop's addresses or default route changed (or it
+// woke), and the engine re-handshakes every peer with fresh keys. What held
+// on the old network proves nothing: on the direct path that handshake
+// must be answered within SuspectFallback; on the relay it goes over the
+// relay (its connection made again), and UDP is probed at once after.
+func (d *decider) networkChanged(now time.Time) {
+	d.suspect = true
+	d.lastProbe = time.Time{}
+	d.udpWaitSince, d.silenceSince = time.Time{}, time.Time{}
+	if d.path == Relay {
+		d.lastHandshake = time.Time{} // the next initiation is urgent: over the relay
+	}
+}
+
+// wantRelay reports whether the relay connection should be open: while
+// relayed, while the direct path is in doubt (so a fall back finds it
+// ready), and for WarmFor after its last use.
+func (d *decider) wantRelay(now time.Time) bool {
+	if !d.hasRelay {
+		return false
+	}
+	return d.path == Relay || d.suspect || !d.udpWaitSince.IsZero() && now.Sub(d.udpWaitSince) >= d.t.FallbackAfter/2 ||
+		!d.lastRelayUse.IsZero() && now.Sub(d.lastRelayUse) < d.t.WarmFor
+}
+
+// next is the first instant after now at which time alone changes what
+// tick or wantRelay answer (zero: none until something is sent or
+// received), so the Bind wakes exactly then rather than polling.
+func (d *decider) next(now time.Time) time.Time {
+	var next time.Time
+	at := func(t time.Time) {
+		if !t.IsZero() && t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !d.lastRelayUse.IsZero() {
+		at(d.lastRelayUse.Add(d.t.WarmFor))
+	}
+	if !d.hasRelay {
+		return next
+	}
+	if d.path == Relay {
+		at(d.probeAt())
+		return next
+	}
+	if w := d.udpWaitSince; !w.IsZero() {
+		at(w.Add(d.t.FallbackAfter / 2)) // the relay connection is readied
+		at(w.Add(d.t.FallbackAfter))
+		if d.suspect {
+			at(w.Add(d.t.SuspectFallback))
+		}
+	}
+	if s := d.silenceSince; !s.IsZero() {
+		at(s.Add(d.t.SilenceAfter))
+		at(s.Add(d.t.SilenceAfter + d.t.SuspectFallback))
+		if now.Sub(s) >= d.t.SilenceAfter {
+			at(d.probeAt())
+		}
+	}
+	return next
+}
+
+func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }

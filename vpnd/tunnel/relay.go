@@ -1,0 +1,114 @@
+package tunnel
+
+import (
+	"crypto/tls"
+	"net/netip"
+
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/runos/vpn/vpnd/relay"
+	"github.com/runos/vpn/vpnd/wgcfg"
+)
+
+// Options are what NewWith adds to New.
+type Options struct {
+	MTU int // the tunnel's MTU; 0: DefaultMTU
+	// RelayToken returns the session's access token, which the relay of a
+	// cluster's node checks with control; nil: the relay is never used.
+	RelayToken func() string
+	RelayTLS   func() (*tls.Config, error) // verifies the relays' certificates (made at the first dial)
+	// OnPathChange is called when a cluster's path (direct or relay), its
+	// relay connection or a captive portal's finding changes.
+	OnPathChange func()
+}
+
+// newBind is wireguard-go's own Bind under vpnd/relay's, which sends each
+// cluster's datagrams over UDP or, where UDP gets no answer, over that
+// cluster's relay.
+func (e *Engine) newBind(key wgtypes.Key, opt Options) *relay.Bind {
+	token := opt.RelayToken
+	if token == nil {
+		token = func() string { return "" }
+	}
+	return relay.New(relay.Config{
+		Inner:       conn.NewDefaultBind(),
+		Log:         e.log.With("component", "relay"),
+		Key:         key.PublicKey(),
+		Token:       token,
+		TLS:         opt.RelayTLS,
+		Rehandshake: e.probeUDP,
+		OnChange:    opt.OnPathChange,
+	})
+}
+
+// dests are the peers as the Bind serves them (no relay without a token
+// to show it: then the Bind never falls back).
+func dests(cfg wgcfg.Config) []relay.Dest {
+	out := make([]relay.Dest, 0, len(cfg.Peers))
+	for _, p := range cfg.Peers {
+		out = append(out, relay.Dest{CID: p.CID, Endpoint: p.Endpoint, RelayURL: p.Relay})
+	}
+	return out
+}
+
+// probeUDP sends one initiation to the peer at ep as it is (Handshake: its
+// session goes on meanwhile), the Bind's UDP probe.
+func (e *Engine) probeUDP(ep netip.AddrPort) {
+	e.mu.Lock()
+	var keys []wgtypes.Key
+	for _, p := range e.applied.Peers {
+		if p.Endpoint == ep {
+			keys = append(keys, p.PublicKey)
+		}
+	}
+	e.mu.Unlock()
+	e.handshakeAll(keys)
+}
+
+// paths reads the Bind's decisions, by peer. e.mu held.
+func (e *Engine) paths() map[wgtypes.Key]wgcfg.PathReport {
+	byEP := map[netip.AddrPort]relay.State{}
+	for _, st := range e.bind.States() {
+		byEP[st.Endpoint] = st
+	}
+	out := map[wgtypes.Key]wgcfg.PathReport{}
+	for _, p := range e.applied.Peers {
+		if st, ok := byEP[p.Endpoint]; ok {
+			out[p.PublicKey] = wgcfg.PathReport{Path: string(st.Path), Since: st.Since, Reason: st.Reason,
+				Relay: st.RelayURL, RelayUp: st.RelayUp, RelayErr: st.RelayErr, Captive: st.Captive}
+		}
+	}
+	return out
+}
+
+// NetworkChanged is the daemon's answer to a new network (an address or
+// the default route changed, or the machine woke): wireguard-go's sockets
+// are bound again (so replies leave from the new address), each cluster's
+// relay decision is open again, and every peer handshakes afresh at once
+// (Rehandshake: re-created, so a server that forgot its keys after a long
+// sleep, or a path that lost them behind a new NAT, never gets packets it
+// cannot read, and wireguard-go's 5-second spacing of handshakes cannot
+// hold the new one back). Packets wait for the handshake (one round trip).
+func (e *Engine) NetworkChanged() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.mu.Unlock()
+	err := e.dev.BindUpdate()
+	e.bind.NetworkChanged()
+	e.Rehandshake()
+	return err
+}
+
+// handshakeAll asks wireguard-go for a handshake with each peer now
+// (Handshake; wireguard-go sends at most one per peer every 5 s).
+func (e *Engine) handshakeAll(keys []wgtypes.Key) {
+	for _, k := range keys {
+		if err := e.Handshake(k); err != nil {
+			e.log.Debug("handshake", "interface", e.name, "peer", k.String(), "err", err)
+		}
+	}
+}
