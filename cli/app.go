@@ -105,6 +105,15 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printJSONList prints a list as printJSON does: [] when it is empty,
+// never null, so that scripts can always iterate.
+func printJSONList[T any](w io.Writer, list []T) error {
+	if list == nil {
+		list = []T{}
+	}
+	return printJSON(w, list)
+}
+
 // table writes aligned columns: the header, then one row per call.
 type table struct{ tw *tabwriter.Writer }
 

@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.zx2c4.com/wireguard/wgctrl"
 
+	"github.com/runos/vpn/cli/reportfile"
 	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/platform"
 )
@@ -56,7 +54,7 @@ another user the report says so instead. It prints the file's path and size.`,
 				out = fmt.Sprintf("runos-bugreport-%s-%s.tar.gz", safeName(host), a.env.Now().UTC().Format("20060102T150405Z"))
 			}
 			files := a.bugreport(cmd.Context(), a.doctorSys(service), platformFacts())
-			size, err := writeTarGz(out, files, a.env.Now())
+			size, err := reportfile.Write(out, bugreportFiles, files, a.env.Now())
 			if err != nil {
 				return fmt.Errorf("bugreport: %w", err)
 			}
@@ -301,35 +299,4 @@ func wgShow(iface string) string {
 		}
 	}
 	return b.String()
-}
-
-// writeTarGz writes files into a new .tar.gz at path (0600: it describes
-// this machine), in bugreportFiles order, and returns its size.
-func writeTarGz(path string, files map[string][]byte, now time.Time) (int64, error) {
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	dir := "runos-bugreport/"
-	for _, name := range bugreportFiles {
-		b, ok := files[name]
-		if !ok {
-			continue
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: dir + name, Mode: 0o600, Size: int64(len(b)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
-			return 0, err
-		}
-		if _, err := tw.Write(b); err != nil {
-			return 0, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return 0, err
-	}
-	if err := gz.Close(); err != nil {
-		return 0, err
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
-		return 0, err
-	}
-	return int64(buf.Len()), nil
 }

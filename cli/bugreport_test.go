@@ -1,52 +1,18 @@
 package cli
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/installer"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
-)
 
-// readTarGz returns the files of a report.
-func readTarGz(t *testing.T, path string) (map[string][]byte, []byte) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(gz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(raw))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		files[strings.TrimPrefix(h.Name, "runos-bugreport/")] = b
-	}
-	return files, raw
-}
+	"github.com/runos/vpn/cli/reportfile"
+	"github.com/runos/vpn/installer"
+)
 
 // TestBugreportHoldsEachFileRedacted: the archive opens, holds every named
 // file, and a token and a private key that the machine's facts leak (a
@@ -71,10 +37,13 @@ func TestBugreportHoldsEachFileRedacted(t *testing.T) {
 		Getenv: func(k string) string { return map[string]string{"RUNOS_VPND_SOCKET": sock}[k] }})
 	files := a.bugreport(context.Background(), sys, fx)
 	path := filepath.Join(t.TempDir(), "r.tar.gz")
-	if _, err := writeTarGz(path, files, doctorNow); err != nil {
+	if _, err := reportfile.Write(path, bugreportFiles, files, doctorNow); err != nil {
 		t.Fatal(err)
 	}
-	got, raw := readTarGz(t, path)
+	got, raw, err := reportfile.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range bugreportFiles {
 		if len(got[name]) == 0 {
 			t.Errorf("%s missing or empty", name)

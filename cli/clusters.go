@@ -42,10 +42,7 @@ stack is installed.`,
 				return err
 			}
 			if asJSON {
-				if cs == nil {
-					cs = []api.Cluster{}
-				}
-				return printJSON(a.env.Stdout, cs)
+				return printJSONList(a.env.Stdout, cs)
 			}
 			t := newTable(a.env.Stdout, "CID", "NAME", "ISCONFIGURED")
 			for _, c := range cs {

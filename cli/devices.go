@@ -68,10 +68,7 @@ func (a *app) devicesListCmd() *cobra.Command {
 // device id ("" when unknown), withUser adds the USER column.
 func (a *app) printDevices(ds []api.DeviceDetail, self string, asJSON, withUser bool) error {
 	if asJSON {
-		if ds == nil {
-			ds = []api.DeviceDetail{}
-		}
-		return printJSON(a.env.Stdout, ds)
+		return printJSONList(a.env.Stdout, ds)
 	}
 	if len(ds) == 0 {
 		fmt.Fprintln(a.env.Stdout, "No devices.")
@@ -260,10 +257,7 @@ func (a *app) sessionsListCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				if ss == nil {
-					ss = []api.Session{}
-				}
-				return printJSON(a.env.Stdout, ss)
+				return printJSONList(a.env.Stdout, ss)
 			}
 			if len(ss) == 0 {
 				fmt.Fprintf(a.env.Stdout, "%s has no live session.\n", user)

@@ -86,10 +86,7 @@ func (a *app) nodesListCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				if ns == nil {
-					ns = []api.Node{}
-				}
-				return printJSON(a.env.Stdout, ns)
+				return printJSONList(a.env.Stdout, ns)
 			}
 			renderNodes(a.env.Stdout, ns)
 			return nil

@@ -107,10 +107,7 @@ func (a *app) tokensListCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				if ts == nil {
-					ts = []api.APIToken{}
-				}
-				return printJSON(a.env.Stdout, ts)
+				return printJSONList(a.env.Stdout, ts)
 			}
 			now := a.env.Now()
 			t := newTable(a.env.Stdout, "ID", "NAME", "STATE", "CREATED", "EXPIRES", "LAST USED", "BY")

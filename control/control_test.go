@@ -2,18 +2,10 @@ package control
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -31,29 +23,17 @@ import (
 	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/server"
+	"github.com/runos/vpn/internal/testcert"
 )
 
-// certFor makes a self-signed certificate for 127.0.0.1 and returns the
-// files and a client that trusts it.
+// certFor makes a certificate for 127.0.0.1 and returns the files and a
+// client that trusts it.
 func certFor(t testing.TB, dir string) (certFile, keyFile string, client *http.Client) {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "runos-control test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
+	tc := testcert.New(t)
 	certFile, keyFile = filepath.Join(dir, "control.crt"), filepath.Join(dir, "control.key")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	c, _ := x509.ParseCertificate(der)
-	roots := x509.NewCertPool()
-	roots.AddCert(c)
-	return certFile, keyFile, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	tc.Write(t, certFile, keyFile)
+	return certFile, keyFile, tc.Client()
 }
 
 const user, password = "ada@example.com", "correct horse battery"

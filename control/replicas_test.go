@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/internal/pgtest"
+	"github.com/runos/vpn/internal/syncbuf"
 )
 
 // postTo sends POSTs to another host than the page came from: a browser
@@ -34,23 +34,6 @@ func (p postTo) RoundTrip(r *http.Request) (*http.Response, error) {
 	return p.base.RoundTrip(r)
 }
 
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Two replicas over one PostgreSQL database, as behind a load balancer:
 // a login form served by one is accepted by the other, a change committed
 // on one wakes a long-poll held by the other, both say they are ready, the
@@ -63,7 +46,7 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, client := certFor(t, dir)
 	seedFile := world(t, dir)
-	var logs syncLog
+	var logs syncbuf.Buffer
 	cfg := func(name, issuer string) Config {
 		return Config{TLSCert: certFile, TLSKey: keyFile, Store: dbURL, Seed: seedFile, BcryptCost: 4, ReplicaName: name,
 			Issuer: issuer, Logger: slog.New(slog.NewTextHandler(&logs, nil))}

@@ -3,13 +3,10 @@
 package e2e
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +14,8 @@ import (
 	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/runos/vpn/cli/reportfile"
 )
 
 // TestBugreportRedacted: a bug report built on a live, connected laptop
@@ -36,7 +35,10 @@ func TestBugreportRedacted(t *testing.T) {
 	if !strings.Contains(printed, out) || !strings.Contains(printed, "KiB") {
 		t.Errorf("bugreport printed %q; want the path and the size", printed)
 	}
-	files, raw := readReport(t, out)
+	files, raw, err := reportfile.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"README.txt", "versions.txt", "os.txt", "status.json", "doctor.json", "daemon.log",
 		"routes.txt", "addresses.txt", "dns.txt", "wg.txt", "service.txt"} {
 		if len(files[name]) == 0 {
@@ -98,37 +100,4 @@ func TestBugreportRedacted(t *testing.T) {
 			}
 		}
 	}
-}
-
-// readReport opens a report: its files, and the whole uncompressed tar
-// stream to scan.
-func readReport(t *testing.T, path string) (map[string][]byte, []byte) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(gz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(raw))
-	for {
-		hd, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		files[strings.TrimPrefix(hd.Name, "runos-bugreport/")] = b
-	}
-	return files, raw
 }

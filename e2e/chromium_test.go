@@ -4,23 +4,20 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/runos/vpn/internal/chromiumtest"
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/syncbuf"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -37,55 +34,30 @@ func TestVPNUpWithChromium(t *testing.T) {
 	w := newWorld(t, 1, 0)
 	laptop := w.env.Client.Host
 
-	// Chromium trusts exactly control's key: the lab's certificate.
-	pemBytes, err := os.ReadFile(filepath.Join(w.env.Dir, "control", "cert.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(pemBytes)
-	if blk == nil {
-		t.Fatal("control's certificate is not PEM")
-	}
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-
-	var chromiumLog syncBuffer // Chromium's own output, shown if the test fails
+	var chromiumLog syncbuf.Buffer // Chromium's own output, shown if the test fails
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- chromium's output:\n%s", chromiumLog.String())
 		}
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath("/usr/bin/chromium"),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])),
-		chromedp.CombinedOutput(&chromiumLog),
+	bctx := chromiumtest.New(t, chromiumtest.Options{
+		// Chromium trusts exactly control's key: the lab's certificate.
+		CertFile: filepath.Join(w.env.Dir, "control", "cert.pem"),
+		Output:   &chromiumLog,
 		// Run on the laptop: the same argv (and the DevTools pipe on fds 3
 		// and 4) through nsenter into its namespaces.
-		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
-			lc, err := w.lab.Command(ctx, laptop, nil, cmd.Args...)
+		Command: func(cmd *exec.Cmd) {
+			lc, err := w.lab.Command(t.Context(), laptop, nil, cmd.Args...)
 			if err != nil {
 				t.Errorf("chromium on %s: %v", laptop, err)
 				return
 			}
 			cmd.Path, cmd.Args, cmd.Env = lc.Path, lc.Args, lc.Env
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		}),
-	)...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf), chromedp.WithErrorf(t.Logf))
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil { // start Chromium now, not in the middle of the sign-in
-		t.Fatalf("start chromium on %s: %v", laptop, err)
-	}
+		},
+	})
+	bctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	defer cancel()
 
 	// $BROWSER hands the URL over to the test's Chromium.
 	dir := t.TempDir()
@@ -113,6 +85,7 @@ func TestVPNUpWithChromium(t *testing.T) {
 		t.Fatalf("authorize URL %q", authorize)
 	}
 
+	var err error // the first step that failed: the later ones are not taken
 	step := func(what string, a chromedp.Action[chromedp.Void]) {
 		if err == nil {
 			if err = chromedp.Do(bctx, a); err != nil {
@@ -157,22 +130,4 @@ func TestVPNUpWithChromium(t *testing.T) {
 	if n := w.browserLaunches(laptop); n != 0 {
 		t.Errorf("the lab's scripted browser ran %d times: this sign-in was Chromium's", n)
 	}
-}
-
-// syncBuffer is a log written by one goroutine and read by another.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

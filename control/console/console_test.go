@@ -15,6 +15,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/controltest"
 )
 
@@ -211,6 +212,11 @@ func TestSignInPageAndRevoke(t *testing.T) {
 	}
 	if a := b.do("GET", "/console", nil, nil); a.status != 303 || a.loc != "/console/login" {
 		t.Errorf("after signing out: %d %q", a.status, a.loc)
+	}
+	// The sign-out's entry names the browser's address too.
+	log, _ = ctl.API(controltest.OperatorToken).Audit(context.Background(), api.AuditQuery{Kind: audit.SignedOut, Actor: "ops@rjwrn.example.com"})
+	if len(log.Entries) != 1 || log.Entries[0].Source != "127.0.0.1" {
+		t.Errorf("audit of the sign-out: %+v", log.Entries)
 	}
 }
 

@@ -35,7 +35,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	flusher.Flush()
 
 	ctx := c.ctx(r)
-	cl := c.client(r, tok)
+	cl := c.client(tok)
 	keep := time.NewTicker(c.cfg.KeepAlive)
 	defer keep.Stop()
 	last := ""

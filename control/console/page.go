@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"html/template"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/httpjson"
 )
 
 var funcs = template.FuncMap{
@@ -73,7 +73,7 @@ func (c *Console) page(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 		return
 	}
-	v, _, err := c.load(c.ctx(r), c.client(r, tok))
+	v, _, err := c.load(c.ctx(r), c.client(tok))
 	if errors.Is(err, errSignedOut) {
 		c.setCookie(w, "runos-console", "", -1)
 		http.Redirect(w, r, "/console/login", http.StatusSeeOther)
@@ -118,10 +118,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, what string, fn fu
 	asJSON := strings.Contains(r.Header.Get("Accept"), "application/json")
 	fail := func(status int, msg string) {
 		if asJSON {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+			_ = httpjson.Write(w, status, map[string]string{"error": msg})
 			return
 		}
 		c.message(w, status, what+" failed", msg, status == http.StatusUnauthorized)
@@ -130,7 +127,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, what string, fn fu
 		fail(http.StatusForbidden, err.Error())
 		return
 	}
-	msg, err := fn(c.client(r, tok))
+	msg, err := fn(c.client(tok))
 	if err != nil {
 		var ae *api.Error
 		switch {
@@ -144,9 +141,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, what string, fn fu
 		return
 	}
 	if asJSON {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
+		_ = httpjson.Write(w, http.StatusOK, map[string]string{"message": msg})
 		return
 	}
 	http.Redirect(w, r, "/console", http.StatusSeeOther)

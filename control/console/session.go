@@ -139,7 +139,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		c.message(w, http.StatusForbidden, "Not signed out", err.Error(), false)
 		return
 	}
-	if err := c.client(r, tok).EndSession(r.Context()); err != nil && !api.IsCode(err, api.CodeUnauthorized) &&
+	if err := c.client(tok).EndSession(c.ctx(r)); err != nil && !api.IsCode(err, api.CodeUnauthorized) &&
 		!api.IsCode(err, api.CodeSessionExpired) && !api.IsCode(err, api.CodeDeviceRevoked) {
 		c.message(w, http.StatusBadGateway, "Not signed out", "Control did not end the session: "+err.Error(), false)
 		return

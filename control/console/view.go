@@ -17,8 +17,9 @@ import (
 // auditShown is how many of the latest audit entries the page shows.
 const auditShown = 10
 
-// client is the API as the browser's user, in-process.
-func (c *Console) client(r *http.Request, token string) *api.Client {
+// client is the API as the browser's user, in-process. Call it with c.ctx
+// of the browser's request, so that the API sees the browser's address.
+func (c *Console) client(token string) *api.Client {
 	return &api.Client{BaseURL: c.issuer.String(), Token: token, HTTP: c.api}
 }
 

@@ -7,23 +7,13 @@ package controltest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +21,8 @@ import (
 	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/control"
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/syncbuf"
+	"github.com/runos/vpn/internal/testcert"
 )
 
 // Password is every user's password in World.
@@ -73,7 +65,7 @@ type Control struct {
 	CAFile string
 	Client *http.Client // trusts its certificate
 	Dir    string
-	Logs   *Log
+	Logs   *syncbuf.Buffer // control's log
 }
 
 // Start runs control with World until the test ends; mutate may change
@@ -81,7 +73,7 @@ type Control struct {
 func Start(t testing.TB, mutate ...func(*control.Config)) *Control {
 	t.Helper()
 	dir := t.TempDir()
-	c := &Control{Dir: dir, Logs: &Log{}}
+	c := &Control{Dir: dir, Logs: &syncbuf.Buffer{}}
 	certFile, keyFile := c.cert(t)
 	b, _ := json.Marshal(World())
 	seed := filepath.Join(dir, "world.json")
@@ -118,31 +110,12 @@ func Start(t testing.TB, mutate ...func(*control.Config)) *Control {
 	return c
 }
 
-// cert makes a self-signed certificate for 127.0.0.1 and writes the CA file.
+// cert makes a certificate for 127.0.0.1 and writes it, the CA file.
 func (c *Control) cert(t testing.TB) (certFile, keyFile string) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "runos-control test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
+	tc := testcert.New(t)
 	certFile, keyFile = filepath.Join(c.Dir, "control.crt"), filepath.Join(c.Dir, "control.key")
-	pemCert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(certFile, pemCert, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.CAFile = certFile
-	cert, _ := x509.ParseCertificate(der)
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	c.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	tc.Write(t, certFile, keyFile)
+	c.CAFile, c.Client = certFile, tc.Client()
 	return certFile, keyFile
 }
 
@@ -185,22 +158,4 @@ func (o *FormOpener) Open(u string) error {
 		o.Errc <- err
 	}()
 	return nil
-}
-
-// Log is control's log, safe to write from control and read from a test.
-type Log struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *Log) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

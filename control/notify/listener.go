@@ -13,6 +13,7 @@ import (
 
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/internal/backoff"
 )
 
 // Listener feeds one replica's hub with the changes every replica commits.
@@ -57,15 +58,15 @@ func (l *Listener) Connected() bool { return l.connected.Load() }
 // word (a host gone, a cable cut) is found within about this.
 const check = 10 * time.Second
 
-// Run listens until ctx ends, reconnecting (100 ms doubling to 5 s) after
-// every loss; each (re)connection first catches up. Ready, when set, is
-// called once after the first catch-up.
+// Run listens until ctx ends, reconnecting after every loss
+// (internal/backoff, 100 ms doubling to 5 s); each (re)connection first
+// catches up. Ready, when set, is called once after the first catch-up.
 func (l *Listener) Run(ctx context.Context, ready func()) {
-	wait := 100 * time.Millisecond
+	retry := backoff.New(100*time.Millisecond, 5*time.Second)
 	down := false // an outage was logged
 	for ctx.Err() == nil {
 		err := l.session(ctx, func() {
-			wait = 100 * time.Millisecond
+			retry.Reset()
 			if down {
 				l.log.Info("notify: listening again; caught up", "version", l.heardVersion())
 				down = false
@@ -85,12 +86,9 @@ func (l *Listener) Run(ctx context.Context, ready func()) {
 			l.log.Warn("notify: not listening; changes of other replicas reach this one's long-polls once it listens again", "err", err)
 			down = true
 		}
-		select {
-		case <-ctx.Done():
+		if retry.Wait(ctx) != nil {
 			return
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 

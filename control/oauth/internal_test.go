@@ -1,18 +1,17 @@
 package oauth
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/reqid"
+	"github.com/runos/vpn/internal/syncbuf"
 )
 
 // brokenStore fails every call with a text no caller may see.
@@ -25,28 +24,11 @@ func (brokenStore) TakeAuthCode(context.Context, string) (AuthCode, error) {
 }
 func (brokenStore) PutDeviceCode(context.Context, DeviceCode, time.Time, int) error { return errDisk }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestInternalErrorsShowOnlyARequestID: the sign-in endpoints, open to
 // anyone, answer a failure inside control with a request id alone; the log
 // holds the failure under that id.
 func TestInternalErrorsShowOnlyARequestID(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	h := newHarness(t, func(c *Config) {
 		c.Store = brokenStore{c.Store}
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/token"
+	"github.com/runos/vpn/internal/httpjson"
 )
 
 // Grant types of the token endpoint.
@@ -54,13 +54,11 @@ func (s *Server) serverError(r *http.Request, what string, err error, attrs ...a
 		desc: "the sign-in could not be completed (request " + id + "); try again"}
 }
 
+// writeJSON answers as JSON, with the Pragma: no-cache of RFC 6749 §5.1
+// for caches older than Cache-Control.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Pragma", "no-cache")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	w.Header().Set("Pragma", "no-cache")
+	_ = httpjson.Write(w, status, v) // maps of strings and numbers: they encode
 }
 
 func writeTokenError(w http.ResponseWriter, e *tokenError) {

@@ -31,7 +31,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, p *principa
 		f.Limit = n
 	}
 	if f.Limit == 0 {
-		f.Limit = 50
+		f.Limit = store.DefaultAuditLimit
 	}
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -54,12 +54,12 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, p *principa
 			}
 		}
 		// One more than asked tells whether there is a next page.
-		f.Limit++
-		es, err := rd.AuditEntries(f)
+		more := f
+		more.Limit++
+		es, err := rd.AuditEntries(more)
 		if err != nil {
 			return err
 		}
-		f.Limit--
 		if len(es) > f.Limit {
 			es = es[:f.Limit]
 			out.Next = es[len(es)-1].ID

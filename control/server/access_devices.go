@@ -79,17 +79,11 @@ func operatedAccounts(p *principal, aid string) ([]string, error) {
 		a, err := operatedAccount(p, aid)
 		return []string{a}, err
 	}
-	var out []string
-	for _, a := range p.accounts() {
-		if p.canOperate(a) {
-			out = append(out, a)
-		}
+	mine := p.operated()
+	if len(mine) == 0 {
+		return nil, errNotOperator
 	}
-	if len(out) == 0 {
-		_, err := operatedAccount(p, "")
-		return nil, err
-	}
-	return out, nil
+	return mine, nil
 }
 
 func (s *Server) handleDevices(w http.ResponseWriter, r *http.Request, p *principal) {

@@ -83,6 +83,22 @@ func (p *principal) accounts() []string {
 	return p.user.Accounts
 }
 
+// operated are the accounts where the caller may use the operator verbs.
+func (p *principal) operated() []string {
+	var out []string
+	for _, a := range p.accounts() {
+		if p.canOperate(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// errNotOperator refuses an operator verb to a caller who operates no
+// account.
+var errNotOperator = errForbidden("this needs the operator role on an account, or an account's operator token",
+	"sign in as an operator with `runos login`, or set RUNOS_TOKEN to an operator token")
+
 var (
 	errNoToken = &api.Error{Status: 401, Code: api.CodeUnauthorized,
 		Message: "no bearer token: sign in first", Hint: "run `runos vpn up` (devices) or `runos login` (operators), or set RUNOS_TOKEN"}

@@ -6,17 +6,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -48,6 +43,7 @@ import (
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/sqlitestore"
 	"github.com/runos/vpn/control/token"
+	"github.com/runos/vpn/internal/testcert"
 	"github.com/runos/vpn/internal/testenv"
 )
 
@@ -169,8 +165,9 @@ func BenchmarkMoveFanOut(b *testing.B) {
 			conns.Add(-1)
 		}
 	}
-	certPEM, cert := benchCert(b)
-	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	tc := testcert.New(b) // ECDSA: cheaper handshakes than httptest's RSA, as a production certificate's
+	certPEM := tc.CertPEM
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{tc.TLS(b)}, MinVersion: tls.VersionTLS12}
 	h2 := os.Getenv("RUNOS_FANOUT_H2") == "1"
 	ts.EnableHTTP2 = h2
 	if os.Getenv("RUNOS_FANOUT_PLAIN") == "1" { // to see TLS's share
@@ -680,24 +677,4 @@ func rssMB() float64 {
 		}
 	}
 	return 0
-}
-
-// benchCert is an ECDSA certificate for 127.0.0.1 (cheaper handshakes than
-// httptest's RSA one, as a production certificate would be).
-func benchCert(tb testing.TB) ([]byte, tls.Certificate) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return certPEM, cert
 }

@@ -5,10 +5,8 @@ package server
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
@@ -35,6 +33,8 @@ import (
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/pgstore"
 	"github.com/runos/vpn/internal/pgtest"
+	"github.com/runos/vpn/internal/testcert"
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // BenchmarkMoveFanOutReplicas is BenchmarkMoveFanOut over PostgreSQL with
@@ -81,13 +81,12 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 	}
 	tokens, keys := bulkDevices(b, st, n)
 
-	certPEM, cert := benchCert(b)
+	tc := testcert.New(b)
+	certPEM := tc.CertPEM
 	caFile := filepath.Join(dir, "ca.pem")
 	os.WriteFile(caFile, certPEM, 0o600)
-	keyPEM, certOnly := pemParts(b, cert, certPEM)
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, certOnly, 0o600)
-	os.WriteFile(keyFile, keyPEM, 0o600)
+	tc.Write(b, certFile, keyFile)
 
 	type replica struct {
 		cmd   *exec.Cmd
@@ -288,9 +287,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 // control/notify, the API over HTTPS on loopback. It answers "watchers" on
 // stdin with the hub's parked long-polls; it skips unless started by it.
 func TestFanOutReplicaHelper(t *testing.T) {
-	if os.Getenv("RUNOS_FANOUT_REPLICA") != "1" {
-		t.Skip("run by BenchmarkMoveFanOutReplicas")
-	}
+	testenv.OnlyAsHelper(t, "RUNOS_FANOUT_REPLICA", "BenchmarkMoveFanOutReplicas's own processes")
 	raiseNoFile(t)
 	ctx := context.Background()
 	st, err := pgstore.Open(ctx, os.Getenv("RUNOS_FANOUT_STORE"), pgstore.Options{AppName: os.Getenv("RUNOS_FANOUT_NAME")})
@@ -380,18 +377,6 @@ func procRSSMB(pid int) float64 {
 }
 
 // pemParts returns the private key of cert as PEM, and the certificate.
-func pemParts(tb testing.TB, cert tls.Certificate, certPEM []byte) (keyPEM, certOnly []byte) {
-	k, ok := cert.PrivateKey.(*ecdsa.PrivateKey)
-	if !ok {
-		tb.Fatal("bench certificate's key is not ECDSA")
-	}
-	der, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), certPEM
-}
-
 func slicesMax(v []float64) float64 {
 	m := v[0]
 	for _, x := range v {

@@ -14,6 +14,7 @@ import (
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/internal/httpjson"
 )
 
 // maxBody bounds every JSON request body. A gateway report with a
@@ -28,39 +29,24 @@ type jsonAppender interface {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b []byte
 	if a, ok := v.(jsonAppender); ok {
-		b = a.appendJSON(make([]byte, 0, 1024))
-	} else {
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			writeError(w, &api.Error{Status: 500, Code: "internal", Message: "internal error: the answer could not be encoded"})
-			return
-		}
+		httpjson.WriteEncoded(w, status, a.appendJSON(make([]byte, 0, 1024)))
+		return
 	}
-	setJSONHeaders(w.Header())
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
-
-// setJSONHeaders sets the headers of every JSON answer. The keys are in
-// canonical form already, so they are assigned, not canonicalized.
-func setJSONHeaders(h http.Header) {
-	h["Content-Type"] = []string{"application/json"}
-	h["Cache-Control"] = []string{"no-store"}
+	if err := httpjson.Write(w, status, v); err != nil {
+		writeError(w, &api.Error{Status: 500, Code: "internal", Message: "internal error: the answer could not be encoded"})
+	}
 }
 
 func writeError(w http.ResponseWriter, e *api.Error) {
 	if e.Status == 0 {
 		e.Status = http.StatusInternalServerError
 	}
-	b, _ := json.Marshal(api.ErrorBody{Error: e})
-	setJSONHeaders(w.Header())
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="runos"`)
 	}
-	w.WriteHeader(e.Status)
-	w.Write(append(b, '\n'))
+	b, _ := json.Marshal(api.ErrorBody{Error: e})
+	httpjson.WriteEncoded(w, e.Status, b)
 }
 
 func errInvalid(format string, args ...any) *api.Error {

@@ -1,42 +1,23 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/runos/vpn/control/api"
 	"github.com/runos/vpn/control/reqid"
+	"github.com/runos/vpn/internal/syncbuf"
 )
-
-// syncBuffer is a log the server writes from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestInternalErrorsShowOnlyARequestID: when control itself fails (here
 // its database is gone), the caller, signed in or not, is told a request
 // id and no internal text; the log has the text under that id.
 func TestInternalErrorsShowOnlyARequestID(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	e := newEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	user := e.signIn("ada@example.com")
 	if err := e.st.Close(); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/internal/backoff"
 )
 
 // Timers: session expiry, a move's ready timeout and deadline, a service's
@@ -129,7 +130,7 @@ func (s *Server) leaseLoop(l store.Lease) {
 		cancel()
 	}()
 	defer cancel()
-	wait := 100 * time.Millisecond
+	retry := backoff.New(100*time.Millisecond, 5*time.Second)
 	for {
 		if l != nil {
 			select {
@@ -148,18 +149,12 @@ func (s *Server) leaseLoop(l store.Lease) {
 		l, err = s.st.Lease(ctx, timersLease)
 		if err != nil {
 			l = nil
-			if ctx.Err() != nil {
+			if retry.Wait(ctx) != nil { // ctx ends when the server closes
 				return
 			}
-			select {
-			case <-time.After(wait):
-			case <-s.closeCh:
-				return
-			}
-			wait = min(2*wait, 5*time.Second)
 			continue
 		}
-		wait = 100 * time.Millisecond
+		retry.Reset()
 		if err := s.lead(ctx, l); err != nil {
 			s.log.Error("timers: arm from the store", "err", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -115,21 +116,13 @@ func checkTokenName(name string) *api.Error {
 // operatedAccount is the account an operator verb is about: ?aid= (or the
 // body's), else the caller's only operated account.
 func operatedAccount(p *principal, aid string) (string, error) {
-	var mine []string
-	for _, a := range p.accounts() {
-		if p.canOperate(a) {
-			mine = append(mine, a)
-		}
-	}
+	mine := p.operated()
 	switch {
 	case len(mine) == 0:
-		return "", errForbidden("this needs the operator role on an account, or an account's operator token",
-			"sign in as an operator with `runos login`, or set RUNOS_TOKEN to an operator token")
+		return "", errNotOperator
 	case aid != "":
-		for _, a := range mine {
-			if a == aid {
-				return aid, nil
-			}
+		if slices.Contains(mine, aid) {
+			return aid, nil
 		}
 		return "", errNotFound("no account %s among the accounts you operate (%s)", aid, strings.Join(mine, ", "))
 	case len(mine) > 1:

@@ -22,8 +22,12 @@ type AuditFilter struct {
 	Kind   string // a kind, or the part before its dot ("device")
 	Target string // exactly this target
 	Before int64  // only entries with a smaller id (the next page); 0: from the newest
-	Limit  int    // at most this many; 0: 50
+	Limit  int    // at most this many; 0: DefaultAuditLimit
 }
+
+// DefaultAuditLimit is how many entries a page of the audit log holds
+// when its reader does not say.
+const DefaultAuditLimit = 50
 
 // AccessReader reads devices, sessions, operator tokens and the audit log
 // for the operators' views (who is on the VPN, and how to throw them off).

@@ -5,9 +5,9 @@
 // replica), control/store/pgstore the PostgreSQL one (several replicas,
 // DESIGN.md "Scale"); control/store/storetest is the suite both pass.
 //
-// Versions: every Update that touched a topic bumps the global version once
-// and records it as the version of each topic touched, in the same
-// transaction (docs/internals.md "Push"). The caller hands the returned
+// Versions: every Update that touched a topic (or asked its CommitVersion)
+// bumps the global version once and records it as the version of each
+// topic touched, in the same transaction (docs/internals.md "Push"). The caller hands the returned
 // Change to the hub after the commit; a store shared by replicas also tells
 // the other replicas (control/notify).
 //
@@ -41,7 +41,7 @@ var ErrUnavailable = errors.New("store unavailable")
 
 // Change is what a committed Update touched.
 type Change struct {
-	Version uint64   // 0 when no topic was touched
+	Version uint64   // 0 when no topic was touched and CommitVersion was not asked
 	Topics  []string // distinct, in the order first touched
 }
 

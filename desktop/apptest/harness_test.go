@@ -31,6 +31,7 @@ import (
 	"github.com/runos/vpn/desktop/icons"
 	"github.com/runos/vpn/desktop/menu"
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/syncbuf"
 )
 
 var (
@@ -192,25 +193,8 @@ func (w *watcher) next(t testing.TB) registration {
 // proc is a running runos-desktop.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuf
+	out  *syncbuf.Buffer
 	done chan struct{}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startApp runs the binary with env and stops it by PID when the test ends.
@@ -225,7 +209,7 @@ func startApp(t testing.TB, env []string, args ...string) *proc {
 // laptop) and stops it by PID when the test ends.
 func startCmd(t testing.TB, cmd *exec.Cmd) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, out: &syncBuf{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/runos/vpn/desktop/internal/fakevpnd"
 	"github.com/runos/vpn/internal/netnstest"
+	"github.com/runos/vpn/internal/syncbuf"
 	"github.com/runos/vpn/internal/testenv"
 	"github.com/runos/vpn/vpnd/localapi"
 )
@@ -192,7 +193,7 @@ func startGroup(t *testing.T, env []string, name string, args ...string) {
 	cmd := exec.Command(name, args...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &syncBuf{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

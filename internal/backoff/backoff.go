@@ -1,9 +1,11 @@
 // Package backoff is the one retry delay of RunOS VPN's clients of control
 // (the daemon's sync and its pending sign-outs, the gateway's map and
-// reports, the CLI's long-polls): exponential with jitter, 100 ms doubling
-// to 10 s by default (docs/internals.md "Push"), each wait drawn from the
-// upper half of the current step ("equal jitter") so that clients that
-// failed together do not retry together. A success resets it.
+// reports, the CLI's long-polls) and of control's own reconnects to its
+// database (the timers' lease, the listener of other replicas' changes):
+// exponential with jitter, 100 ms doubling to 10 s by default
+// (docs/internals.md "Push"), each wait drawn from the upper half of the
+// current step ("equal jitter") so that clients that failed together do
+// not retry together. A success resets it.
 //
 // It is not a retry loop: callers decide what to retry and when to stop.
 package backoff

@@ -3,8 +3,8 @@
 // machines (../shared/TESTING-NOTES.md), trust in exactly one server key
 // (its SPKI pinned, nothing else accepted), and optionally every
 // connection sent through a dialer of the test's choosing, such as one
-// that dials from inside a lab host's network namespace. It is for tests
-// only.
+// that dials from inside a lab host's network namespace, or Chromium
+// itself started inside a lab host's namespaces. It is for tests only.
 package chromiumtest
 
 import (
@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,11 @@ type Options struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Width and Height of the window; 0: 1280×900.
 	Width, Height int
+	// Command, when set, changes the command that starts Chromium, such as
+	// to run the same argv inside a lab host's namespaces.
+	Command func(*exec.Cmd)
+	// Output, when set, gets Chromium's own output.
+	Output io.Writer
 }
 
 // New starts Chromium and returns a chromedp context for one tab; it and
@@ -59,13 +65,19 @@ func New(t testing.TB, o Options) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("ignore-certificate-errors-spki-list", spki),
 	)
+	if o.Command != nil {
+		opts = append(opts, chromedp.ModifyCmdFunc(o.Command))
+	}
+	if o.Output != nil {
+		opts = append(opts, chromedp.CombinedOutput(o.Output))
+	}
 	if o.Dial != nil {
 		addr := startProxy(t, o.Dial)
 		opts = append(opts, chromedp.ProxyServer("http://"+addr),
 			chromedp.Flag("proxy-bypass-list", "<-loopback>")) // even loopback goes through the proxy
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf), chromedp.WithErrorf(t.Logf))
 	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
 	if err := chromedp.Do(bctx); err != nil { // start it now: failures are the test's
 		t.Fatalf("start chromium: %v", err)

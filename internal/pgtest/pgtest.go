@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runos/vpn/internal/pgserver"
+	"github.com/runos/vpn/internal/testenv"
 )
 
 // Server is a PostgreSQL server of one test.
@@ -40,30 +40,16 @@ type Server struct {
 
 // Require skips the test unless it can run a PostgreSQL server: Linux,
 // root (to run it as the postgres user) and Debian's postgresql package.
-// Under RUNOS_E2E=1 a missing requirement fails the test instead.
+// Under RUNOS_E2E=1 a missing requirement fails the test instead
+// (internal/testenv).
 func Require(t testing.TB) {
 	t.Helper()
-	why := ""
-	switch {
-	case runtime.GOOS != "linux":
-		why = "needs Linux to run a PostgreSQL server"
-	case os.Geteuid() != 0:
-		why = "needs root to run a PostgreSQL server as the postgres user"
+	testenv.Root(t, "PostgreSQL servers (run as the postgres user)")
+	if _, err := pgserver.BinDir(); err != nil {
+		testenv.Skip(t, "needs "+err.Error())
+	} else if _, err := pgserver.PostgresAccount(); err != nil {
+		testenv.Skip(t, "needs "+err.Error())
 	}
-	if why == "" {
-		if _, err := pgserver.BinDir(); err != nil {
-			why = "needs " + err.Error()
-		} else if _, err := pgserver.PostgresAccount(); err != nil {
-			why = "needs " + err.Error()
-		}
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("RUNOS_E2E") == "1" {
-		t.Fatalf("RUNOS_E2E=1 but this test %s", why)
-	}
-	t.Skip(why)
 }
 
 // Start makes and starts a server for t (skipping or failing as Require

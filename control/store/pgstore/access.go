@@ -6,10 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 // lastActive is model.Device.LastActive in SQL.
@@ -42,11 +41,11 @@ func (t *tx) Devices(f store.DeviceFilter) ([]model.Device, error) {
 }
 
 func (t *tx) Memberships(deviceID string) ([]model.Membership, error) {
-	return list(t, "clusters of device "+deviceID, func(r pgx.Row) (model.Membership, error) {
+	return list(t, "clusters of device "+deviceID, func(r sqlcol.Row) (model.Membership, error) {
 		var m model.Membership
 		var hs int64
 		err := r.Scan(&m.CID, &hs)
-		m.LastHandshake = tm(hs)
+		m.LastHandshake = sqlcol.Time(hs)
 		return m, err
 	}, "SELECT cid, last_handshake FROM memberships WHERE device_id = $1 ORDER BY cid", deviceID)
 }
@@ -62,18 +61,18 @@ func (t *tx) KeyRevoked(publicKey string) (model.RevokedKey, error) {
 	var at int64
 	err := t.row("SELECT public_key, device_id, email, revoked_at, revoked_by FROM revoked_keys WHERE public_key = $1",
 		publicKey).Scan(&k.PublicKey, &k.DeviceID, &k.User, &at, &k.RevokedBy)
-	k.RevokedAt = tm(at)
+	k.RevokedAt = sqlcol.Time(at)
 	return k, one(err, "revoked key")
 }
 
 func (t *tx) IdleDevices(cutoff, now time.Time, limit int) ([]model.Device, error) {
 	return list(t, "idle devices", scanDevice, "SELECT "+prefixed+" FROM devices d WHERE "+lastActive+" <= $1 AND "+noLiveSessionAt(2)+
-		" ORDER BY "+lastActive+", d.id LIMIT $3", ts(cutoff), ts(now), limit)
+		" ORDER BY "+lastActive+", d.id LIMIT $3", sqlcol.Nanos(cutoff), sqlcol.Nanos(now), limit)
 }
 
 func (t *tx) NextIdle(now time.Time) (time.Time, bool, error) {
 	var n *int64
-	if err := t.row("SELECT MIN("+lastActive+") FROM devices d WHERE "+noLiveSessionAt(1), ts(now)).Scan(&n); err != nil {
+	if err := t.row("SELECT MIN("+lastActive+") FROM devices d WHERE "+noLiveSessionAt(1), sqlcol.Nanos(now)).Scan(&n); err != nil {
 		return time.Time{}, false, fmt.Errorf("next idle device: %w", classify(err))
 	}
 	if n == nil {
@@ -85,7 +84,7 @@ func (t *tx) NextIdle(now time.Time) (time.Time, bool, error) {
 
 func (t *tx) LiveSessionsOfUser(email string, now time.Time) ([]model.Session, error) {
 	return list(t, "sessions of "+email, scanSession, "SELECT "+sessionCols+` FROM sessions
-		WHERE lower(email) = lower($1) AND state = 'live' AND expires_at > $2 ORDER BY created_at, id`, email, ts(now))
+		WHERE lower(email) = lower($1) AND state = 'live' AND expires_at > $2 ORDER BY created_at, id`, email, sqlcol.Nanos(now))
 }
 
 func (t *tx) DeleteDevice(id string) error {
@@ -94,7 +93,7 @@ func (t *tx) DeleteDevice(id string) error {
 }
 
 func (t *tx) SetDeviceSeen(id string, at time.Time) error {
-	if _, err := t.exec("UPDATE devices SET last_seen = $1 WHERE id = $2 AND last_seen < $1", ts(at), id); err != nil {
+	if _, err := t.exec("UPDATE devices SET last_seen = $1 WHERE id = $2 AND last_seen < $1", sqlcol.Nanos(at), id); err != nil {
 		return fmt.Errorf("device %s seen: %w", id, classify(err))
 	}
 	return nil
@@ -102,14 +101,14 @@ func (t *tx) SetDeviceSeen(id string, at time.Time) error {
 
 func (t *tx) SetHandshake(deviceID, cid string, at time.Time) (bool, error) {
 	tag, err := t.exec("UPDATE memberships SET last_handshake = $1 WHERE device_id = $2 AND cid = $3 AND last_handshake < $1",
-		ts(at), deviceID, cid)
+		sqlcol.Nanos(at), deviceID, cid)
 	if err != nil {
 		return false, fmt.Errorf("handshake of %s with %s: %w", deviceID, cid, classify(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return false, nil
 	}
-	if _, err := t.exec("UPDATE devices SET last_handshake = $1 WHERE id = $2 AND last_handshake < $1", ts(at), deviceID); err != nil {
+	if _, err := t.exec("UPDATE devices SET last_handshake = $1 WHERE id = $2 AND last_handshake < $1", sqlcol.Nanos(at), deviceID); err != nil {
 		return false, fmt.Errorf("handshake of %s: %w", deviceID, classify(err))
 	}
 	return true, nil
@@ -117,5 +116,5 @@ func (t *tx) SetHandshake(deviceID, cid string, at time.Time) (bool, error) {
 
 func (t *tx) PutRevokedKey(k model.RevokedKey) error {
 	return t.insert("revoked key of device "+k.DeviceID, "INSERT INTO revoked_keys (public_key, device_id, email, revoked_at, revoked_by) VALUES ($1, $2, $3, $4, $5)",
-		k.PublicKey, k.DeviceID, k.User, ts(k.RevokedAt), k.RevokedBy)
+		k.PublicKey, k.DeviceID, k.User, sqlcol.Nanos(k.RevokedAt), k.RevokedBy)
 }

@@ -4,17 +4,16 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 func (t *tx) PutAuditEntry(e audit.Entry) (int64, error) {
 	var id int64
 	err := t.row(`INSERT INTO audit_log (at, actor, actor_kind, source, kind, cid, target, outcome)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-		ts(e.At), e.Actor.Name, e.Actor.Kind, e.Source, e.Kind, e.CID, e.Target, e.Outcome).Scan(&id)
+		sqlcol.Nanos(e.At), e.Actor.Name, e.Actor.Kind, e.Source, e.Kind, e.CID, e.Target, e.Outcome).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("audit %s of %s: %w", e.Kind, e.Target, classify(err))
 	}
@@ -25,9 +24,6 @@ func (t *tx) PutAuditEntry(e audit.Entry) (int64, error) {
 	}
 	return id, nil
 }
-
-// defaultAuditLimit is AuditFilter.Limit's zero value.
-const defaultAuditLimit = 50
 
 func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	if len(f.AIDs) == 0 {
@@ -48,7 +44,7 @@ func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 		add("lower(a.actor) = lower(?)", f.Actor)
 	}
 	if f.Kind != "" {
-		args = append(args, f.Kind, likeEscape(f.Kind)+".%")
+		args = append(args, f.Kind, sqlcol.LikeEscape(f.Kind)+".%")
 		q += fmt.Sprintf(" AND (a.kind = $%d OR a.kind LIKE $%d ESCAPE '\\')", len(args)-1, len(args))
 	}
 	if f.Target != "" {
@@ -59,27 +55,15 @@ func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = defaultAuditLimit
+		limit = store.DefaultAuditLimit
 	}
 	args = append(args, limit)
 	q += fmt.Sprintf(" ORDER BY a.id DESC LIMIT $%d", len(args))
-	return list(t, "audit log", func(r pgx.Row) (audit.Entry, error) {
+	return list(t, "audit log", func(r sqlcol.Row) (audit.Entry, error) {
 		var e audit.Entry
 		var at int64
 		err := r.Scan(&e.ID, &at, &e.Actor.Name, &e.Actor.Kind, &e.Source, &e.Kind, &e.CID, &e.Target, &e.Outcome, &e.AIDs)
-		e.At = tm(at)
+		e.At = sqlcol.Time(at)
 		return e, err
 	}, q, args...)
-}
-
-// likeEscape escapes LIKE's wildcards (and the escape) in s.
-func likeEscape(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '%' || c == '_' || c == '\\' {
-			out = append(out, '\\')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }

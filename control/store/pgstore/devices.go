@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 const deviceCols = "id, email, name, os, public_key, addr_index, address, session_id, created_at, last_seen, last_handshake, revoked_at, revoked_by"
 
-func scanDevice(row pgx.Row) (model.Device, error) {
+func scanDevice(row sqlcol.Row) (model.Device, error) {
 	var d model.Device
 	var addr string
 	var sid *string
@@ -20,11 +19,11 @@ func scanDevice(row pgx.Row) (model.Device, error) {
 		&seen, &hs, &revoked, &d.RevokedBy); err != nil {
 		return d, err
 	}
-	d.Address = parseAddr(addr)
+	d.Address = sqlcol.ParseAddr(addr)
 	if sid != nil {
 		d.SessionID = *sid
 	}
-	d.CreatedAt, d.LastSeen, d.LastHandshake, d.RevokedAt = tm(created), tm(seen), tm(hs), tm(revoked)
+	d.CreatedAt, d.LastSeen, d.LastHandshake, d.RevokedAt = sqlcol.Time(created), sqlcol.Time(seen), sqlcol.Time(hs), sqlcol.Time(revoked)
 	return d, nil
 }
 
@@ -43,10 +42,7 @@ func (t *tx) DevicesOfSession(sessionID string) ([]model.Device, error) {
 }
 
 func (t *tx) DeviceClusters(deviceID string) ([]string, error) {
-	return list(t, "clusters of device "+deviceID, func(r pgx.Row) (string, error) {
-		var cid string
-		return cid, r.Scan(&cid)
-	}, "SELECT cid FROM memberships WHERE device_id = $1 ORDER BY cid", deviceID)
+	return list(t, "clusters of device "+deviceID, sqlcol.String, "SELECT cid FROM memberships WHERE device_id = $1 ORDER BY cid", deviceID)
 }
 
 func (t *tx) FreeDeviceAddrIndex(lo, hi int) (int, error) {
@@ -60,8 +56,8 @@ func (t *tx) CountDevices() (int, error) {
 }
 
 func deviceArgs(d model.Device) []any {
-	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, addrText(d.Address), nullable(d.SessionID), ts(d.CreatedAt),
-		ts(d.LastSeen), ts(d.LastHandshake), ts(d.RevokedAt), d.RevokedBy}
+	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, sqlcol.Addr(d.Address), sqlcol.Nullable(d.SessionID), sqlcol.Nanos(d.CreatedAt),
+		sqlcol.Nanos(d.LastSeen), sqlcol.Nanos(d.LastHandshake), sqlcol.Nanos(d.RevokedAt), d.RevokedBy}
 }
 
 func (t *tx) PutDevice(d model.Device) error {
@@ -101,18 +97,18 @@ const peersFrom = `FROM memberships m
 		WHERE m.cid = $1 AND d.revoked_at = 0 AND s.state = 'live' AND s.expires_at > $2`
 
 func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
-	return list(t, "peers of "+cid, func(r pgx.Row) (model.Peer, error) {
+	return list(t, "peers of "+cid, func(r sqlcol.Row) (model.Peer, error) {
 		var p model.Peer
 		var addr string
 		err := r.Scan(&p.DeviceID, &p.PublicKey, &addr)
-		p.Address = parseAddr(addr)
+		p.Address = sqlcol.ParseAddr(addr)
 		return p, err
-	}, `SELECT d.id, d.public_key, d.address `+peersFrom+` ORDER BY d.id`, cid, ts(now))
+	}, `SELECT d.id, d.public_key, d.address `+peersFrom+` ORDER BY d.id`, cid, sqlcol.Nanos(now))
 }
 
 func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
 	var n int
-	err := t.row(`SELECT COUNT(*) `+peersFrom, cid, ts(now)).Scan(&n)
+	err := t.row(`SELECT COUNT(*) `+peersFrom, cid, sqlcol.Nanos(now)).Scan(&n)
 	return n, one(err, "count peers of "+cid)
 }
 
@@ -120,11 +116,11 @@ func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
 
 const sessionCols = "id, token_hash, email, client_id, state, created_at, expires_at, ended_at"
 
-func scanSession(row pgx.Row) (model.Session, error) {
+func scanSession(row sqlcol.Row) (model.Session, error) {
 	var s model.Session
 	var created, expires, ended int64
 	err := row.Scan(&s.ID, &s.TokenHash, &s.User, &s.ClientID, &s.State, &created, &expires, &ended)
-	s.CreatedAt, s.ExpiresAt, s.EndedAt = tm(created), tm(expires), tm(ended)
+	s.CreatedAt, s.ExpiresAt, s.EndedAt = sqlcol.Time(created), sqlcol.Time(expires), sqlcol.Time(ended)
 	return s, err
 }
 
@@ -140,7 +136,7 @@ func (t *tx) SessionByToken(hash string) (model.Session, error) {
 
 func (t *tx) LiveSessionsExpiringBy(at time.Time) ([]model.Session, error) {
 	return list(t, "expiring sessions", scanSession,
-		"SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= $1 ORDER BY expires_at", ts(at))
+		"SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= $1 ORDER BY expires_at", sqlcol.Nanos(at))
 }
 
 func (t *tx) firstTime(what, sql string) (time.Time, bool, error) {
@@ -151,7 +147,7 @@ func (t *tx) firstTime(what, sql string) (time.Time, bool, error) {
 	if n == nil {
 		return time.Time{}, false, nil
 	}
-	return tm(*n), true, nil
+	return sqlcol.Time(*n), true, nil
 }
 
 func (t *tx) NextExpiry() (time.Time, bool, error) {
@@ -164,17 +160,17 @@ func (t *tx) FirstEnded() (time.Time, bool, error) {
 
 func (t *tx) PutSession(s model.Session) error {
 	return t.insert("session "+s.ID, "INSERT INTO sessions ("+sessionCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-		s.ID, s.TokenHash, s.User, s.ClientID, s.State, ts(s.CreatedAt), ts(s.ExpiresAt), ts(s.EndedAt))
+		s.ID, s.TokenHash, s.User, s.ClientID, s.State, sqlcol.Nanos(s.CreatedAt), sqlcol.Nanos(s.ExpiresAt), sqlcol.Nanos(s.EndedAt))
 }
 
 func (t *tx) UpdateSession(s model.Session) error {
 	tag, err := t.exec("UPDATE sessions SET state = $1, expires_at = $2, ended_at = $3 WHERE id = $4",
-		s.State, ts(s.ExpiresAt), ts(s.EndedAt), s.ID)
+		s.State, sqlcol.Nanos(s.ExpiresAt), sqlcol.Nanos(s.EndedAt), s.ID)
 	return mustAffect(tag, err, "session "+s.ID)
 }
 
 func (t *tx) DeleteSessionsEndedBy(at time.Time) (int, error) {
-	tag, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at <= $1", ts(at))
+	tag, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at <= $1", sqlcol.Nanos(at))
 	if err != nil {
 		return 0, fmt.Errorf("forget old sessions: %w", classify(err))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runos/vpn/control/oauth"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 // grants is the oauth.GrantStore on the same database, shared by every
@@ -40,7 +41,7 @@ func (g grants) tx(ctx context.Context, what string, fn func(pgx.Tx) error) erro
 func (g grants) purge(ctx context.Context, q interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }, now time.Time) error {
-	cut := ts(now.Add(-grantGrace))
+	cut := sqlcol.Nanos(now.Add(-grantGrace))
 	if _, err := q.Exec(ctx, "DELETE FROM oauth_codes WHERE expires_at < $1", cut); err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func (g grants) PutAuthCode(ctx context.Context, c oauth.AuthCode) error {
 			return err
 		}
 		_, err := t.Exec(ctx, `INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, email, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6)`, c.CodeHash, c.ClientID, c.RedirectURI, c.CodeChallenge, c.User, ts(c.ExpiresAt))
+			VALUES ($1, $2, $3, $4, $5, $6)`, c.CodeHash, c.ClientID, c.RedirectURI, c.CodeChallenge, c.User, sqlcol.Nanos(c.ExpiresAt))
 		return constraint(err, "authorization code")
 	})
 }
@@ -67,7 +68,7 @@ func (g grants) TakeAuthCode(ctx context.Context, codeHash string) (oauth.AuthCo
 	err := g.s.pool.QueryRow(ctx, `DELETE FROM oauth_codes WHERE code_hash = $1
 		RETURNING code_hash, client_id, redirect_uri, code_challenge, email, expires_at`, codeHash).
 		Scan(&c.CodeHash, &c.ClientID, &c.RedirectURI, &c.CodeChallenge, &c.User, &exp)
-	c.ExpiresAt = tm(exp)
+	c.ExpiresAt = sqlcol.Time(exp)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return oauth.AuthCode{}, oauth.ErrNotFound
 	}
@@ -79,11 +80,11 @@ func (g grants) TakeAuthCode(ctx context.Context, codeHash string) (oauth.AuthCo
 
 const deviceCodeCols = "device_code_hash, user_code, client_id, email, approved, denied, expires_at, interval_ns, last_poll"
 
-func scanDeviceCode(row pgx.Row) (oauth.DeviceCode, error) {
+func scanDeviceCode(row sqlcol.Row) (oauth.DeviceCode, error) {
 	var d oauth.DeviceCode
 	var exp, interval, last int64
 	err := row.Scan(&d.DeviceCodeHash, &d.UserCode, &d.ClientID, &d.User, &d.Approved, &d.Denied, &exp, &interval, &last)
-	d.ExpiresAt, d.Interval, d.LastPoll = tm(exp), time.Duration(interval), tm(last)
+	d.ExpiresAt, d.Interval, d.LastPoll = sqlcol.Time(exp), time.Duration(interval), sqlcol.Time(last)
 	return d, err
 }
 
@@ -100,14 +101,14 @@ func (g grants) PutDeviceCode(ctx context.Context, d oauth.DeviceCode, now time.
 			return err
 		}
 		var pending int
-		if err := t.QueryRow(ctx, "SELECT COUNT(*) FROM oauth_device_codes WHERE expires_at > $1", ts(now)).Scan(&pending); err != nil {
+		if err := t.QueryRow(ctx, "SELECT COUNT(*) FROM oauth_device_codes WHERE expires_at > $1", sqlcol.Nanos(now)).Scan(&pending); err != nil {
 			return err
 		}
 		if pending >= maxPending {
 			return oauth.ErrTooMany
 		}
 		_, err := t.Exec(ctx, "INSERT INTO oauth_device_codes ("+deviceCodeCols+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-			d.DeviceCodeHash, d.UserCode, d.ClientID, d.User, d.Approved, d.Denied, ts(d.ExpiresAt), int64(d.Interval), ts(d.LastPoll))
+			d.DeviceCodeHash, d.UserCode, d.ClientID, d.User, d.Approved, d.Denied, sqlcol.Nanos(d.ExpiresAt), int64(d.Interval), sqlcol.Nanos(d.LastPoll))
 		return constraint(err, "device code")
 	})
 }
@@ -139,7 +140,7 @@ func (g grants) DecideDeviceCode(ctx context.Context, userCode, user string, app
 	}
 	d, err := scanDeviceCode(g.s.pool.QueryRow(ctx, `UPDATE oauth_device_codes SET approved = $1, denied = $2, email = $3
 		WHERE user_code = $4 AND NOT approved AND NOT denied AND expires_at > $5
-		RETURNING `+deviceCodeCols, approve, !approve, user, userCode, ts(now)))
+		RETURNING `+deviceCodeCols, approve, !approve, user, userCode, sqlcol.Nanos(now)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return oauth.DeviceCode{}, oauth.ErrNotFound
 	}
@@ -159,7 +160,7 @@ func (g grants) PollDeviceCode(ctx context.Context, hash string, poll func(oauth
 			return err
 		}
 		d.LastPoll, d.Interval = poll(d)
-		_, err = t.Exec(ctx, "UPDATE oauth_device_codes SET last_poll = $1, interval_ns = $2 WHERE device_code_hash = $3", ts(d.LastPoll), int64(d.Interval), hash)
+		_, err = t.Exec(ctx, "UPDATE oauth_device_codes SET last_poll = $1, interval_ns = $2 WHERE device_code_hash = $3", sqlcol.Nanos(d.LastPoll), int64(d.Interval), hash)
 		return err
 	})
 	if err != nil {
@@ -185,7 +186,7 @@ func (g grants) DeleteDeviceCode(ctx context.Context, hash string) error {
 // the way, skipping any another count holds.
 func (g grants) Count(ctx context.Context, now time.Time, keys []string, fn func([]oauth.Counter) []oauth.Counter) error {
 	if _, err := g.s.pool.Exec(ctx, `DELETE FROM throttle WHERE key IN (
-		SELECT key FROM throttle WHERE expires_at <= $1 LIMIT 100 FOR UPDATE SKIP LOCKED)`, ts(now)); err != nil {
+		SELECT key FROM throttle WHERE expires_at <= $1 LIMIT 100 FOR UPDATE SKIP LOCKED)`, sqlcol.Nanos(now)); err != nil {
 		return fmt.Errorf("count sign-in attempts: %w", classify(err))
 	}
 	sorted := slices.Clone(keys)
@@ -209,8 +210,8 @@ func (g grants) Count(ctx context.Context, now time.Time, keys []string, fn func
 				rows.Close()
 				return err
 			}
-			if exp > ts(now) {
-				byKey[k] = oauth.Counter{N: n, First: tm(first), Last: tm(last), Expires: tm(exp)}
+			if exp > sqlcol.Nanos(now) {
+				byKey[k] = oauth.Counter{N: n, First: sqlcol.Time(first), Last: sqlcol.Time(last), Expires: sqlcol.Time(exp)}
 			}
 		}
 		rows.Close()
@@ -229,7 +230,7 @@ func (g grants) Count(ctx context.Context, now time.Time, keys []string, fn func
 				_, err = t.Exec(ctx, "DELETE FROM throttle WHERE key = $1", k)
 			} else if c != cur[i] {
 				_, err = t.Exec(ctx, "UPDATE throttle SET n = $2, first = $3, last = $4, expires_at = $5 WHERE key = $1",
-					k, c.N, ts(c.First), ts(c.Last), ts(c.Expires))
+					k, c.N, sqlcol.Nanos(c.First), sqlcol.Nanos(c.Last), sqlcol.Nanos(c.Expires))
 			}
 			if err != nil {
 				return err

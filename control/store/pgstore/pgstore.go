@@ -424,18 +424,3 @@ func mustAffect(tag pgconn.CommandTag, err error, what string) error {
 	}
 	return nil
 }
-
-// Times are stored as Unix nanoseconds; 0 is the zero time.
-func ts(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func tm(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}

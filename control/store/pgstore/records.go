@@ -2,15 +2,14 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/netip"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 type querier interface {
@@ -72,21 +71,14 @@ func (t *tx) exec(sql string, args ...any) (pgconn.CommandTag, error) {
 func (t *tx) row(sql string, args ...any) pgx.Row { return t.q.QueryRow(t.ctx, sql, args...) }
 
 // list runs a query and scans each row with scan.
-func list[T any](t *tx, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+func list[T any](t *tx, what string, scan func(sqlcol.Row) (T, error), sql string, args ...any) ([]T, error) {
 	rows, err := t.q.Query(t.ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, classify(err))
 	}
 	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, classify(err))
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := sqlcol.Collect(rows, scan)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, classify(err))
 	}
 	return out, nil
@@ -112,7 +104,7 @@ func (t *tx) topicMap(what, sql string, args ...any) (map[string]uint64, error) 
 		k string
 		v int64
 	}
-	rows, err := list(t, what, func(r pgx.Row) (tv, error) {
+	rows, err := list(t, what, func(r sqlcol.Row) (tv, error) {
 		var x tv
 		return x, r.Scan(&x.k, &x.v)
 	}, sql, args...)
@@ -134,48 +126,6 @@ func (t *tx) TopicsSince(v uint64) (map[string]uint64, error) {
 	return t.topicMap(fmt.Sprintf("topics since %d", v), "SELECT topic, version FROM topics WHERE version > $1", int64(v))
 }
 
-// jsonText and fromJSON keep small lists (roles, domains, steps) in TEXT.
-func jsonText(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only plain slices of strings and structs go here
-	}
-	return string(b)
-}
-
-func fromJSON(s string, v any) error {
-	if s == "" {
-		return nil
-	}
-	return json.Unmarshal([]byte(s), v)
-}
-
-func addrText(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
-	}
-	return a.String()
-}
-
-func parseAddr(s string) netip.Addr {
-	a, _ := netip.ParseAddr(s) // written by addrText; "" is the zero Addr
-	return a
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
 // Accounts and users.
 
 func (t *tx) Account(aid string) (model.Account, error) {
@@ -189,7 +139,7 @@ func (t *tx) Account(aid string) (model.Account, error) {
 }
 
 func (t *tx) PutAccount(a model.Account) error {
-	return t.insert("account "+a.AID, "INSERT INTO accounts (aid, name, operator_token_hash) VALUES ($1, $2, $3)", a.AID, a.Name, nullable(a.OperatorTokenHash))
+	return t.insert("account "+a.AID, "INSERT INTO accounts (aid, name, operator_token_hash) VALUES ($1, $2, $3)", a.AID, a.Name, sqlcol.Nullable(a.OperatorTokenHash))
 }
 
 func (t *tx) User(email string) (model.User, error) {
@@ -198,10 +148,7 @@ func (t *tx) User(email string) (model.User, error) {
 	if err != nil {
 		return u, one(err, "user "+email)
 	}
-	u.Accounts, err = list(t, "user "+email, func(r pgx.Row) (string, error) {
-		var aid string
-		return aid, r.Scan(&aid)
-	}, "SELECT aid FROM user_accounts WHERE email = $1 ORDER BY aid", u.Email)
+	u.Accounts, err = list(t, "user "+email, sqlcol.String, "SELECT aid FROM user_accounts WHERE email = $1 ORDER BY aid", u.Email)
 	return u, err
 }
 
@@ -221,13 +168,13 @@ func (t *tx) PutUser(u model.User) error {
 
 const clusterCols = "cid, aid, name, domain_root, is_configured, user_vpn, custom_domains"
 
-func scanCluster(row pgx.Row) (model.Cluster, error) {
+func scanCluster(row sqlcol.Row) (model.Cluster, error) {
 	var c model.Cluster
 	var domains string
 	if err := row.Scan(&c.CID, &c.AID, &c.Name, &c.DomainRoot, &c.IsConfigured, &c.UserVPN, &domains); err != nil {
 		return c, err
 	}
-	return c, fromJSON(domains, &c.CustomDomains)
+	return c, sqlcol.FromJSON(domains, &c.CustomDomains)
 }
 
 func (t *tx) Cluster(cid string) (model.Cluster, error) {
@@ -244,12 +191,12 @@ func (t *tx) Clusters(aids []string) ([]model.Cluster, error) {
 
 func (t *tx) PutCluster(c model.Cluster) error {
 	return t.insert("cluster "+c.CID, "INSERT INTO clusters ("+clusterCols+") VALUES ($1, $2, $3, $4, $5, $6, $7)",
-		c.CID, c.AID, c.Name, c.DomainRoot, c.IsConfigured, c.UserVPN, jsonText(nonNil(c.CustomDomains)))
+		c.CID, c.AID, c.Name, c.DomainRoot, c.IsConfigured, c.UserVPN, sqlcol.JSON(sqlcol.NonNil(c.CustomDomains)))
 }
 
 func (t *tx) UpdateCluster(c model.Cluster) error {
 	tag, err := t.exec("UPDATE clusters SET aid = $1, name = $2, domain_root = $3, is_configured = $4, user_vpn = $5, custom_domains = $6 WHERE cid = $7",
-		c.AID, c.Name, c.DomainRoot, c.IsConfigured, c.UserVPN, jsonText(nonNil(c.CustomDomains)), c.CID)
+		c.AID, c.Name, c.DomainRoot, c.IsConfigured, c.UserVPN, sqlcol.JSON(sqlcol.NonNil(c.CustomDomains)), c.CID)
 	return mustAffect(tag, err, "cluster "+c.CID)
 }
 
@@ -257,7 +204,7 @@ func (t *tx) UpdateCluster(c model.Cluster) error {
 
 const nodeCols = "cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash, last_heartbeat, gateway_key, gateway_version, gateway_started"
 
-func scanNode(row pgx.Row) (model.Node, error) {
+func scanNode(row sqlcol.Row) (model.Node, error) {
 	var n model.Node
 	var roles, declared, public, detected string
 	var hb, started int64
@@ -265,10 +212,10 @@ func scanNode(row pgx.Row) (model.Node, error) {
 		&n.EnrollmentTokenHash, &hb, &n.GatewayKey, &n.GatewayVersion, &started); err != nil {
 		return n, err
 	}
-	n.GatewayStartedAt = tm(started)
-	n.DeclaredIngress, n.PublicIP, n.DetectedIP = parseAddr(declared), parseAddr(public), parseAddr(detected)
-	n.LastHeartbeat = tm(hb)
-	return n, fromJSON(roles, &n.Roles)
+	n.GatewayStartedAt = sqlcol.Time(started)
+	n.DeclaredIngress, n.PublicIP, n.DetectedIP = sqlcol.ParseAddr(declared), sqlcol.ParseAddr(public), sqlcol.ParseAddr(detected)
+	n.LastHeartbeat = sqlcol.Time(hb)
+	return n, sqlcol.FromJSON(roles, &n.Roles)
 }
 
 func (t *tx) Node(cid, nid string) (model.Node, error) {
@@ -286,8 +233,8 @@ func (t *tx) Nodes(cid string) ([]model.Node, error) {
 }
 
 func nodeArgs(n model.Node) []any {
-	return []any{n.Name, jsonText(nonNil(n.Roles)), addrText(n.DeclaredIngress), addrText(n.PublicIP), addrText(n.DetectedIP),
-		n.Published, n.EnrollmentTokenHash, ts(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion, ts(n.GatewayStartedAt)}
+	return []any{n.Name, sqlcol.JSON(sqlcol.NonNil(n.Roles)), sqlcol.Addr(n.DeclaredIngress), sqlcol.Addr(n.PublicIP), sqlcol.Addr(n.DetectedIP),
+		n.Published, n.EnrollmentTokenHash, sqlcol.Nanos(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion, sqlcol.Nanos(n.GatewayStartedAt)}
 }
 
 func (t *tx) PutNode(n model.Node) error {

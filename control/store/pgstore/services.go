@@ -9,11 +9,12 @@ import (
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded, relay_url"
 
-func scanService(row pgx.Row) (model.Service, error) {
+func scanService(row sqlcol.Row) (model.Service, error) {
 	var s model.Service
 	var subnet string
 	var created int64
@@ -22,7 +23,7 @@ func scanService(row pgx.Row) (model.Service, error) {
 		return s, err
 	}
 	s.Subnet, _ = netip.ParsePrefix(subnet)
-	s.CreatedAt = tm(created)
+	s.CreatedAt = sqlcol.Time(created)
 	return s, nil
 }
 
@@ -77,7 +78,7 @@ func freeIndex(t *tx, table, col string, lo, hi int) (int, error) {
 }
 
 func serviceArgs(s model.Service) []any {
-	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), ts(s.CreatedAt), s.Seeded, s.RelayURL}
+	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), sqlcol.Nanos(s.CreatedAt), s.Seeded, s.RelayURL}
 }
 
 func (t *tx) PutService(s model.Service) error {
@@ -97,7 +98,7 @@ func (t *tx) UpdateService(s model.Service) error {
 const moveCols = `id, cid, service_id, from_node, target_node, state, error, endpoint, address_kind, warnings,
 	total, switched, switch_ms, prepare_version, started_at, switched_at, last_handshake, finished_at, steps`
 
-func scanMove(row pgx.Row) (model.Move, error) {
+func scanMove(row sqlcol.Row) (model.Move, error) {
 	var m model.Move
 	var warnings, steps string
 	var prepare, started, switched, last, finished int64
@@ -107,11 +108,11 @@ func scanMove(row pgx.Row) (model.Move, error) {
 		return m, err
 	}
 	m.PrepareVersion = uint64(prepare)
-	m.StartedAt, m.SwitchedAt, m.LastHandshake, m.FinishedAt = tm(started), tm(switched), tm(last), tm(finished)
-	if err := fromJSON(warnings, &m.Warnings); err != nil {
+	m.StartedAt, m.SwitchedAt, m.LastHandshake, m.FinishedAt = sqlcol.Time(started), sqlcol.Time(switched), sqlcol.Time(last), sqlcol.Time(finished)
+	if err := sqlcol.FromJSON(warnings, &m.Warnings); err != nil {
 		return m, err
 	}
-	return m, fromJSON(steps, &m.Steps)
+	return m, sqlcol.FromJSON(steps, &m.Steps)
 }
 
 func (t *tx) Move(id string) (model.Move, error) {
@@ -137,8 +138,8 @@ func (t *tx) InFlightMoves() ([]model.Move, error) {
 
 func moveArgs(m model.Move) []any {
 	return []any{m.CID, m.ServiceID, m.FromNodeID, m.TargetNodeID, m.State, m.Error, m.Endpoint, m.AddressKind,
-		jsonText(nonNil(m.Warnings)), m.Total, m.Switched, m.SwitchMs, int64(m.PrepareVersion),
-		ts(m.StartedAt), ts(m.SwitchedAt), ts(m.LastHandshake), ts(m.FinishedAt), jsonText(m.Steps)}
+		sqlcol.JSON(sqlcol.NonNil(m.Warnings)), m.Total, m.Switched, m.SwitchMs, int64(m.PrepareVersion),
+		sqlcol.Nanos(m.StartedAt), sqlcol.Nanos(m.SwitchedAt), sqlcol.Nanos(m.LastHandshake), sqlcol.Nanos(m.FinishedAt), sqlcol.JSON(m.Steps)}
 }
 
 func (t *tx) PutMove(m model.Move) error {

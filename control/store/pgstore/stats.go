@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 var _ store.StatsReader = (*Store)(nil)
@@ -16,7 +17,7 @@ var _ store.StatsReader = (*Store)(nil)
 func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 	st := store.Stats{Devices: map[string]int{store.DeviceConnected: 0, store.DeviceSignedIn: 0, store.DeviceSignedOut: 0, store.DeviceRevoked: 0}}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		at := ts(now)
+		at := sqlcol.Nanos(now)
 		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM sessions WHERE state = 'live' AND expires_at > $1`, at).Scan(&st.LiveSessions); err != nil {
 			return fmt.Errorf("sessions: %w", err)
 		}

@@ -1,18 +1,17 @@
 package pgstore
 
 import (
-	"github.com/jackc/pgx/v5"
-
 	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 const tokenCols = "id, aid, name, token_hash, created_at, created_by, expires_at, last_used, revoked_at, revoked_by"
 
-func scanToken(row pgx.Row) (model.APIToken, error) {
+func scanToken(row sqlcol.Row) (model.APIToken, error) {
 	var k model.APIToken
 	var created, expires, used, revoked int64
 	err := row.Scan(&k.ID, &k.AID, &k.Name, &k.Hash, &created, &k.CreatedBy, &expires, &used, &revoked, &k.RevokedBy)
-	k.CreatedAt, k.ExpiresAt, k.LastUsed, k.RevokedAt = tm(created), tm(expires), tm(used), tm(revoked)
+	k.CreatedAt, k.ExpiresAt, k.LastUsed, k.RevokedAt = sqlcol.Time(created), sqlcol.Time(expires), sqlcol.Time(used), sqlcol.Time(revoked)
 	return k, err
 }
 
@@ -31,7 +30,7 @@ func (t *tx) APITokens(aid string) ([]model.APIToken, error) {
 }
 
 func tokenArgs(k model.APIToken) []any {
-	return []any{k.AID, k.Name, k.Hash, ts(k.CreatedAt), k.CreatedBy, ts(k.ExpiresAt), ts(k.LastUsed), ts(k.RevokedAt), k.RevokedBy}
+	return []any{k.AID, k.Name, k.Hash, sqlcol.Nanos(k.CreatedAt), k.CreatedBy, sqlcol.Nanos(k.ExpiresAt), sqlcol.Nanos(k.LastUsed), sqlcol.Nanos(k.RevokedAt), k.RevokedBy}
 }
 
 func (t *tx) PutAPIToken(k model.APIToken) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 // lastActive is model.Device.LastActive in SQL.
@@ -16,14 +17,6 @@ const lastActive = "MAX(d.created_at, d.last_seen, d.last_handshake, d.revoked_a
 // noLiveSession holds for a device d whose bound session is not live at
 // the time given as the parameter.
 const noLiveSession = `NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = d.session_id AND s.state = 'live' AND s.expires_at > ?)`
-
-func anyArgs(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
-}
 
 func (t *tx) Devices(f store.DeviceFilter) ([]model.Device, error) {
 	if len(f.AIDs) == 0 {
@@ -41,26 +34,17 @@ func (t *tx) Devices(f store.DeviceFilter) ([]model.Device, error) {
 		q += " AND EXISTS (SELECT 1 FROM memberships m WHERE m.device_id = d.id AND m.cid = ?)"
 		args = append(args, f.CID)
 	}
-	return t.devices("devices", q+" ORDER BY d.id", args...)
+	return list(t, "devices", scanDevice, q+" ORDER BY d.id", args...)
 }
 
 func (t *tx) Memberships(deviceID string) ([]model.Membership, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT cid, last_handshake FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
-	if err != nil {
-		return nil, fmt.Errorf("clusters of device %s: %w", deviceID, err)
-	}
-	defer rows.Close()
-	var out []model.Membership
-	for rows.Next() {
+	return list(t, "clusters of device "+deviceID, func(r sqlcol.Row) (model.Membership, error) {
 		var m model.Membership
 		var hs int64
-		if err := rows.Scan(&m.CID, &hs); err != nil {
-			return nil, err
-		}
-		m.LastHandshake = tm(hs)
-		out = append(out, m)
-	}
-	return out, rows.Err()
+		err := r.Scan(&m.CID, &hs)
+		m.LastHandshake = sqlcol.Time(hs)
+		return m, err
+	}, "SELECT cid, last_handshake FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
 }
 
 func (t *tx) CountUserDevices(email string) (int, error) {
@@ -76,19 +60,19 @@ func (t *tx) KeyRevoked(publicKey string) (model.RevokedKey, error) {
 	var at int64
 	err := t.q.QueryRowContext(t.ctx, "SELECT public_key, device_id, user, revoked_at, revoked_by FROM revoked_keys WHERE public_key = ?",
 		publicKey).Scan(&k.PublicKey, &k.DeviceID, &k.User, &at, &k.RevokedBy)
-	k.RevokedAt = tm(at)
+	k.RevokedAt = sqlcol.Time(at)
 	return k, one(err, "revoked key")
 }
 
 func (t *tx) IdleDevices(cutoff, now time.Time, limit int) ([]model.Device, error) {
 	cols := "d." + strings.ReplaceAll(deviceCols, ", ", ", d.")
-	return t.devices("idle devices", "SELECT "+cols+" FROM devices d WHERE "+lastActive+" <= ? AND "+noLiveSession+
-		" ORDER BY "+lastActive+", d.id LIMIT ?", ts(cutoff), ts(now), limit)
+	return list(t, "idle devices", scanDevice, "SELECT "+cols+" FROM devices d WHERE "+lastActive+" <= ? AND "+noLiveSession+
+		" ORDER BY "+lastActive+", d.id LIMIT ?", sqlcol.Nanos(cutoff), sqlcol.Nanos(now), limit)
 }
 
 func (t *tx) NextIdle(now time.Time) (time.Time, bool, error) {
 	var n sql.NullInt64
-	if err := t.q.QueryRowContext(t.ctx, "SELECT MIN("+lastActive+") FROM devices d WHERE "+noLiveSession, ts(now)).Scan(&n); err != nil {
+	if err := t.q.QueryRowContext(t.ctx, "SELECT MIN("+lastActive+") FROM devices d WHERE "+noLiveSession, sqlcol.Nanos(now)).Scan(&n); err != nil {
 		return time.Time{}, false, fmt.Errorf("next idle device: %w", err)
 	}
 	if !n.Valid {
@@ -99,21 +83,8 @@ func (t *tx) NextIdle(now time.Time) (time.Time, bool, error) {
 }
 
 func (t *tx) LiveSessionsOfUser(email string, now time.Time) ([]model.Session, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+sessionCols+` FROM sessions
-		WHERE user = ? COLLATE NOCASE AND state = 'live' AND expires_at > ? ORDER BY created_at, id`, email, ts(now))
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", email, err)
-	}
-	defer rows.Close()
-	var out []model.Session
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return list(t, "sessions of "+email, scanSession, "SELECT "+sessionCols+` FROM sessions
+		WHERE user = ? COLLATE NOCASE AND state = 'live' AND expires_at > ? ORDER BY created_at, id`, email, sqlcol.Nanos(now))
 }
 
 func (t *tx) DeleteDevice(id string) error {
@@ -122,7 +93,7 @@ func (t *tx) DeleteDevice(id string) error {
 }
 
 func (t *tx) SetDeviceSeen(id string, at time.Time) error {
-	if _, err := t.exec("UPDATE devices SET last_seen = ? WHERE id = ? AND last_seen < ?", ts(at), id, ts(at)); err != nil {
+	if _, err := t.exec("UPDATE devices SET last_seen = ? WHERE id = ? AND last_seen < ?", sqlcol.Nanos(at), id, sqlcol.Nanos(at)); err != nil {
 		return fmt.Errorf("device %s seen: %w", id, err)
 	}
 	return nil
@@ -130,7 +101,7 @@ func (t *tx) SetDeviceSeen(id string, at time.Time) error {
 
 func (t *tx) SetHandshake(deviceID, cid string, at time.Time) (bool, error) {
 	res, err := t.exec("UPDATE memberships SET last_handshake = ? WHERE device_id = ? AND cid = ? AND last_handshake < ?",
-		ts(at), deviceID, cid, ts(at))
+		sqlcol.Nanos(at), deviceID, cid, sqlcol.Nanos(at))
 	if err != nil {
 		return false, fmt.Errorf("handshake of %s with %s: %w", deviceID, cid, err)
 	}
@@ -138,7 +109,7 @@ func (t *tx) SetHandshake(deviceID, cid string, at time.Time) (bool, error) {
 	if err != nil || n == 0 {
 		return false, err
 	}
-	if _, err := t.exec("UPDATE devices SET last_handshake = ? WHERE id = ? AND last_handshake < ?", ts(at), deviceID, ts(at)); err != nil {
+	if _, err := t.exec("UPDATE devices SET last_handshake = ? WHERE id = ? AND last_handshake < ?", sqlcol.Nanos(at), deviceID, sqlcol.Nanos(at)); err != nil {
 		return false, fmt.Errorf("handshake of %s: %w", deviceID, err)
 	}
 	return true, nil
@@ -146,6 +117,6 @@ func (t *tx) SetHandshake(deviceID, cid string, at time.Time) (bool, error) {
 
 func (t *tx) PutRevokedKey(k model.RevokedKey) error {
 	_, err := t.exec("INSERT INTO revoked_keys (public_key, device_id, user, revoked_at, revoked_by) VALUES (?, ?, ?, ?, ?)",
-		k.PublicKey, k.DeviceID, k.User, ts(k.RevokedAt), k.RevokedBy)
+		k.PublicKey, k.DeviceID, k.User, sqlcol.Nanos(k.RevokedAt), k.RevokedBy)
 	return constraint(err, "revoked key of device "+k.DeviceID)
 }

@@ -5,13 +5,14 @@ import (
 
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 func (t *tx) PutAuditEntry(e audit.Entry) (int64, error) {
 	var id int64
 	err := t.q.QueryRowContext(t.ctx, `INSERT INTO audit_log (at, actor, actor_kind, source, kind, cid, target, outcome)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		ts(e.At), e.Actor.Name, e.Actor.Kind, e.Source, e.Kind, e.CID, e.Target, e.Outcome).Scan(&id)
+		sqlcol.Nanos(e.At), e.Actor.Name, e.Actor.Kind, e.Source, e.Kind, e.CID, e.Target, e.Outcome).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("audit %s of %s: %w", e.Kind, e.Target, err)
 	}
@@ -22,9 +23,6 @@ func (t *tx) PutAuditEntry(e audit.Entry) (int64, error) {
 	}
 	return id, nil
 }
-
-// defaultAuditLimit is AuditFilter.Limit's zero value.
-const defaultAuditLimit = 50
 
 func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	if len(f.AIDs) == 0 {
@@ -43,7 +41,7 @@ func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	}
 	if f.Kind != "" {
 		q += " AND (a.kind = ? OR a.kind LIKE ? ESCAPE '\\')"
-		args = append(args, f.Kind, likeEscape(f.Kind)+".%")
+		args = append(args, f.Kind, sqlcol.LikeEscape(f.Kind)+".%")
 	}
 	if f.Target != "" {
 		q += " AND a.target = ?"
@@ -55,61 +53,26 @@ func (t *tx) AuditEntries(f store.AuditFilter) ([]audit.Entry, error) {
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = defaultAuditLimit
+		limit = store.DefaultAuditLimit
 	}
 	q += " ORDER BY a.id DESC LIMIT ?"
 	args = append(args, limit)
-	rows, err := t.q.QueryContext(t.ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	defer rows.Close()
-	var out []audit.Entry
-	for rows.Next() {
+	out, err := list(t, "audit log", func(r sqlcol.Row) (audit.Entry, error) {
 		var e audit.Entry
 		var at int64
-		if err := rows.Scan(&e.ID, &at, &e.Actor.Name, &e.Actor.Kind, &e.Source, &e.Kind, &e.CID, &e.Target, &e.Outcome); err != nil {
-			return nil, fmt.Errorf("audit log: %w", err)
-		}
-		e.At = tm(at)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		err := r.Scan(&e.ID, &at, &e.Actor.Name, &e.Actor.Kind, &e.Source, &e.Kind, &e.CID, &e.Target, &e.Outcome)
+		e.At = sqlcol.Time(at)
+		return e, err
+	}, q, args...)
+	if err != nil {
 		return nil, err
 	}
 	for i := range out {
-		if out[i].AIDs, err = t.auditAccounts(out[i].ID); err != nil {
+		id := out[i].ID
+		if out[i].AIDs, err = list(t, fmt.Sprintf("audit entry %d", id), sqlcol.String,
+			"SELECT aid FROM audit_accounts WHERE entry_id = ? ORDER BY aid", id); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
-}
-
-func (t *tx) auditAccounts(id int64) ([]string, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT aid FROM audit_accounts WHERE entry_id = ? ORDER BY aid", id)
-	if err != nil {
-		return nil, fmt.Errorf("audit entry %d: %w", id, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var aid string
-		if err := rows.Scan(&aid); err != nil {
-			return nil, err
-		}
-		out = append(out, aid)
-	}
-	return out, rows.Err()
-}
-
-// likeEscape escapes LIKE's wildcards (and the escape) in s.
-func likeEscape(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '%' || c == '_' || c == '\\' {
-			out = append(out, '\\')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }

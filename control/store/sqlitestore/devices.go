@@ -8,6 +8,7 @@ import (
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 func isNotFound(err error) bool {
@@ -16,7 +17,7 @@ func isNotFound(err error) bool {
 
 const deviceCols = "id, user, name, os, public_key, addr_index, address, session_id, created_at, last_seen, last_handshake, revoked_at, revoked_by"
 
-func scanDevice(row interface{ Scan(...any) error }) (model.Device, error) {
+func scanDevice(row sqlcol.Row) (model.Device, error) {
 	var d model.Device
 	var addr string
 	var sid sql.NullString
@@ -25,9 +26,9 @@ func scanDevice(row interface{ Scan(...any) error }) (model.Device, error) {
 		&seen, &hs, &revoked, &d.RevokedBy); err != nil {
 		return d, err
 	}
-	d.Address = parseAddr(addr)
+	d.Address = sqlcol.ParseAddr(addr)
 	d.SessionID = sid.String
-	d.CreatedAt, d.LastSeen, d.LastHandshake, d.RevokedAt = tm(created), tm(seen), tm(hs), tm(revoked)
+	d.CreatedAt, d.LastSeen, d.LastHandshake, d.RevokedAt = sqlcol.Time(created), sqlcol.Time(seen), sqlcol.Time(hs), sqlcol.Time(revoked)
 	return d, nil
 }
 
@@ -42,42 +43,11 @@ func (t *tx) DeviceByKey(publicKey string) (model.Device, error) {
 }
 
 func (t *tx) DevicesOfSession(sessionID string) ([]model.Device, error) {
-	return t.devices("devices of session", "SELECT "+deviceCols+" FROM devices WHERE session_id = ? ORDER BY id", sessionID)
-}
-
-// devices runs a query selecting deviceCols.
-func (t *tx) devices(what, query string, args ...any) ([]model.Device, error) {
-	rows, err := t.q.QueryContext(t.ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	var out []model.Device
-	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return list(t, "devices of session", scanDevice, "SELECT "+deviceCols+" FROM devices WHERE session_id = ? ORDER BY id", sessionID)
 }
 
 func (t *tx) DeviceClusters(deviceID string) ([]string, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT cid FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
-	if err != nil {
-		return nil, fmt.Errorf("clusters of device %s: %w", deviceID, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var cid string
-		if err := rows.Scan(&cid); err != nil {
-			return nil, err
-		}
-		out = append(out, cid)
-	}
-	return out, rows.Err()
+	return list(t, "clusters of device "+deviceID, sqlcol.String, "SELECT cid FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
 }
 
 func (t *tx) FreeDeviceAddrIndex(lo, hi int) (int, error) {
@@ -90,8 +60,8 @@ func (t *tx) CountDevices() (int, error) {
 }
 
 func deviceArgs(d model.Device) []any {
-	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, addrText(d.Address), nullable(d.SessionID), ts(d.CreatedAt),
-		ts(d.LastSeen), ts(d.LastHandshake), ts(d.RevokedAt), d.RevokedBy}
+	return []any{d.User, d.Name, d.OS, d.PublicKey, d.AddrIndex, sqlcol.Addr(d.Address), sqlcol.Nullable(d.SessionID), sqlcol.Nanos(d.CreatedAt),
+		sqlcol.Nanos(d.LastSeen), sqlcol.Nanos(d.LastHandshake), sqlcol.Nanos(d.RevokedAt), d.RevokedBy}
 }
 
 func (t *tx) PutDevice(d model.Device) error {
@@ -130,28 +100,18 @@ const peersFrom = `FROM memberships m
 		WHERE m.cid = ? AND d.revoked_at = 0 AND s.state = 'live' AND s.expires_at > ?`
 
 func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
-	rows, err := t.q.QueryContext(t.ctx, `SELECT d.id, d.public_key, d.address `+peersFrom+`
-		ORDER BY d.id`, cid, ts(now))
-	if err != nil {
-		return nil, fmt.Errorf("peers of %s: %w", cid, err)
-	}
-	defer rows.Close()
-	var out []model.Peer
-	for rows.Next() {
+	return list(t, "peers of "+cid, func(r sqlcol.Row) (model.Peer, error) {
 		var p model.Peer
 		var addr string
-		if err := rows.Scan(&p.DeviceID, &p.PublicKey, &addr); err != nil {
-			return nil, err
-		}
-		p.Address = parseAddr(addr)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+		err := r.Scan(&p.DeviceID, &p.PublicKey, &addr)
+		p.Address = sqlcol.ParseAddr(addr)
+		return p, err
+	}, `SELECT d.id, d.public_key, d.address `+peersFrom+` ORDER BY d.id`, cid, sqlcol.Nanos(now))
 }
 
 func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
 	var n int
-	if err := t.q.QueryRowContext(t.ctx, `SELECT COUNT(*) `+peersFrom, cid, ts(now)).Scan(&n); err != nil {
+	if err := t.q.QueryRowContext(t.ctx, `SELECT COUNT(*) `+peersFrom, cid, sqlcol.Nanos(now)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count peers of %s: %w", cid, err)
 	}
 	return n, nil
@@ -161,11 +121,11 @@ func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
 
 const sessionCols = "id, token_hash, user, client_id, state, created_at, expires_at, ended_at"
 
-func scanSession(row interface{ Scan(...any) error }) (model.Session, error) {
+func scanSession(row sqlcol.Row) (model.Session, error) {
 	var s model.Session
 	var created, expires, ended int64
 	err := row.Scan(&s.ID, &s.TokenHash, &s.User, &s.ClientID, &s.State, &created, &expires, &ended)
-	s.CreatedAt, s.ExpiresAt, s.EndedAt = tm(created), tm(expires), tm(ended)
+	s.CreatedAt, s.ExpiresAt, s.EndedAt = sqlcol.Time(created), sqlcol.Time(expires), sqlcol.Time(ended)
 	return s, err
 }
 
@@ -180,20 +140,8 @@ func (t *tx) SessionByToken(hash string) (model.Session, error) {
 }
 
 func (t *tx) LiveSessionsExpiringBy(at time.Time) ([]model.Session, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= ? ORDER BY expires_at", ts(at))
-	if err != nil {
-		return nil, fmt.Errorf("expiring sessions: %w", err)
-	}
-	defer rows.Close()
-	var out []model.Session
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return list(t, "expiring sessions", scanSession,
+		"SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= ? ORDER BY expires_at", sqlcol.Nanos(at))
 }
 
 func (t *tx) NextExpiry() (time.Time, bool, error) {
@@ -204,7 +152,7 @@ func (t *tx) NextExpiry() (time.Time, bool, error) {
 	if !n.Valid {
 		return time.Time{}, false, nil
 	}
-	return tm(n.Int64), true, nil
+	return sqlcol.Time(n.Int64), true, nil
 }
 
 func (t *tx) FirstEnded() (time.Time, bool, error) {
@@ -215,23 +163,23 @@ func (t *tx) FirstEnded() (time.Time, bool, error) {
 	if !n.Valid {
 		return time.Time{}, false, nil
 	}
-	return tm(n.Int64), true, nil
+	return sqlcol.Time(n.Int64), true, nil
 }
 
 func (t *tx) PutSession(s model.Session) error {
 	_, err := t.exec("INSERT INTO sessions ("+sessionCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		s.ID, s.TokenHash, s.User, s.ClientID, s.State, ts(s.CreatedAt), ts(s.ExpiresAt), ts(s.EndedAt))
+		s.ID, s.TokenHash, s.User, s.ClientID, s.State, sqlcol.Nanos(s.CreatedAt), sqlcol.Nanos(s.ExpiresAt), sqlcol.Nanos(s.EndedAt))
 	return constraint(err, "session "+s.ID)
 }
 
 func (t *tx) UpdateSession(s model.Session) error {
 	res, err := t.exec("UPDATE sessions SET state = ?, expires_at = ?, ended_at = ? WHERE id = ?",
-		s.State, ts(s.ExpiresAt), ts(s.EndedAt), s.ID)
+		s.State, sqlcol.Nanos(s.ExpiresAt), sqlcol.Nanos(s.EndedAt), s.ID)
 	return mustAffect(res, err, "session "+s.ID)
 }
 
 func (t *tx) DeleteSessionsEndedBy(at time.Time) (int, error) {
-	res, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at <= ?", ts(at))
+	res, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at <= ?", sqlcol.Nanos(at))
 	if err != nil {
 		return 0, fmt.Errorf("forget old sessions: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 // grants is the oauth.GrantStore on the same database, so that several
@@ -21,7 +22,7 @@ const grantGrace = time.Minute
 func (g grants) write(ctx context.Context, fn func(t *tx) error) error {
 	_, err := g.s.Update(ctx, func(w store.Writer) error {
 		t := w.(*tx)
-		cut := ts(g.s.now().Add(-grantGrace))
+		cut := sqlcol.Nanos(g.s.now().Add(-grantGrace))
 		if _, err := t.exec("DELETE FROM oauth_codes WHERE expires_at < ?", cut); err != nil {
 			return err
 		}
@@ -36,7 +37,7 @@ func (g grants) write(ctx context.Context, fn func(t *tx) error) error {
 func (g grants) PutAuthCode(ctx context.Context, c oauth.AuthCode) error {
 	return g.write(ctx, func(t *tx) error {
 		_, err := t.exec(`INSERT INTO oauth_codes (code_hash, client_id, redirect_uri, code_challenge, user, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, c.CodeHash, c.ClientID, c.RedirectURI, c.CodeChallenge, c.User, ts(c.ExpiresAt))
+			VALUES (?, ?, ?, ?, ?, ?)`, c.CodeHash, c.ClientID, c.RedirectURI, c.CodeChallenge, c.User, sqlcol.Nanos(c.ExpiresAt))
 		return constraint(err, "authorization code")
 	})
 }
@@ -50,7 +51,7 @@ func (g grants) TakeAuthCode(ctx context.Context, codeHash string) (oauth.AuthCo
 		err := t.q.QueryRowContext(t.ctx, `DELETE FROM oauth_codes WHERE code_hash = ?
 			RETURNING code_hash, client_id, redirect_uri, code_challenge, user, expires_at`, codeHash).
 			Scan(&c.CodeHash, &c.ClientID, &c.RedirectURI, &c.CodeChallenge, &c.User, &exp)
-		c.ExpiresAt = tm(exp)
+		c.ExpiresAt = sqlcol.Time(exp)
 		return err
 	})
 	if err != nil {
@@ -64,30 +65,30 @@ func (g grants) TakeAuthCode(ctx context.Context, codeHash string) (oauth.AuthCo
 
 const deviceCodeCols = "device_code_hash, user_code, client_id, user, approved, denied, expires_at, interval_ns, last_poll"
 
-func scanDeviceCode(row interface{ Scan(...any) error }) (oauth.DeviceCode, error) {
+func scanDeviceCode(row sqlcol.Row) (oauth.DeviceCode, error) {
 	var d oauth.DeviceCode
 	var approved, denied int
 	var exp, interval, last int64
 	err := row.Scan(&d.DeviceCodeHash, &d.UserCode, &d.ClientID, &d.User, &approved, &denied, &exp, &interval, &last)
 	d.Approved, d.Denied = approved != 0, denied != 0
-	d.ExpiresAt, d.Interval, d.LastPoll = tm(exp), time.Duration(interval), tm(last)
+	d.ExpiresAt, d.Interval, d.LastPoll = sqlcol.Time(exp), time.Duration(interval), sqlcol.Time(last)
 	return d, err
 }
 
 func (g grants) PutDeviceCode(ctx context.Context, d oauth.DeviceCode, now time.Time, maxPending int) error {
 	return g.write(ctx, func(t *tx) error {
-		if _, err := t.exec("DELETE FROM oauth_device_codes WHERE expires_at < ?", ts(now.Add(-grantGrace))); err != nil {
+		if _, err := t.exec("DELETE FROM oauth_device_codes WHERE expires_at < ?", sqlcol.Nanos(now.Add(-grantGrace))); err != nil {
 			return err
 		}
 		var pending int
-		if err := t.q.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM oauth_device_codes WHERE expires_at > ?", ts(now)).Scan(&pending); err != nil {
+		if err := t.q.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM oauth_device_codes WHERE expires_at > ?", sqlcol.Nanos(now)).Scan(&pending); err != nil {
 			return fmt.Errorf("count pending device codes: %w", err)
 		}
 		if pending >= maxPending {
 			return oauth.ErrTooMany
 		}
 		_, err := t.exec("INSERT INTO oauth_device_codes ("+deviceCodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			d.DeviceCodeHash, d.UserCode, d.ClientID, d.User, b2i(d.Approved), b2i(d.Denied), ts(d.ExpiresAt), int64(d.Interval), ts(d.LastPoll))
+			d.DeviceCodeHash, d.UserCode, d.ClientID, d.User, b2i(d.Approved), b2i(d.Denied), sqlcol.Nanos(d.ExpiresAt), int64(d.Interval), sqlcol.Nanos(d.LastPoll))
 		return constraint(err, "device code")
 	})
 }
@@ -128,7 +129,7 @@ func (g grants) DecideDeviceCode(ctx context.Context, userCode, user string, app
 		var err error
 		d, err = scanDeviceCode(t.q.QueryRowContext(t.ctx, `UPDATE oauth_device_codes SET approved = ?, denied = ?, user = ?
 			WHERE user_code = ? AND approved = 0 AND denied = 0 AND expires_at > ?
-			RETURNING `+deviceCodeCols, b2i(approve), b2i(!approve), user, userCode, ts(now)))
+			RETURNING `+deviceCodeCols, b2i(approve), b2i(!approve), user, userCode, sqlcol.Nanos(now)))
 		return err
 	})
 	if isNotFound(err) {
@@ -150,7 +151,7 @@ func (g grants) PollDeviceCode(ctx context.Context, hash string, poll func(oauth
 			return err
 		}
 		d.LastPoll, d.Interval = poll(d)
-		_, err = t.exec("UPDATE oauth_device_codes SET last_poll = ?, interval_ns = ? WHERE device_code_hash = ?", ts(d.LastPoll), int64(d.Interval), hash)
+		_, err = t.exec("UPDATE oauth_device_codes SET last_poll = ?, interval_ns = ? WHERE device_code_hash = ?", sqlcol.Nanos(d.LastPoll), int64(d.Interval), hash)
 		return err
 	})
 	if isNotFound(err) {
@@ -178,7 +179,7 @@ func (g grants) DeleteDeviceCode(ctx context.Context, hash string) error {
 func (g grants) Count(ctx context.Context, now time.Time, keys []string, fn func([]oauth.Counter) []oauth.Counter) error {
 	_, err := g.s.Update(ctx, func(w store.Writer) error {
 		t := w.(*tx)
-		if _, err := t.exec("DELETE FROM throttle WHERE expires_at <= ?", ts(now)); err != nil {
+		if _, err := t.exec("DELETE FROM throttle WHERE expires_at <= ?", sqlcol.Nanos(now)); err != nil {
 			return err
 		}
 		cur := make([]oauth.Counter, len(keys))
@@ -188,7 +189,7 @@ func (g grants) Count(ctx context.Context, now time.Time, keys []string, fn func
 			err := t.q.QueryRowContext(t.ctx, "SELECT n, first, last, expires_at FROM throttle WHERE key = ?", k).Scan(&n, &first, &last, &exp)
 			switch {
 			case err == nil:
-				cur[i] = oauth.Counter{N: n, First: tm(first), Last: tm(last), Expires: tm(exp)}
+				cur[i] = oauth.Counter{N: n, First: sqlcol.Time(first), Last: sqlcol.Time(last), Expires: sqlcol.Time(exp)}
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
@@ -205,7 +206,7 @@ func (g grants) Count(ctx context.Context, now time.Time, keys []string, fn func
 			} else {
 				_, err = t.exec(`INSERT INTO throttle (key, n, first, last, expires_at) VALUES (?, ?, ?, ?, ?)
 					ON CONFLICT (key) DO UPDATE SET n = excluded.n, first = excluded.first, last = excluded.last, expires_at = excluded.expires_at`,
-					k, c.N, ts(c.First), ts(c.Last), ts(c.Expires))
+					k, c.N, sqlcol.Nanos(c.First), sqlcol.Nanos(c.Last), sqlcol.Nanos(c.Expires))
 			}
 			if err != nil {
 				return err

@@ -2,13 +2,12 @@ package sqlitestore
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 func (t *tx) GlobalVersion() (uint64, error) {
@@ -20,88 +19,49 @@ func (t *tx) TopicVersion(topics ...string) (uint64, error) {
 	if len(topics) == 0 {
 		return 0, nil
 	}
-	args := make([]any, len(topics))
-	for i, s := range topics {
-		args[i] = s
-	}
 	var v uint64
 	q := "SELECT COALESCE(MAX(version), 0) FROM topics WHERE topic IN (" + placeholders(len(topics)) + ")"
-	return v, one(t.q.QueryRowContext(t.ctx, q, args...).Scan(&v), "topic version")
+	return v, one(t.q.QueryRowContext(t.ctx, q, anyArgs(topics)...).Scan(&v), "topic version")
+}
+
+func (t *tx) topicMap(what, query string, args ...any) (map[string]uint64, error) {
+	type tv struct {
+		k string
+		v uint64
+	}
+	rows, err := list(t, what, func(r sqlcol.Row) (tv, error) {
+		var x tv
+		return x, r.Scan(&x.k, &x.v)
+	}, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]uint64, len(rows))
+	for _, r := range rows {
+		m[r.k] = r.v
+	}
+	return m, nil
 }
 
 func (t *tx) AllTopicVersions() (map[string]uint64, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT topic, version FROM topics")
-	if err != nil {
-		return nil, fmt.Errorf("topic versions: %w", err)
-	}
-	defer rows.Close()
-	m := map[string]uint64{}
-	for rows.Next() {
-		var k string
-		var v uint64
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, err
-		}
-		m[k] = v
-	}
-	return m, rows.Err()
+	return t.topicMap("topic versions", "SELECT topic, version FROM topics")
 }
 
 func (t *tx) TopicsSince(v uint64) (map[string]uint64, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT topic, version FROM topics WHERE version > ?", v)
-	if err != nil {
-		return nil, fmt.Errorf("topics since %d: %w", v, err)
-	}
-	defer rows.Close()
-	m := map[string]uint64{}
-	for rows.Next() {
-		var k string
-		var tv uint64
-		if err := rows.Scan(&k, &tv); err != nil {
-			return nil, err
-		}
-		m[k] = tv
-	}
-	return m, rows.Err()
+	return t.topicMap(fmt.Sprintf("topics since %d", v), "SELECT topic, version FROM topics WHERE version > ?", v)
 }
 
+// placeholders and anyArgs give an IN (…) list its ? and its values.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
-// jsonText and fromJSON keep small lists (roles, domains, steps) in TEXT.
-func jsonText(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only plain slices of strings and structs go here
+func anyArgs(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
 	}
-	return string(b)
-}
-
-func fromJSON(s string, v any) error {
-	if s == "" {
-		return nil
-	}
-	return json.Unmarshal([]byte(s), v)
-}
-
-func addrText(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
-	}
-	return a.String()
-}
-
-func parseAddr(s string) netip.Addr {
-	a, _ := netip.ParseAddr(s) // written by addrText; "" is the zero Addr
-	return a
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
+	return out
 }
 
 // Accounts and users.
@@ -117,7 +77,7 @@ func (t *tx) Account(aid string) (model.Account, error) {
 
 func (t *tx) PutAccount(a model.Account) error {
 	_, err := t.exec("INSERT INTO accounts (aid, name, operator_token_hash) VALUES (?, ?, ?)",
-		a.AID, a.Name, nullable(a.OperatorTokenHash))
+		a.AID, a.Name, sqlcol.Nullable(a.OperatorTokenHash))
 	return constraint(err, "account "+a.AID)
 }
 
@@ -130,19 +90,8 @@ func (t *tx) User(email string) (model.User, error) {
 		return u, one(err, "user "+email)
 	}
 	u.Operator = op != 0
-	rows, err := t.q.QueryContext(t.ctx, "SELECT aid FROM user_accounts WHERE email = ? ORDER BY aid", u.Email)
-	if err != nil {
-		return u, fmt.Errorf("user %s: %w", email, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var aid string
-		if err := rows.Scan(&aid); err != nil {
-			return u, err
-		}
-		u.Accounts = append(u.Accounts, aid)
-	}
-	return u, rows.Err()
+	u.Accounts, err = list(t, "user "+email, sqlcol.String, "SELECT aid FROM user_accounts WHERE email = ? ORDER BY aid", u.Email)
+	return u, err
 }
 
 func (t *tx) PutUser(u model.User) error {
@@ -162,7 +111,7 @@ func (t *tx) PutUser(u model.User) error {
 
 const clusterCols = "cid, aid, name, domain_root, is_configured, user_vpn, custom_domains"
 
-func scanCluster(row interface{ Scan(...any) error }) (model.Cluster, error) {
+func scanCluster(row sqlcol.Row) (model.Cluster, error) {
 	var c model.Cluster
 	var conf int
 	var domains string
@@ -170,7 +119,7 @@ func scanCluster(row interface{ Scan(...any) error }) (model.Cluster, error) {
 		return c, err
 	}
 	c.IsConfigured = conf != 0
-	return c, fromJSON(domains, &c.CustomDomains)
+	return c, sqlcol.FromJSON(domains, &c.CustomDomains)
 }
 
 func (t *tx) Cluster(cid string) (model.Cluster, error) {
@@ -182,50 +131,26 @@ func (t *tx) Clusters(aids []string) ([]model.Cluster, error) {
 	if len(aids) == 0 {
 		return nil, nil
 	}
-	args := make([]any, len(aids))
-	for i, a := range aids {
-		args[i] = a
-	}
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+clusterCols+" FROM clusters WHERE aid IN ("+placeholders(len(aids))+") ORDER BY cid", args...)
-	if err != nil {
-		return nil, fmt.Errorf("clusters: %w", err)
-	}
-	defer rows.Close()
-	var out []model.Cluster
-	for rows.Next() {
-		c, err := scanCluster(rows)
-		if err != nil {
-			return nil, fmt.Errorf("clusters: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return list(t, "clusters", scanCluster, "SELECT "+clusterCols+" FROM clusters WHERE aid IN ("+placeholders(len(aids))+") ORDER BY cid", anyArgs(aids)...)
 }
 
 func (t *tx) PutCluster(c model.Cluster) error {
 	_, err := t.exec("INSERT INTO clusters ("+clusterCols+") VALUES (?, ?, ?, ?, ?, ?, ?)",
-		c.CID, c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, jsonText(nonNil(c.CustomDomains)))
+		c.CID, c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, sqlcol.JSON(sqlcol.NonNil(c.CustomDomains)))
 	return constraint(err, "cluster "+c.CID)
 }
 
 func (t *tx) UpdateCluster(c model.Cluster) error {
 	res, err := t.exec("UPDATE clusters SET aid = ?, name = ?, domain_root = ?, is_configured = ?, user_vpn = ?, custom_domains = ? WHERE cid = ?",
-		c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, jsonText(nonNil(c.CustomDomains)), c.CID)
+		c.AID, c.Name, c.DomainRoot, b2i(c.IsConfigured), c.UserVPN, sqlcol.JSON(sqlcol.NonNil(c.CustomDomains)), c.CID)
 	return mustAffect(res, err, "cluster "+c.CID)
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // Nodes.
 
 const nodeCols = "cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash, last_heartbeat, gateway_key, gateway_version, gateway_started"
 
-func scanNode(row interface{ Scan(...any) error }) (model.Node, error) {
+func scanNode(row sqlcol.Row) (model.Node, error) {
 	var n model.Node
 	var roles, declared, public, detected string
 	var published int
@@ -234,11 +159,11 @@ func scanNode(row interface{ Scan(...any) error }) (model.Node, error) {
 		&n.EnrollmentTokenHash, &hb, &n.GatewayKey, &n.GatewayVersion, &started); err != nil {
 		return n, err
 	}
-	n.GatewayStartedAt = tm(started)
-	n.DeclaredIngress, n.PublicIP, n.DetectedIP = parseAddr(declared), parseAddr(public), parseAddr(detected)
+	n.GatewayStartedAt = sqlcol.Time(started)
+	n.DeclaredIngress, n.PublicIP, n.DetectedIP = sqlcol.ParseAddr(declared), sqlcol.ParseAddr(public), sqlcol.ParseAddr(detected)
 	n.Published = published != 0
-	n.LastHeartbeat = tm(hb)
-	return n, fromJSON(roles, &n.Roles)
+	n.LastHeartbeat = sqlcol.Time(hb)
+	return n, sqlcol.FromJSON(roles, &n.Roles)
 }
 
 func (t *tx) Node(cid, nid string) (model.Node, error) {
@@ -252,25 +177,12 @@ func (t *tx) NodeByEnrollmentToken(hash string) (model.Node, error) {
 }
 
 func (t *tx) Nodes(cid string) ([]model.Node, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+nodeCols+" FROM nodes WHERE cid = ? ORDER BY nid", cid)
-	if err != nil {
-		return nil, fmt.Errorf("nodes of %s: %w", cid, err)
-	}
-	defer rows.Close()
-	var out []model.Node
-	for rows.Next() {
-		n, err := scanNode(rows)
-		if err != nil {
-			return nil, fmt.Errorf("nodes of %s: %w", cid, err)
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return list(t, "nodes of "+cid, scanNode, "SELECT "+nodeCols+" FROM nodes WHERE cid = ? ORDER BY nid", cid)
 }
 
 func nodeArgs(n model.Node) []any {
-	return []any{n.Name, jsonText(nonNil(n.Roles)), addrText(n.DeclaredIngress), addrText(n.PublicIP), addrText(n.DetectedIP),
-		b2i(n.Published), n.EnrollmentTokenHash, ts(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion, ts(n.GatewayStartedAt)}
+	return []any{n.Name, sqlcol.JSON(sqlcol.NonNil(n.Roles)), sqlcol.Addr(n.DeclaredIngress), sqlcol.Addr(n.PublicIP), sqlcol.Addr(n.DetectedIP),
+		b2i(n.Published), n.EnrollmentTokenHash, sqlcol.Nanos(n.LastHeartbeat), n.GatewayKey, n.GatewayVersion, sqlcol.Nanos(n.GatewayStartedAt)}
 }
 
 func (t *tx) PutNode(n model.Node) error {

@@ -8,11 +8,12 @@ import (
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 const serviceCols = "id, cid, name, node_id, port, state, error, public_key, subnet_index, subnet, created_at, seeded, relay_url"
 
-func scanService(row interface{ Scan(...any) error }) (model.Service, error) {
+func scanService(row sqlcol.Row) (model.Service, error) {
 	var s model.Service
 	var subnet string
 	var created int64
@@ -22,7 +23,7 @@ func scanService(row interface{ Scan(...any) error }) (model.Service, error) {
 		return s, err
 	}
 	s.Subnet, _ = netip.ParsePrefix(subnet)
-	s.CreatedAt = tm(created)
+	s.CreatedAt = sqlcol.Time(created)
 	s.Seeded = seeded != 0
 	return s, nil
 }
@@ -33,37 +34,11 @@ func (t *tx) Service(id string) (model.Service, error) {
 }
 
 func (t *tx) Services(cid string) ([]model.Service, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+serviceCols+" FROM services WHERE cid = ? ORDER BY id", cid)
-	if err != nil {
-		return nil, fmt.Errorf("services of %s: %w", cid, err)
-	}
-	defer rows.Close()
-	var out []model.Service
-	for rows.Next() {
-		s, err := scanService(rows)
-		if err != nil {
-			return nil, fmt.Errorf("services of %s: %w", cid, err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return list(t, "services of "+cid, scanService, "SELECT "+serviceCols+" FROM services WHERE cid = ? ORDER BY id", cid)
 }
 
 func (t *tx) InstallingServices() ([]model.Service, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+serviceCols+" FROM services WHERE state = 'installing' ORDER BY id")
-	if err != nil {
-		return nil, fmt.Errorf("services installing: %w", err)
-	}
-	defer rows.Close()
-	var out []model.Service
-	for rows.Next() {
-		s, err := scanService(rows)
-		if err != nil {
-			return nil, fmt.Errorf("services installing: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return list(t, "services installing", scanService, "SELECT "+serviceCols+" FROM services WHERE state = 'installing' ORDER BY id")
 }
 
 func (t *tx) FreeServiceSubnetIndex(lo, hi int) (int, error) {
@@ -101,7 +76,7 @@ func freeIndex(t *tx, table, col string, lo, hi int) (int, error) {
 }
 
 func serviceArgs(s model.Service) []any {
-	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), ts(s.CreatedAt), b2i(s.Seeded), s.RelayURL}
+	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), sqlcol.Nanos(s.CreatedAt), b2i(s.Seeded), s.RelayURL}
 }
 
 func (t *tx) PutService(s model.Service) error {
@@ -122,7 +97,7 @@ func (t *tx) UpdateService(s model.Service) error {
 const moveCols = `id, cid, service_id, from_node, target_node, state, error, endpoint, address_kind, warnings,
 	total, switched, switch_ms, prepare_version, started_at, switched_at, last_handshake, finished_at, steps`
 
-func scanMove(row interface{ Scan(...any) error }) (model.Move, error) {
+func scanMove(row sqlcol.Row) (model.Move, error) {
 	var m model.Move
 	var warnings, steps string
 	var started, switched, last, finished int64
@@ -131,11 +106,11 @@ func scanMove(row interface{ Scan(...any) error }) (model.Move, error) {
 		&started, &switched, &last, &finished, &steps); err != nil {
 		return m, err
 	}
-	m.StartedAt, m.SwitchedAt, m.LastHandshake, m.FinishedAt = tm(started), tm(switched), tm(last), tm(finished)
-	if err := fromJSON(warnings, &m.Warnings); err != nil {
+	m.StartedAt, m.SwitchedAt, m.LastHandshake, m.FinishedAt = sqlcol.Time(started), sqlcol.Time(switched), sqlcol.Time(last), sqlcol.Time(finished)
+	if err := sqlcol.FromJSON(warnings, &m.Warnings); err != nil {
 		return m, err
 	}
-	return m, fromJSON(steps, &m.Steps)
+	return m, sqlcol.FromJSON(steps, &m.Steps)
 }
 
 func (t *tx) Move(id string) (model.Move, error) {
@@ -156,26 +131,13 @@ func (t *tx) LatestMove(serviceID string) (model.Move, error) {
 }
 
 func (t *tx) InFlightMoves() ([]model.Move, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+moveCols+" FROM moves WHERE state IN ('preparing', 'switching') ORDER BY started_at")
-	if err != nil {
-		return nil, fmt.Errorf("moves in flight: %w", err)
-	}
-	defer rows.Close()
-	var out []model.Move
-	for rows.Next() {
-		m, err := scanMove(rows)
-		if err != nil {
-			return nil, fmt.Errorf("moves in flight: %w", err)
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return list(t, "moves in flight", scanMove, "SELECT "+moveCols+" FROM moves WHERE state IN ('preparing', 'switching') ORDER BY started_at")
 }
 
 func moveArgs(m model.Move) []any {
 	return []any{m.CID, m.ServiceID, m.FromNodeID, m.TargetNodeID, m.State, m.Error, m.Endpoint, m.AddressKind,
-		jsonText(nonNil(m.Warnings)), m.Total, m.Switched, m.SwitchMs, m.PrepareVersion,
-		ts(m.StartedAt), ts(m.SwitchedAt), ts(m.LastHandshake), ts(m.FinishedAt), jsonText(m.Steps)}
+		sqlcol.JSON(sqlcol.NonNil(m.Warnings)), m.Total, m.Switched, m.SwitchMs, m.PrepareVersion,
+		sqlcol.Nanos(m.StartedAt), sqlcol.Nanos(m.SwitchedAt), sqlcol.Nanos(m.LastHandshake), sqlcol.Nanos(m.FinishedAt), sqlcol.JSON(m.Steps)}
 }
 
 func (t *tx) PutMove(m model.Move) error {

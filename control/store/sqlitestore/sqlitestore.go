@@ -24,6 +24,7 @@ import (
 
 	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
@@ -297,6 +298,20 @@ func (t *tx) exec(query string, args ...any) (sql.Result, error) {
 	return t.q.ExecContext(t.ctx, query, args...)
 }
 
+// list runs a query and scans each row with scan.
+func list[T any](t *tx, what string, scan func(sqlcol.Row) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := t.q.QueryContext(t.ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	out, err := sqlcol.Collect(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 // one maps sql.ErrNoRows to store.ErrNotFound.
 func one(err error, what string) error {
 	switch {
@@ -332,21 +347,6 @@ func mustAffect(res sql.Result, err error, what string) error {
 		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
 	return nil
-}
-
-// Times are stored as Unix nanoseconds; 0 is the zero time.
-func ts(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func tm(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }
 
 func b2i(b bool) int {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 var _ store.StatsReader = (*Store)(nil)
@@ -18,7 +19,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) (store.Stats, error) {
 		return st, fmt.Errorf("stats: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	at := ts(now)
+	at := sqlcol.Nanos(now)
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE state = 'live' AND expires_at > ?`, at).Scan(&st.LiveSessions); err != nil {
 		return st, fmt.Errorf("stats: sessions: %w", err)
 	}

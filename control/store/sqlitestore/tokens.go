@@ -1,18 +1,17 @@
 package sqlitestore
 
 import (
-	"fmt"
-
 	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
 const tokenCols = "id, aid, name, token_hash, created_at, created_by, expires_at, last_used, revoked_at, revoked_by"
 
-func scanToken(row interface{ Scan(...any) error }) (model.APIToken, error) {
+func scanToken(row sqlcol.Row) (model.APIToken, error) {
 	var k model.APIToken
 	var created, expires, used, revoked int64
 	err := row.Scan(&k.ID, &k.AID, &k.Name, &k.Hash, &created, &k.CreatedBy, &expires, &used, &revoked, &k.RevokedBy)
-	k.CreatedAt, k.ExpiresAt, k.LastUsed, k.RevokedAt = tm(created), tm(expires), tm(used), tm(revoked)
+	k.CreatedAt, k.ExpiresAt, k.LastUsed, k.RevokedAt = sqlcol.Time(created), sqlcol.Time(expires), sqlcol.Time(used), sqlcol.Time(revoked)
 	return k, err
 }
 
@@ -27,24 +26,11 @@ func (t *tx) APITokenByHash(hash string) (model.APIToken, error) {
 }
 
 func (t *tx) APITokens(aid string) ([]model.APIToken, error) {
-	rows, err := t.q.QueryContext(t.ctx, "SELECT "+tokenCols+" FROM api_tokens WHERE aid = ? ORDER BY created_at, rowid", aid)
-	if err != nil {
-		return nil, fmt.Errorf("tokens of %s: %w", aid, err)
-	}
-	defer rows.Close()
-	var out []model.APIToken
-	for rows.Next() {
-		k, err := scanToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("tokens of %s: %w", aid, err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return list(t, "tokens of "+aid, scanToken, "SELECT "+tokenCols+" FROM api_tokens WHERE aid = ? ORDER BY created_at, rowid", aid)
 }
 
 func tokenArgs(k model.APIToken) []any {
-	return []any{k.AID, k.Name, k.Hash, ts(k.CreatedAt), k.CreatedBy, ts(k.ExpiresAt), ts(k.LastUsed), ts(k.RevokedAt), k.RevokedBy}
+	return []any{k.AID, k.Name, k.Hash, sqlcol.Nanos(k.CreatedAt), k.CreatedBy, sqlcol.Nanos(k.ExpiresAt), sqlcol.Nanos(k.LastUsed), sqlcol.Nanos(k.RevokedAt), k.RevokedBy}
 }
 
 func (t *tx) PutAPIToken(k model.APIToken) error {
