@@ -78,8 +78,11 @@ import (
 // cpu-us/dev (CPU per device per change) and heap-KB/dev, stack-KB/dev and
 // rss-KB/dev (what each held device adds to control, over control before
 // the devices connected; RSS after a GC that gives back what it freed,
-// both times). More than 20,000 devices dial from several
-// loopback addresses (127.0.0.1, .2, …), 20,000 each, for source ports.
+// both times). More than 20,000 devices dial from several loopback
+// addresses (the first 20,000 as the kernel chooses, then 127.0.0.2, .3, …,
+// 20,000 each), for source ports. The first ones are not bound to
+// 127.0.0.1: a bind before connect may take the port of a replica that
+// BenchmarkMoveFanOutReplicas has just killed, and it could not come back.
 //
 // Knobs: RUNOS_FANOUT_PLAIN=1 serves plain HTTP (TLS's share);
 // RUNOS_FANOUT_CPUPROFILE=<file> profiles control's CPU during each round
@@ -396,8 +399,12 @@ func TestFanOutHelper(t *testing.T) {
 		// connection: on HTTP/1.1 a re-poll sent before the transport has
 		// taken back the connection of the answer would otherwise dial a
 		// second one, which control would keep open, idle, and count.
+		d := &net.Dialer{}
+		if i >= 20000 {
+			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i/20000))}
+		}
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, MaxConnsPerHost: 1, ForceAttemptHTTP2: h2,
-			DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i/20000))}}).DialContext}
+			DialContext: d.DialContext}
 		if !h2 {
 			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		}
