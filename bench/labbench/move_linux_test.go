@@ -5,6 +5,7 @@ package labbench
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -49,6 +50,11 @@ type moveRecord struct {
 // move it records control's switchMs and, independently, each laptop's
 // time from the command to its daemon's watch stream showing the new node
 // with peerUp. The work is fixed by those variables, not by b.N.
+//
+// RUNOS_BENCH_LONG_POLL=1 runs every daemon and gateway with --long-poll
+// (lab.Options.LongPoll), as clients before push streams followed
+// control: the same moves over long-polls, for a comparison in one
+// session. Its result is named lab-move-switch-long-poll.
 func BenchmarkLabMoveSwitch(b *testing.B) { fixedWork(b, moveSwitchOn(lab.StoreSQLite, 1)) }
 
 // BenchmarkLabMoveSwitchStores is the same moves twice in one run: on
@@ -67,16 +73,19 @@ func benchMoveSwitch(b *testing.B, m *metrics, store string, replicas int) {
 	clients := envInt(b, "RUNOS_BENCH_CLIENTS", 10)
 	moves := envInt(b, "RUNOS_BENCH_MOVES", 20)
 	pause := envDuration(b, "RUNOS_BENCH_MOVE_PAUSE", 300*time.Millisecond)
-	w := newWorldWith(b, lab.Options{Clients: clients, Store: store, ControlReplicas: replicas})
+	longPoll := os.Getenv("RUNOS_BENCH_LONG_POLL") == "1"
+	w := newWorldWith(b, lab.Options{Clients: clients, Store: store, ControlReplicas: replicas, LongPoll: longPoll})
 	name, bench := "lab-move-switch", "BenchmarkLabMoveSwitch"
 	if store != lab.StoreSQLite || replicas != 1 || strings.Contains(b.Name(), "/") {
 		name, bench = fmt.Sprintf("lab-move-switch-%s-%d", store, replicas), "BenchmarkLabMoveSwitchStores"
 	}
-	res := w.newResult(name, fmt.Sprintf(
-		"RUNOS_BENCH_CLIENTS=%d RUNOS_BENCH_MOVES=%d go test ./bench/labbench/ -run '^$' -bench '^%s$' -timeout 30m",
-		clients, moves, bench))
+	env := fmt.Sprintf("RUNOS_BENCH_CLIENTS=%d RUNOS_BENCH_MOVES=%d", clients, moves)
+	if longPoll {
+		name, env = name+"-long-poll", env+" RUNOS_BENCH_LONG_POLL=1"
+	}
+	res := w.newResult(name, fmt.Sprintf("%s go test ./bench/labbench/ -run '^$' -bench '^%s$' -timeout 30m", env, bench))
 	res.Params["clients"], res.Params["moves"], res.Params["pause"] = clients, moves, pause.String()
-	res.Params["store"], res.Params["replicas"] = store, replicas
+	res.Params["store"], res.Params["replicas"], res.Params["longPoll"] = store, replicas, longPoll
 
 	w.upAll("ky3")
 	var fs []*Follower
