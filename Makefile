@@ -120,7 +120,8 @@ bench:
 # The plots alone, redrawn from the results in bench/results/ (with the
 # fan-out re-runs kept in its subdirectory).
 plots:
-	$(GO) run ./bench/plot -dir bench/results -fanout 'bench/results/fanout-20261203/h1-*/after-*.txt'
+	$(GO) run ./bench/plot -dir bench/results -fanout 'bench/results/fanout-20261203/h1-*/after-*.txt' \
+		-streams 'bench/results/streams-20261203/curve/*-h1-*.txt' -streams 'bench/results/streams-20261203/10k/*-h1-*.txt'
 
 clean:
 	rm -rf $(BIN)

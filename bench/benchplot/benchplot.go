@@ -77,7 +77,7 @@ func RenderFile(path string) (string, error) {
 // docPlot is the plot of one document, nil for a benchmark without one.
 func docPlot(d *Doc) (*figure, error) {
 	switch d.Benchmark {
-	case "lab-move-switch":
+	case "lab-move-switch", "lab-move-switch-long-poll":
 		return moveRunPlot(d)
 	case "lab-connect":
 		return connectPlot([]*Doc{d})
@@ -91,8 +91,11 @@ func docPlot(d *Doc) (*figure, error) {
 const (
 	MoveSwitchSVG = "move-switch.svg"
 	FanOutSVG     = "fanout.svg"
-	ConnectSVG    = "connect.svg"
-	ThroughputSVG = "throughput.svg"
+	// FanOutStreamsSVG compares push streams with long-polls, drawn when
+	// RenderDir is given such runs.
+	FanOutStreamsSVG = "fanout-streams.svg"
+	ConnectSVG       = "connect.svg"
+	ThroughputSVG    = "throughput.svg"
 )
 
 // RenderDir draws a plot beside every result document in dir (lab-*.json,
@@ -100,8 +103,10 @@ const (
 // with RenderFile) and the summary plots into dir/plots, and returns the
 // files written. Fan-out times come from dir's bench-*.json (`make
 // bench`'s go test -json streams) and from the files matching fanOut's
-// globs (raw `go test` output kept elsewhere).
-func RenderDir(dir string, fanOut ...string) ([]string, error) {
+// globs (raw `go test` output kept elsewhere): fanout.svg draws their
+// long-polls; streams' globs (runs of both kinds, from one session) give
+// fanout-streams.svg.
+func RenderDir(dir string, fanOut, streams []string) ([]string, error) {
 	var docs []*Doc
 	var fanout []FanOutRound
 	ents, err := os.ReadDir(dir)
@@ -123,19 +128,21 @@ func RenderDir(dir string, fanOut ...string) ([]string, error) {
 			fanFiles = append(fanFiles, p)
 		}
 	}
-	for _, g := range fanOut {
-		m, err := filepath.Glob(g)
-		if err != nil {
-			return nil, fmt.Errorf("fan-out files %q: %w", g, err)
-		}
-		fanFiles = append(fanFiles, m...)
+	more, err := globAll(fanOut)
+	if err != nil {
+		return nil, err
 	}
-	for _, f := range fanFiles {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		fanout = append(fanout, ParseFanOut(b)...)
+	if fanout, err = readFanOut(append(fanFiles, more...)); err != nil {
+		return nil, err
+	}
+	fanout = slices.DeleteFunc(fanout, func(r FanOutRound) bool { return r.Stream })
+	streamFiles, err := globAll(streams)
+	if err != nil {
+		return nil, err
+	}
+	streamRounds, err := readFanOut(streamFiles)
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(docs, func(a, b *Doc) int { return strings.Compare(a.StartedAt, b.StartedAt) })
 	var written []string
@@ -162,6 +169,7 @@ func RenderDir(dir string, fanOut ...string) ([]string, error) {
 	}{
 		{MoveSwitchSVG, func() (*figure, error) { return movePlot(byBenchmark(docs, "lab-move-switch")) }},
 		{FanOutSVG, func() (*figure, error) { return fanOutPlot(fanout) }},
+		{FanOutStreamsSVG, func() (*figure, error) { return fanOutStreamsPlot(streamRounds) }},
 		{ConnectSVG, func() (*figure, error) { return connectPlot(latest(byBenchmark(docs, "lab-connect"))) }},
 		{ThroughputSVG, func() (*figure, error) { return throughputPlot(latest(byBenchmark(docs, "lab-throughput"))) }},
 	}
@@ -180,6 +188,32 @@ func RenderDir(dir string, fanOut ...string) ([]string, error) {
 		written = append(written, out)
 	}
 	return written, nil
+}
+
+// globAll is the files matching any of the globs.
+func globAll(globs []string) ([]string, error) {
+	var files []string
+	for _, g := range globs {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			return nil, fmt.Errorf("fan-out files %q: %w", g, err)
+		}
+		files = append(files, m...)
+	}
+	return files, nil
+}
+
+// readFanOut is the fan-out rounds of every file.
+func readFanOut(files []string) ([]FanOutRound, error) {
+	var rounds []FanOutRound
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		rounds = append(rounds, ParseFanOut(b)...)
+	}
+	return rounds, nil
 }
 
 func byBenchmark(docs []*Doc, name string) []*Doc {

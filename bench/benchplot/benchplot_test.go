@@ -15,12 +15,12 @@ BenchmarkMoveFanOut-2   	       5	 992515951 ns/op	     10001 conns	     10000 d
     fanout_bench_test.go:267: round 0: all 795 ms, written 572 ms, p50 486 ms; cpu control 824 ms, devices 658 ms
     fanout_bench_test.go:267: round 0: all 922 ms, written 566 ms, p50 548 ms; cpu control 887 ms, devices 828 ms
     fanout_bench_test.go:267: round 1: all 1022 ms, written 504 ms, p50 742 ms; cpu control 938 ms, devices 1088 ms
-BenchmarkMoveFanOut-2   	       1	 392515951 ns/op	     5001 conns	     5000 devices	       322.3 ms-all
+BenchmarkMoveFanOut-2   	       1	 392515951 ns/op	     5001 conns	     5000 devices	       322.3 ms-all	         1 stream
 --- BENCH: BenchmarkMoveFanOut-2
     fanout_bench_test.go:267: round 0: all 300 ms, written 200 ms, p50 150 ms; cpu control 1 ms, devices 1 ms
 PASS
 `
-	want := []FanOutRound{{10000, 922, 566}, {10000, 1022, 504}, {5000, 300, 200}}
+	want := []FanOutRound{{10000, 922, 566, false}, {10000, 1022, 504, false}, {5000, 300, 200, true}}
 	check := func(name string, got []FanOutRound) {
 		t.Helper()
 		if len(got) != len(want) {
@@ -58,15 +58,16 @@ func TestRenderDirDrawsEveryPlot(t *testing.T) {
 	write("lab-throughput-1.json", map[string]any{"benchmark": "lab-throughput", "startedAt": "1",
 		"samples": map[string][]float64{"runos-vs-stock": {5, 5.2}, "runos-vs-bare": {0.15, 0.16}}})
 	fan := filepath.Join(t.TempDir(), "fanout.txt")
-	if err := os.WriteFile(fan, []byte("BenchmarkMoveFanOut-2 1 1 ns/op 100 devices\n round 0: all 9 ms, written 5 ms\n"), 0o644); err != nil {
+	if err := os.WriteFile(fan, []byte("BenchmarkMoveFanOut-2 1 1 ns/op 100 devices\n round 0: all 9 ms, written 5 ms\n"+
+		"BenchmarkMoveFanOut-2 1 1 ns/op 100 devices 1 stream\n round 0: all 4 ms, written 2 ms\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	written, err := RenderDir(dir, fan)
+	written, err := RenderDir(dir, []string{fan}, []string{fan})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"lab-connect-1.svg", "lab-move-switch-1.svg", "lab-throughput-1.svg",
-		"plots/" + MoveSwitchSVG, "plots/" + FanOutSVG, "plots/" + ConnectSVG, "plots/" + ThroughputSVG}
+		"plots/" + MoveSwitchSVG, "plots/" + FanOutSVG, "plots/" + FanOutStreamsSVG, "plots/" + ConnectSVG, "plots/" + ThroughputSVG}
 	for _, w := range want {
 		b, err := os.ReadFile(filepath.Join(dir, w))
 		if err != nil {

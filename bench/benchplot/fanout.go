@@ -10,17 +10,20 @@ import (
 )
 
 // FanOutRound is one round of BenchmarkMoveFanOut: how many devices held a
-// long-poll, and the time from the commit to the last device's answer and
-// to control's last answer written.
+// long-poll (or, Stream, a push stream), and the time from the commit to
+// the last device's answer and to control's last answer written.
 type FanOutRound struct {
 	Devices   int
 	AllMs     float64
 	WrittenMs float64
+	Stream    bool
 }
 
 var (
 	// BenchmarkMoveFanOut-2   5   992515951 ns/op   10001 conns ... 10000 devices ...
 	fanOutResult = regexp.MustCompile(`^BenchmarkMoveFanOut\S*\s.*?\s(\d+) devices\b`)
+	// ... 10000 devices ... 1 stream: a run with RUNOS_FANOUT_STREAM=1.
+	fanOutStream = regexp.MustCompile(`\s1 stream\b`)
 	// fanout_bench_test.go:267: round 0: all 795 ms, written 572 ms, p50 486 ms; ...
 	fanOutRoundLine = regexp.MustCompile(`round (\d+): all ([\d.]+) ms, written ([\d.]+) ms`)
 )
@@ -33,7 +36,7 @@ var (
 func ParseFanOut(b []byte) []FanOutRound {
 	text := joinJSONOutput(b)
 	var out, block []FanOutRound
-	devices := 0
+	devices, stream := 0, false
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	flush := func() {
@@ -45,6 +48,7 @@ func ParseFanOut(b []byte) []FanOutRound {
 		if m := fanOutResult.FindStringSubmatch(line); m != nil {
 			flush()
 			devices, _ = strconv.Atoi(m[1])
+			stream = fanOutStream.MatchString(line)
 			continue
 		}
 		if m := fanOutRoundLine.FindStringSubmatch(line); m != nil && devices > 0 {
@@ -53,7 +57,7 @@ func ParseFanOut(b []byte) []FanOutRound {
 			}
 			all, _ := strconv.ParseFloat(m[2], 64)
 			written, _ := strconv.ParseFloat(m[3], 64)
-			block = append(block, FanOutRound{Devices: devices, AllMs: all, WrittenMs: written})
+			block = append(block, FanOutRound{Devices: devices, AllMs: all, WrittenMs: written, Stream: stream})
 		}
 	}
 	flush()

@@ -209,6 +209,76 @@ func fanOutPlot(rounds []FanOutRound) (*figure, error) {
 	if len(rounds) == 0 {
 		return nil, nil
 	}
+	byN, ns := byDevices(rounds)
+	var allPts, writtenPts, allMed, writtenMed plotter.XYs
+	for _, n := range ns {
+		all, written := times(byN[n])
+		for i := range all {
+			allPts = append(allPts, plotter.XY{X: float64(n), Y: all[i]})
+			writtenPts = append(writtenPts, plotter.XY{X: float64(n), Y: written[i]})
+		}
+		allMed = append(allMed, plotter.XY{X: float64(n), Y: median(all)})
+		writtenMed = append(writtenMed, plotter.XY{X: float64(n), Y: median(written)})
+	}
+	p := newPlot(fmt.Sprintf("Fan-out of one change to N long-polls (%d rounds)", len(rounds)), "devices", "ms from the commit")
+	if err := plotutil.AddScatters(p, "each round: last device answered", allPts, "each round: control's last answer written", writtenPts); err != nil {
+		return nil, err
+	}
+	if err := plotutil.AddLines(p, "median: last device", allMed, "median: control's last write", writtenMed); err != nil {
+		return nil, err
+	}
+	return devicesFigure(p, ns), nil
+}
+
+// fanOutStreamsPlot is fanOutPlot's medians for push streams and for
+// long-polls side by side (one session's runs), with every round's last
+// device.
+func fanOutStreamsPlot(rounds []FanOutRound) (*figure, error) {
+	if len(rounds) == 0 {
+		return nil, nil
+	}
+	var st, lp []FanOutRound
+	for _, r := range rounds {
+		if r.Stream {
+			st = append(st, r)
+		} else {
+			lp = append(lp, r)
+		}
+	}
+	p := newPlot(fmt.Sprintf("Fan-out of one change: push streams vs long-polls (%d rounds)", len(rounds)), "devices", "ms from the commit")
+	var args []any
+	var all []int
+	for _, kind := range []struct {
+		name   string
+		rounds []FanOutRound
+	}{{"streams", st}, {"long-polls", lp}} {
+		if len(kind.rounds) == 0 {
+			continue
+		}
+		byN, ns := byDevices(kind.rounds)
+		var pts, allMed, writtenMed plotter.XYs
+		for _, n := range ns {
+			a, w := times(byN[n])
+			for _, v := range a {
+				pts = append(pts, plotter.XY{X: float64(n), Y: v})
+			}
+			allMed = append(allMed, plotter.XY{X: float64(n), Y: median(a)})
+			writtenMed = append(writtenMed, plotter.XY{X: float64(n), Y: median(w)})
+		}
+		all = append(all, ns...)
+		args = append(args, kind.name+": median, last device", allMed, kind.name+": median, control's last write", writtenMed,
+			kind.name+": each round, last device", pts)
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return nil, err
+	}
+	slices.Sort(all)
+	return devicesFigure(p, slices.Compact(all)), nil
+}
+
+// byDevices groups rounds by their number of devices, and lists those
+// numbers in order.
+func byDevices(rounds []FanOutRound) (map[int][]FanOutRound, []int) {
 	byN := map[int][]FanOutRound{}
 	for _, r := range rounds {
 		byN[r.Devices] = append(byN[r.Devices], r)
@@ -218,27 +288,24 @@ func fanOutPlot(rounds []FanOutRound) (*figure, error) {
 		ns = append(ns, n)
 	}
 	slices.Sort(ns)
-	var allPts, writtenPts, allMed, writtenMed plotter.XYs
-	for _, n := range ns {
-		var all, written []float64
-		for _, r := range byN[n] {
-			all = append(all, r.AllMs)
-			written = append(written, r.WrittenMs)
-			allPts = append(allPts, plotter.XY{X: float64(n), Y: r.AllMs})
-			writtenPts = append(writtenPts, plotter.XY{X: float64(n), Y: r.WrittenMs})
-		}
-		allMed = append(allMed, plotter.XY{X: float64(n), Y: median(all)})
-		writtenMed = append(writtenMed, plotter.XY{X: float64(n), Y: median(written)})
+	return byN, ns
+}
+
+// times is the rounds' times to the last device and to control's last
+// write.
+func times(rounds []FanOutRound) (all, written []float64) {
+	for _, r := range rounds {
+		all = append(all, r.AllMs)
+		written = append(written, r.WrittenMs)
 	}
-	p := newPlot(fmt.Sprintf("Fan-out of one change to N long-polls (%d rounds)", len(rounds)), "devices", "ms from the commit")
+	return all, written
+}
+
+// devicesFigure sizes a plot against the number of devices, a tick at
+// each count measured.
+func devicesFigure(p *plot.Plot, ns []int) *figure {
 	p.Legend.Top = true
 	p.Legend.Left = true
-	if err := plotutil.AddScatters(p, "each round: last device answered", allPts, "each round: control's last answer written", writtenPts); err != nil {
-		return nil, err
-	}
-	if err := plotutil.AddLines(p, "median: last device", allMed, "median: control's last write", writtenMed); err != nil {
-		return nil, err
-	}
 	p.X.Min = 0
 	p.X.Max = float64(ns[len(ns)-1]) * 1.08 // room for the last tick's label
 	p.Y.Min = 0
@@ -249,7 +316,7 @@ func fanOutPlot(rounds []FanOutRound) (*figure, error) {
 		}
 		return t
 	})
-	return &figure{p, 16 * vg.Centimeter, 11 * vg.Centimeter}, nil
+	return &figure{p, 16 * vg.Centimeter, 11 * vg.Centimeter}
 }
 
 func median(v []float64) float64 {
