@@ -53,7 +53,9 @@ import (
 // turn with every poll parked: failover-ms-p50 and -p99 (medians over the
 // kills) from the kill to each of its devices' polls sent to a live
 // replica, and failover-ms-max, the longest any device went without its
-// map's long-poll. RUNOS_FANOUT_DEVICES sets the count (10,000).
+// map's long-poll. RUNOS_FANOUT_DEVICES sets the count (10,000);
+// RUNOS_FANOUT_STREAM=1 has each device hold a push stream instead
+// (resumed on the next replica from its version when its own is killed).
 func BenchmarkMoveFanOutReplicas(b *testing.B) {
 	pg := pgtest.Start(b)
 	for _, r := range []int{1, 3} {
@@ -147,8 +149,9 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 	tokFile := filepath.Join(dir, "devices.txt")
 	os.WriteFile(tokFile, []byte(strings.Join(tokens, "\n")), 0o600)
 	helper := exec.Command(os.Args[0], "-test.run=^TestFanOutHelper$", "-test.v")
+	stream := os.Getenv("RUNOS_FANOUT_STREAM") == "1"
 	helper.Env = append(os.Environ(), "RUNOS_FANOUT_HELPER=1", "RUNOS_FANOUT_H2=false", "RUNOS_FANOUT_URL="+strings.Join(urls, ","),
-		"RUNOS_FANOUT_CA="+caFile, "RUNOS_FANOUT_TOKENS="+tokFile)
+		"RUNOS_FANOUT_CA="+caFile, "RUNOS_FANOUT_TOKENS="+tokFile, "RUNOS_FANOUT_STREAM="+strconv.FormatBool(stream))
 	stdin, _ := helper.StdinPipe()
 	stdout, _ := helper.StdoutPipe()
 	helper.Stderr = os.Stderr
@@ -280,12 +283,16 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 		b.ReportMetric(rss[k], fmt.Sprintf("rss-MB-r%d", k+1))
 	}
 	b.ReportMetric(float64(n), "devices")
+	if stream {
+		b.ReportMetric(1, "stream")
+	}
 }
 
 // TestFanOutReplicaHelper is one control replica of
 // BenchmarkMoveFanOutReplicas, in its own process: pgstore, the hub fed by
 // control/notify, the API over HTTPS on loopback. It answers "watchers" on
-// stdin with the hub's parked long-polls; it skips unless started by it.
+// stdin with its parked long-polls and held streams; it skips unless
+// started by it.
 func TestFanOutReplicaHelper(t *testing.T) {
 	testenv.OnlyAsHelper(t, "RUNOS_FANOUT_REPLICA", "BenchmarkMoveFanOutReplicas's own processes")
 	raiseNoFile(t)
@@ -331,7 +338,7 @@ func TestFanOutReplicaHelper(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		if in.Text() == "watchers" {
-			fmt.Printf("watchers %d\n", h.Watchers())
+			fmt.Printf("watchers %d\n", h.Watchers()+srv.Streams())
 		}
 	}
 }

@@ -18,7 +18,7 @@ for i in $(seq 1 "$iters"); do
     esac
     f="$out/$mode-$n-$i.txt"
     echo "load before: $(uptime)" > "$f"
-    env $env RUNOS_FANOUT_DEVICES=$n "$BIN" -test.run='^$' -test.bench=BenchmarkMoveFanOut \
+    env $env RUNOS_FANOUT_DEVICES=$n "$BIN" -test.run='^$' -test.bench='^BenchmarkMoveFanOut$' \
       -test.benchtime=${ROUNDS:-5}x -test.timeout=60m >> "$f" 2>&1
     echo "load after: $(uptime)" >> "$f"
     echo "$mode $n $i $(grep -o '[0-9.]* ms-all' "$f") $(grep -o '[0-9.]* cpu-us/dev' "$f") $(grep -o '[0-9.]* rss-KB/dev' "$f") | $(uptime | sed 's/.*load average: //')" >> "$out/log"
