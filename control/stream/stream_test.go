@@ -30,14 +30,12 @@ type fakeSource struct {
 	version uint64
 	pad     int // bytes of padding in the document
 	err     error
-	loads   int
 	topics  []*hub.Topic
 }
 
 func (f *fakeSource) Load(context.Context) (Doc, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.loads++
 	if f.err != nil {
 		return Doc{}, f.err
 	}
@@ -57,12 +55,6 @@ func (f *fakeSource) set(v uint64) {
 	f.mu.Lock()
 	f.version = v
 	f.mu.Unlock()
-}
-
-func (f *fakeSource) loaded() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.loads
 }
 
 // rig is control's side: a hub, Streams on a fake clock, and a server
