@@ -38,7 +38,7 @@ for key in sorted(rounds, key=lambda k: (k[1], k[0])):
     mode, n = key
     print(f"{mode} {n} devices (load {min(loads[key]):.1f}-{max(loads[key]):.1f})")
     for k, v in rounds[key].items():
-        print(f"  {k:8s} {q(v)}")
+        print(f"  {k:8s} {q(v)} max {max(v):.0f}")
         if k == 'cpu-ctl':
             print(f"  {'us/dev':8s} {st.median(v)*1000/n:7.1f}")
     for k, v in mem[key].items():
