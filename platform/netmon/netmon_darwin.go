@@ -2,7 +2,6 @@ package netmon
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -69,30 +68,9 @@ func (s *darwinSource) close() error {
 
 func (s *darwinSource) read() (State, error) {
 	var st State
-	ifs, err := net.Interfaces()
+	byIndex, err := stdAddrs(&st)
 	if err != nil {
 		return st, err
-	}
-	byIndex := map[int]net.Interface{}
-	for _, ifc := range ifs {
-		byIndex[ifc.Index] = ifc
-		if ifc.Flags&net.FlagUp == 0 {
-			continue // a link that is down carries nothing
-		}
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok {
-				ip, ok := netip.AddrFromSlice(ipn.IP)
-				if !ok || !ip.Unmap().IsGlobalUnicast() {
-					continue
-				}
-				ones, _ := ipn.Mask.Size()
-				st.Addrs = append(st.Addrs, Addr{Iface: ifc.Name, Addr: netip.PrefixFrom(ip.Unmap(), ones), MTU: ifc.MTU})
-			}
-		}
 	}
 	rib, err := route.FetchRIB(syscall.AF_UNSPEC, route.RIBTypeRoute, 0)
 	if err != nil {
