@@ -93,7 +93,7 @@ func BenchmarkMoveFanOut(b *testing.B) {
 	if v := os.Getenv("RUNOS_FANOUT_DEVICES"); v != "" {
 		n, _ = strconv.Atoi(v)
 	}
-	raiseNoFile(b)
+	raiseNoFile(b, n+256) // a connection per device, and some to spare
 	stream := os.Getenv("RUNOS_FANOUT_STREAM") == "1"
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -360,8 +360,8 @@ func median(v []float64) float64 {
 // own process; it skips unless the benchmark started it.
 func TestFanOutHelper(t *testing.T) {
 	testenv.OnlyAsHelper(t, "RUNOS_FANOUT_HELPER", "BenchmarkMoveFanOut's own process")
-	raiseNoFile(t)
 	data, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_TOKENS"))
+	raiseNoFile(t, bytes.Count(data, []byte("\n"))+256)
 	pemData, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_CA"))
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pemData)
@@ -660,19 +660,25 @@ func mustKey(tb testing.TB) wgtypes.Key {
 	return k
 }
 
-func raiseNoFile(tb testing.TB) {
+// raiseNoFile raises this process's open-file limit as far as it may go
+// and fails if that is under need: a process short of descriptors would
+// otherwise retry its accepts (or dials) until the benchmark times out.
+func raiseNoFile(tb testing.TB, need int) {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
 		tb.Fatal(err)
 	}
-	// As root the hard limit may go up too: 50,000 devices are 50,000
-	// descriptors on each side.
+	// As root the hard limit may go up too (with CAP_SYS_RESOURCE): 50,000
+	// devices are 50,000 descriptors on each side.
 	if up := (syscall.Rlimit{Cur: 1 << 20, Max: 1 << 20}); r.Max < up.Max && syscall.Setrlimit(syscall.RLIMIT_NOFILE, &up) == nil {
 		return
 	}
 	r.Cur = r.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
 		tb.Fatal(err)
+	}
+	if need > int(r.Cur) {
+		tb.Fatalf("%d open files needed, the limit is %d and may not be raised (it takes CAP_SYS_RESOURCE): use fewer devices", need, r.Cur)
 	}
 }
 

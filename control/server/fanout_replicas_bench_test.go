@@ -68,7 +68,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 	if v := os.Getenv("RUNOS_FANOUT_DEVICES"); v != "" {
 		n, _ = strconv.Atoi(v)
 	}
-	raiseNoFile(b)
+	raiseNoFile(b, 0) // the replicas and the devices' helper hold the connections
 	ctx := context.Background()
 	dir := b.TempDir()
 	dbURL := pg.NewDatabase(b)
@@ -295,7 +295,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 // started by it.
 func TestFanOutReplicaHelper(t *testing.T) {
 	testenv.OnlyAsHelper(t, "RUNOS_FANOUT_REPLICA", "BenchmarkMoveFanOutReplicas's own processes")
-	raiseNoFile(t)
+	raiseNoFile(t, 0) // its share of the devices, or after a kill more: as many as it gets
 	ctx := context.Background()
 	st, err := pgstore.Open(ctx, os.Getenv("RUNOS_FANOUT_STORE"), pgstore.Options{AppName: os.Getenv("RUNOS_FANOUT_NAME")})
 	if err != nil {
