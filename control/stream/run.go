@@ -132,6 +132,11 @@ func (st *stream) process() {
 		st.end(nil, "")
 		return
 	}
+	// One reading of the clock for the whole visit: the write is
+	// stamped with the time the visit began, so a clock that moves while
+	// it writes (a test's, once the client has the frame) does not make
+	// the stream look quieter or busier than it was.
+	now := st.ss.cfg.Clock.Now().UnixNano()
 	buf := getBuf()
 	b := (*buf)[:headroom]
 	defer func() { *buf = b[:0]; putBuf(buf) }()
@@ -166,7 +171,7 @@ func (st *stream) process() {
 		}
 		// Quiet for a period less half a tick: the visits are a period
 		// apart, and one that wrote just after its last visit is due now.
-		quiet := time.Duration(st.ss.cfg.Clock.Now().UnixNano() - st.lastWrite.Load())
+		quiet := time.Duration(now - st.lastWrite.Load())
 		if beat = quiet >= st.ss.cfg.Heartbeat-tick/2; beat {
 			b = append(b, api.Heartbeat...)
 		}
@@ -178,7 +183,7 @@ func (st *stream) process() {
 		st.end(nil, dropReason(err))
 		return
 	}
-	st.lastWrite.Store(st.ss.cfg.Clock.Now().UnixNano())
+	st.lastWrite.Store(now)
 	if beat && st.beat != nil {
 		st.beat()
 	}

@@ -114,6 +114,7 @@ func (rg *rig) change(v uint64) {
 type client struct {
 	t      *testing.T
 	resp   *http.Response
+	conn   net.Conn // the stream's connection, to close it at once
 	frames chan frame
 }
 
@@ -125,15 +126,28 @@ type frame struct {
 
 func (rg *rig) open(t *testing.T, since uint64) *client {
 	t.Helper()
-	hc := rg.ts.Client()
-	resp, err := hc.Get(fmt.Sprintf("%s/map?since=%d&stream=1", rg.ts.URL, since))
+	// A transport of its own, keeping the connection it dials: closing
+	// a response's body closes the connection later, in the transport's
+	// own goroutine, and a test of what control does when the client
+	// leaves must know it has left.
+	tr := rg.ts.Client().Transport.(*http.Transport).Clone()
+	conns := make(chan net.Conn, 1)
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			conns <- c
+		}
+		return c, err
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tr}).Get(fmt.Sprintf("%s/map?since=%d&stream=1", rg.ts.URL, since))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != api.StreamContentType || resp.Header.Get(api.HeaderHeartbeat) != "3" {
 		t.Fatalf("answer %s %v", resp.Status, resp.Header)
 	}
-	c := &client{t: t, resp: resp, frames: make(chan frame, 100)}
+	c := &client{t: t, resp: resp, conn: <-conns, frames: make(chan frame, 100)}
 	go c.read()
 	t.Cleanup(func() { resp.Body.Close() })
 	return c
@@ -524,7 +538,7 @@ func TestClientThatLeftIsLetGoAtTheNextVisit(t *testing.T) {
 	c := rg.open(t, 0)
 	c.event(1)
 	rg.onWheel(t, 1)
-	c.resp.Body.Close()
+	c.conn.Close()
 	for rg.ss.Len() == 1 {
 		rg.clk.Advance(time.Second)
 		rg.settle(t)
