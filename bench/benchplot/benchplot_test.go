@@ -15,7 +15,7 @@ BenchmarkMoveFanOut-2   	       5	 992515951 ns/op	     10001 conns	     10000 d
     fanout_bench_test.go:267: round 0: all 795 ms, written 572 ms, p50 486 ms; cpu control 824 ms, devices 658 ms
     fanout_bench_test.go:267: round 0: all 922 ms, written 566 ms, p50 548 ms; cpu control 887 ms, devices 828 ms
     fanout_bench_test.go:267: round 1: all 1022 ms, written 504 ms, p50 742 ms; cpu control 938 ms, devices 1088 ms
-BenchmarkMoveFanOut-2   	       1	 392515951 ns/op	     5001 conns	     5000 devices	       322.3 ms-all	         1 stream
+BenchmarkMoveFanOut-2   	       1	 392515951 ns/op	     5001 conns	     5000 devices	       322.3 ms-all	         1.000 stream
 --- BENCH: BenchmarkMoveFanOut-2
     fanout_bench_test.go:267: round 0: all 300 ms, written 200 ms, p50 150 ms; cpu control 1 ms, devices 1 ms
 PASS

@@ -3,6 +3,7 @@ package benchplot
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -246,7 +247,7 @@ func fanOutStreamsPlot(rounds []FanOutRound) (*figure, error) {
 		}
 	}
 	p := newPlot(fmt.Sprintf("Fan-out of one change: push streams vs long-polls (%d rounds)", len(rounds)), "devices", "ms from the commit")
-	var args []any
+	var lines, points []any
 	var all []int
 	for _, kind := range []struct {
 		name   string
@@ -266,14 +267,23 @@ func fanOutStreamsPlot(rounds []FanOutRound) (*figure, error) {
 			writtenMed = append(writtenMed, plotter.XY{X: float64(n), Y: median(w)})
 		}
 		all = append(all, ns...)
-		args = append(args, kind.name+": median, last device", allMed, kind.name+": median, control's last write", writtenMed,
-			kind.name+": each round, last device", pts)
+		lines = append(lines, kind.name+": median, last device", allMed, kind.name+": median, control's last write", writtenMed)
+		points = append(points, kind.name+": each round, last device", pts)
 	}
-	if err := plotutil.AddLinePoints(p, args...); err != nil {
+	if err := plotutil.AddLines(p, lines...); err != nil {
+		return nil, err
+	}
+	if err := plotutil.AddScatters(p, points...); err != nil {
 		return nil, err
 	}
 	slices.Sort(all)
-	return devicesFigure(p, slices.Compact(all)), nil
+	f := devicesFigure(p, slices.Compact(all))
+	top := 0.0
+	for _, r := range rounds {
+		top = max(top, r.AllMs)
+	}
+	p.Y.Max = math.Ceil(top*1.6/1000) * 1000 // room above the rounds for the legend's six lines
+	return f, nil
 }
 
 // byDevices groups rounds by their number of devices, and lists those
