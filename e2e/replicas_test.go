@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,6 +48,23 @@ func (w *world) steer(ready ...string) {
 			}
 		}
 		if _, err := w.lab.Balancer(context.Background(), "set server replicas/"+h+" state "+state); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// moveStreams ends, at the balancer, every session held by a replica not
+// in keep: the laptops' push streams there end (HAProxy logs a request
+// only when it ends, so a stream is in the log from then on) and the
+// daemons resume them, from the last version they saw, wherever the
+// balancer sends new requests.
+func (w *world) moveStreams(keep ...string) {
+	w.t.Helper()
+	for _, h := range replicaHosts {
+		if slices.Contains(keep, h) {
+			continue
+		}
+		if _, err := w.lab.Balancer(context.Background(), "shutdown sessions server replicas/"+h); err != nil {
 			w.t.Fatal(err)
 		}
 	}
@@ -111,8 +129,9 @@ func (w *world) balancerLog() []request {
 	return out
 }
 
-// heldAt is the laptop device's map long-poll that was open at t: accepted
-// before it, answered after it.
+// heldAt is the laptop device's map request (long-poll or push stream)
+// that was open at t: accepted before it, answered (or ended) after it. A
+// stream still open is not in the balancer's log yet (moveStreams).
 func (w *world) heldAt(device string, t time.Time) (request, bool) {
 	for _, r := range w.balancerLog() {
 		if r.method == "GET" && strings.Contains(r.uri, "/v1/devices/"+device+"/map") && !r.at.After(t) && !r.end.Before(t) {
@@ -187,8 +206,13 @@ func TestReplicasPushAndFailover(t *testing.T) {
 	if !ok {
 		t.Fatal("control-1 did not commit the switch")
 	}
+	w.moveStreams("control-1") // the streams held at the switch end, into the log
 	for h, dev := range devices {
-		r, ok := w.heldAt(dev, switched)
+		var r request
+		w.waitFor(10*time.Second, h+"'s stream in the balancer's log", func() bool {
+			r, ok = w.heldAt(dev, switched)
+			return ok
+		})
 		if !ok {
 			t.Fatalf("%s: no long-poll of device %s open at the switch (%s)", h, dev, switched.Format(time.RFC3339Nano))
 		}
@@ -199,9 +223,10 @@ func TestReplicasPushAndFailover(t *testing.T) {
 			h, switched.Format("15:04:05.000"), r.srv, r.at.Format("15:04:05.000"), r.end.Sub(switched))
 	}
 
-	// Every new poll goes to control-2; a move puts the laptops' next polls
-	// there, then the others take requests again and control-2 is killed.
+	// Every new request goes to control-2, the laptops' streams with them;
+	// a move, then the others take requests again and control-2 is killed.
 	w.steer("control-2")
+	w.moveStreams("control-2")
 	w.moveAll("n1", laptops)
 	w.steer(replicaHosts...)
 	errs := watchErrors(t, w, laptops)
