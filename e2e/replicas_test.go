@@ -177,7 +177,7 @@ func (w *world) moveAll(target string, laptops []string) moveResult {
 	return m
 }
 
-// TestReplicasPushAndFailover: two laptops whose long-polls sit on replicas
+// TestReplicasPushAndFailover: two laptops whose map streams sit on replicas
 // 2 and 3 follow a move committed on replica 1 (pushed across replicas,
 // shown by which replica held each poll); then the replica holding the
 // laptops' polls is killed with SIGKILL and a move still reaches them
@@ -214,12 +214,12 @@ func TestReplicasPushAndFailover(t *testing.T) {
 			return ok
 		})
 		if !ok {
-			t.Fatalf("%s: no long-poll of device %s open at the switch (%s)", h, dev, switched.Format(time.RFC3339Nano))
+			t.Fatalf("%s: no map stream of device %s open at the switch (%s)", h, dev, switched.Format(time.RFC3339Nano))
 		}
 		if r.srv == "control-1" {
-			t.Fatalf("%s's long-poll was on control-1, where the switch was committed: not a push across replicas", h)
+			t.Fatalf("%s's map stream was on control-1, where the switch was committed: not a push across replicas", h)
 		}
-		t.Logf("%s: switch committed on control-1 at %s; its long-poll held by %s since %s answered %s later",
+		t.Logf("%s: switch committed on control-1 at %s; its map stream held by %s since %s, ended by the test %s later",
 			h, switched.Format("15:04:05.000"), r.srv, r.at.Format("15:04:05.000"), r.end.Sub(switched))
 	}
 
