@@ -96,7 +96,12 @@ func Down(ctx context.Context, dir string, o DownOptions) error {
 			continue
 		}
 		for _, f := range strings.Fields(out) {
-			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			// Never this process: `ip netns pids` names a process by its
+			// main thread's namespace, and a test in this process may be
+			// dialling into the lab (dialIn) from a thread that entered
+			// it, the main thread among them. Killing "anything inside"
+			// then killed the test itself (e2e: "signal: killed").
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}

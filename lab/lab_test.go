@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -250,19 +251,44 @@ func TestClaimDir(t *testing.T) {
 	}
 }
 
-// fakeRunner records commands and answers `ip netns list` with list.
+// fakeRunner records commands and answers `ip netns list` with list and
+// `ip netns pids` with pids.
 type fakeRunner struct {
 	cmds []string
 	list string
+	pids string
 }
 
 func (f *fakeRunner) Run(_ context.Context, name string, args ...string) (string, error) {
 	line := name + " " + strings.Join(args, " ")
 	f.cmds = append(f.cmds, line)
-	if line == "ip netns list" {
+	switch {
+	case line == "ip netns list":
 		return f.list, nil
+	case strings.HasPrefix(line, "ip netns pids "):
+		return f.pids, nil
 	}
 	return "", nil
+}
+
+// TestDownSparesItsOwnProcess: a thread of this process inside one of the
+// lab's namespaces (a test dialling the laptop's daemon through dialIn)
+// makes `ip netns pids` name this process; down kills what else runs
+// there, never its caller (were it to, this test would die of SIGKILL).
+func TestDownSparesItsOwnProcess(t *testing.T) {
+	d := t.TempDir()
+	j, err := newJournal(d, NamesFor(d).Prefix, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.netns(NamesFor(d).Netns("client"))
+	r := &fakeRunner{pids: strconv.Itoa(os.Getpid()) + "\n"}
+	if err := Down(context.Background(), d, DownOptions{Runner: r}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(r.cmds, "ip netns pids "+NamesFor(d).Netns("client")) {
+		t.Errorf("down did not look for what runs in the namespace: %q", r.cmds)
+	}
 }
 
 func TestDownWithoutLab(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,6 +49,12 @@ func New(t testing.TB, prefix string) *NS {
 	t.Cleanup(func() {
 		if out, err := exec.Command("ip", "netns", "pids", ns.Name).Output(); err == nil {
 			for _, p := range strings.Fields(string(out)) {
+				// Not the test itself: a thread of it that entered the
+				// namespace (the main thread among them) makes
+				// `ip netns pids` name this process.
+				if p == strconv.Itoa(os.Getpid()) {
+					continue
+				}
 				_ = exec.Command("kill", "-9", p).Run()
 			}
 		}
