@@ -93,7 +93,7 @@ func TestVPNUpWithChromium(t *testing.T) {
 			}
 		}
 	}
-	step("load the login page", chromedp.Navigate(authorize))
+	step("load the login page", chromiumtest.Navigate(authorize))
 	step("find its form", chromedp.WaitVisible(chromedp.ID("username")))
 	step("type the email", chromedp.SendKeys(chromedp.ID("username"), w.env.User))
 	step("type the password", chromedp.SendKeys(chromedp.ID("password"), w.env.Password))

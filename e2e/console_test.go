@@ -42,7 +42,7 @@ func TestConsoleInTheLab(t *testing.T) {
 	defer cancel()
 	row := `#cluster-ky3 tr[data-device="` + dev + `"]`
 	err := chromedp.Do(b,
-		chromedp.Navigate(w.env.APIURL+"/console"),
+		chromiumtest.Navigate(w.env.APIURL+"/console"),
 		chromedp.WaitVisible(`#username`),
 		chromedp.SendKeys(`#username`, w.env.User),
 		chromedp.SendKeys(`#password`, w.env.Password),

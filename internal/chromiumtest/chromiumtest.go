@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,4 +162,27 @@ func tunnel(ctx context.Context, c net.Conn, dial func(ctx context.Context, netw
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// Navigate is chromedp.Navigate that loads the page again when Chromium
+// gave up on it with net::ERR_NETWORK_CHANGED: Chromium aborts a load
+// when an address, a link or the resolver changes under it, which in a
+// lab host happens whenever the daemon beside it brings its tunnel up or
+// points DNS at itself. A person would press reload; so does this, a few
+// times.
+func Navigate(url string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		var err error
+		for range 3 {
+			if _, err = chromedp.Navigate(url)(ctx, t); err == nil || !strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		return err
+	})
 }
