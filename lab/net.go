@@ -66,6 +66,17 @@ func (l *Lab) addNetns(ctx context.Context, name string) error {
 	if err := l.ip(ctx, "netns", "add", name); err != nil {
 		return err
 	}
+	// No duplicate address detection in the lab: no address here can be
+	// a duplicate, and DAD makes every new link's IPv6 link-local address
+	// change state a second or two after it came up (and wg1's after the
+	// daemon starts). Chromium takes that change for a new network and
+	// aborts what it is loading (net::ERR_NETWORK_CHANGED): a sign-in
+	// form posted then was lost. Set before any link exists, so every
+	// link of the namespace, wg1 included, inherits it.
+	if _, err := l.run.Run(ctx, "ip", "netns", "exec", name, "sysctl", "-qw",
+		"net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0"); err != nil {
+		return err
+	}
 	return l.ip(ctx, "-n", name, "link", "set", "lo", "up")
 }
 
