@@ -147,6 +147,12 @@ func Down(ctx context.Context, dir string, o DownOptions) error {
 		if err := os.Remove(filepath.Join(abs, RecordFile)); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}
+		// A write of the record that an up killed halfway left its
+		// temporary file (internal/atomicfile): the lab's too.
+		tmps, _ := filepath.Glob(filepath.Join(abs, "."+RecordFile+".tmp*"))
+		for _, t := range tmps {
+			_ = os.Remove(t)
+		}
 		if ents, err := os.ReadDir(abs); err == nil && len(ents) == 0 {
 			_ = os.Remove(abs)
 		}
