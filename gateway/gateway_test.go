@@ -1,42 +1,23 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/internal/syncbuf"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
-
-// syncBuffer is a log sink safe for the agent's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type harness struct {
 	ctl  *fakeControl
 	srv  *fakeServer
 	dns  *fakeDNS
 	key  wgtypes.Key
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 	stop context.CancelFunc
 	done chan error
 }
@@ -47,7 +28,7 @@ func start(t *testing.T, mutate func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{ctl: newFakeControl("n1"), srv: &fakeServer{}, dns: &fakeDNS{}, key: key, logs: &syncBuffer{}, done: make(chan error, 1)}
+	h := &harness{ctl: newFakeControl("n1"), srv: &fakeServer{}, dns: &fakeDNS{}, key: key, logs: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	cfg := Config{
 		Control:    h.ctl,
 		NodeID:     "n1",

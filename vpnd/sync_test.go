@@ -1,34 +1,15 @@
 package vpnd
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/runos/vpn/internal/syncbuf"
 	"github.com/runos/vpn/vpnd/localapi"
 )
-
-// lockedBuffer is a log the test reads while the daemon writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The daemon follows its map by one push stream; against a control that
 // does not stream it falls back to long-polls and says so in its log;
@@ -50,7 +31,7 @@ func TestMapFollowedByStreamOrLongPolls(t *testing.T) {
 			w := newWorld(t)
 			w.fc.NoStreams = tc.noStreams
 			w.fc.AddSession("tok1", "alice@example.com", time.Hour)
-			logs := &lockedBuffer{}
+			logs := &syncbuf.Buffer{}
 			td := startDaemon(t, w, t.TempDir(), func(d *daemon) {
 				d.longPoll = tc.longPoll
 				d.log = slog.New(slog.NewTextHandler(logs, nil))
