@@ -31,7 +31,7 @@ export RUNOS_E2E
 # plain go test too): control's request bodies, the world file, the local
 # API's requests, and control's device map as the daemon reads it.
 FUZZTIME ?= 10s
-FUZZ := ./control/api:FuzzEventReader ./control/server:FuzzRequestBodies ./control/seed:FuzzParse \
+FUZZ := ./api:FuzzEventReader ./control/server:FuzzRequestBodies ./control/seed:FuzzParse \
 	./vpnd:FuzzParseSessionRequest ./vpnd:FuzzParseConnectRequest ./vpnd/state:FuzzDeviceMap
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/auth/formlogin"
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/oauth"
 )
 

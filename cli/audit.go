@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/control/api"
-	"github.com/runos/vpn/control/audit"
+	"github.com/runos/vpn/api"
 )
 
 func (a *app) auditCmd() *cobra.Command {
@@ -24,7 +23,7 @@ outcome, ingress changes, node deletions, tokens created and revoked), with
 the time, the actor, the source address, the target and the outcome.
 
 --kind takes a kind or its first part (device matches every device.*).
-Kinds: ` + strings.Join(audit.Kinds, ", ") + `.
+Kinds: ` + strings.Join(api.AuditKinds, ", ") + `.
 A page holds --limit entries; the line after it says how to see older ones.
 
 This is an operator verb: runos login first, or set RUNOS_TOKEN.`,
@@ -58,7 +57,7 @@ This is an operator verb: runos login first, or set RUNOS_TOKEN.`,
 			t := newTable(a.env.Stdout, "TIME", "ACTOR", "SOURCE", "KIND", "CID", "TARGET", "OUTCOME")
 			for _, e := range p.Entries {
 				actor := e.Actor
-				if e.ActorKind == audit.ActorToken {
+				if e.ActorKind == api.ActorToken {
 					actor = "token " + actor
 				}
 				t.row(fmtTime(e.At, now), actor, e.Source, e.Kind, e.CID, e.Target, e.Outcome)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"

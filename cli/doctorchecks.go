@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"

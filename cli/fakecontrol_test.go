@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // fakeControl is an httptest TLS server serving the real api types for the

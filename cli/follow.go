@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/internal/backoff"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/cli/config"
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // EnvToken is the operator token for the operator verbs, before the stored one.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // operatorHarness is a harness with RUNOS_TOKEN set to a valid operator token.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // defaultFollowTimeout bounds --follow of add and move.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/cli/config"
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // signIn runs the browser sign-in (or, with noBrowser or no browser to

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/localapi"

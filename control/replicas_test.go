@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/auth"
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/internal/pgtest"
 	"github.com/runos/vpn/internal/syncbuf"

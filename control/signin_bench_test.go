@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/auth"
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // BenchmarkSignInUnderDeviceCodeFlood (issue 11): the latency of a whole

@@ -18,7 +18,7 @@ import (
 
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/auth/formlogin"
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // laptopNet is an HTTP client for a sign-in run from this test process as

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // streamingControl is fakeControl with the push stream of the gateway

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/internal/syncbuf"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )

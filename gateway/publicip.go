@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // isPublic applies the project's rule (api.AddressKind) to an address a

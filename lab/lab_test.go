@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 func TestDefaultTopology(t *testing.T) {

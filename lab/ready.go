@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 

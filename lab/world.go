@@ -7,7 +7,7 @@ import (
 	"encoding/base64"
 	"io"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // Secrets are the credentials of one lab, random per lab.
@@ -55,7 +55,7 @@ func NewSecrets(t *Topology, r io.Reader) (*Secrets, error) {
 // RandomSecrets is NewSecrets from crypto/rand.
 func RandomSecrets(t *Topology) (*Secrets, error) { return NewSecrets(t, rand.Reader) }
 
-// World is the world file control is seeded with (control/api World).
+// World is the world file control is seeded with (api World).
 func (t *Topology) World(s *Secrets) api.World {
 	w := api.World{
 		Accounts: []api.WorldAccount{{AID: t.AID, Name: "RunOS lab", OperatorToken: s.OperatorToken}},

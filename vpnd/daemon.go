@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/state"
@@ -18,7 +18,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
-// control is the part of control/api's Client the daemon uses (a seam for
+// control is the part of api's Client the daemon uses (a seam for
 // tests; *api.Client is the real one).
 type control interface {
 	Me(ctx context.Context) (*api.Me, error)

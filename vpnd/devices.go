@@ -3,7 +3,7 @@ package vpnd
 import (
 	"context"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 

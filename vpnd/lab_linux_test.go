@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/internal/netnstest"
 	"github.com/runos/vpn/vpnd/internal/fakecontrol"

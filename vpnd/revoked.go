@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 

@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"

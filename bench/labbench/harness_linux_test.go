@@ -25,7 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/internal/netnstest"
 	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"

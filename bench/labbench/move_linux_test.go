@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/lab"
 )
 

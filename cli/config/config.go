@@ -19,7 +19,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // Environment variables that override the file (docs/internals.md).

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/runos/vpn/auth"
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/desktop/app"
 	"github.com/runos/vpn/internal/vpnup"
 )

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // testControl serves GatewayMap and GatewayReport with the real api types

@@ -13,6 +13,7 @@ package audit
 
 import (
 	"context"
+	"github.com/runos/vpn/api"
 	"net"
 	"net/netip"
 	"slices"
@@ -21,41 +22,31 @@ import (
 	"github.com/runos/vpn/control/hub"
 )
 
-// Kinds of entry. A filter by kind matches the kind itself or, given the
-// part before the dot ("device"), every kind under it.
+// Kinds of entry and of actor: the wire contract's (package api).
 const (
-	SignedIn  = "session.signed_in"  // a sign-in (any app; the console too)
-	SignedOut = "session.signed_out" // the user ended their own session
-	// SessionEnded: an operator ended a user's session.
-	SessionEnded = "session.ended"
-
-	DeviceRegistered = "device.registered"
-	DeviceJoined     = "device.joined"
-	DeviceLeft       = "device.left"
-	DeviceRevoked    = "device.revoked"
-	DeviceDeleted    = "device.deleted" // by an operator, by its user (removed), or idle
-
-	ServiceAdded   = "service.added"
-	MoveRequested  = "move.requested"
-	MoveDone       = "move.done"
-	MoveFailed     = "move.failed"
-	IngressChanged = "node.ingress_changed"
-	NodeDeleted    = "node.deleted"
-
-	TokenCreated = "token.created"
-	TokenRevoked = "token.revoked"
+	SignedIn         = api.AuditSignedIn
+	SignedOut        = api.AuditSignedOut
+	SessionEnded     = api.AuditSessionEnded
+	DeviceRegistered = api.AuditDeviceRegistered
+	DeviceJoined     = api.AuditDeviceJoined
+	DeviceLeft       = api.AuditDeviceLeft
+	DeviceRevoked    = api.AuditDeviceRevoked
+	DeviceDeleted    = api.AuditDeviceDeleted
+	ServiceAdded     = api.AuditServiceAdded
+	MoveRequested    = api.AuditMoveRequested
+	MoveDone         = api.AuditMoveDone
+	MoveFailed       = api.AuditMoveFailed
+	IngressChanged   = api.AuditIngressChanged
+	NodeDeleted      = api.AuditNodeDeleted
+	TokenCreated     = api.AuditTokenCreated
+	TokenRevoked     = api.AuditTokenRevoked
+	ActorUser        = api.ActorUser
+	ActorToken       = api.ActorToken
+	ActorControl     = api.ActorControl
 )
 
 // Kinds lists every kind, for help texts and validation.
-var Kinds = []string{SignedIn, SignedOut, SessionEnded, DeviceRegistered, DeviceJoined, DeviceLeft, DeviceRevoked,
-	DeviceDeleted, ServiceAdded, MoveRequested, MoveDone, MoveFailed, IngressChanged, NodeDeleted, TokenCreated, TokenRevoked}
-
-// Kinds of actor.
-const (
-	ActorUser    = "user"    // a signed-in person: Actor is the email
-	ActorToken   = "token"   // an operator API token: Actor is its name
-	ActorControl = "control" // control itself (an idle device's clean-up, a move's outcome)
-)
+var Kinds = api.AuditKinds
 
 // Actor is who caused a change.
 type Actor struct {

@@ -10,7 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/controltest"
 	"github.com/runos/vpn/internal/chromiumtest"
 	"github.com/runos/vpn/internal/testenv"

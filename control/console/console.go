@@ -34,7 +34,7 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/oauth"
 )

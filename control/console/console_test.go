@@ -14,7 +14,7 @@ import (
 	"golang.org/x/net/html"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/controltest"
 )

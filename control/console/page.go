@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/internal/httpjson"
 )
 

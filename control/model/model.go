@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // Account is an account (aid).

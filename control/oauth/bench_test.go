@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // BenchmarkBrowserSignIn is one whole PKCE sign-in as control serves it

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/auth/formlogin"
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 func TestUserCodes(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // The device page (RFC 8628 §3.3) has two steps: the user code with the

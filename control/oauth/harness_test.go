@@ -19,7 +19,7 @@ import (
 	"golang.org/x/net/html"
 	"golang.org/x/oauth2"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // fakeClock is the injected clock: tests move it by hand.

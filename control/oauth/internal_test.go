@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/internal/syncbuf"
 )

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/model"
 )
 

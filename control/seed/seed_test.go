@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/sqlitestore"

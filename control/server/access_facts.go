@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/store"
 )

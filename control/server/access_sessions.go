@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/lru"
@@ -22,7 +22,7 @@ import (
 	"github.com/runos/vpn/control/token"
 )
 
-// Kinds of caller (control/api's package doc).
+// Kinds of caller (api's package doc).
 const (
 	kindUser     = "user"     // the access token of a sign-in
 	kindOperator = "operator" // an account's operator API token

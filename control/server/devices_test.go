@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 func TestRegisterDevice(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/lru"
 	"github.com/runos/vpn/control/model"
@@ -18,7 +18,7 @@ import (
 	"github.com/runos/vpn/control/store"
 )
 
-// This file turns records into the wire documents of control/api.
+// This file turns records into the wire documents of api.
 
 func clusterDoc(c model.Cluster) api.Cluster {
 	return api.Cluster{CID: c.CID, AID: c.AID, Name: c.Name, Domain: c.Domain(), IsConfigured: c.IsConfigured, UserVPN: c.UserVPN}

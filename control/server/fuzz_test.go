@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // FuzzRequestBodies sends arbitrary bodies to every route that reads one.

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/pool"

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/internal/httpjson"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/internal/syncbuf"
 )

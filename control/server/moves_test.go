@@ -8,7 +8,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // movingWorld: ky3 serving on n1 with key k1, devices joined, n2 heartbeating.

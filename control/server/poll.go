@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // TestFollowLongPollsStopWhenTheCallerEnds: --follow's long-polls (a

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/stream"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // TestRelayURLInMapsAndOverride: the device map gives the hosting node's

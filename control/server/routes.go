@@ -34,7 +34,7 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/devices/{id}/clusters/{cid}", s.withAuth(s.handleLeave, users...))
 	m.HandleFunc("GET /v1/devices/{id}/map", s.withAuth(s.handleDeviceMap, users...))
 
-	// Who is on the VPN, and how to throw them off (access.go of control/api).
+	// Who is on the VPN, and how to throw them off (access.go of api).
 	m.HandleFunc("GET /v1/devices", s.withAuth(s.handleDevices, people...))
 	m.HandleFunc("GET /v1/devices/{id}", s.withAuth(s.handleDevice, people...))
 	m.HandleFunc("POST /v1/devices/{id}/revoke", s.withAuth(s.handleRevokeDevice, people...))

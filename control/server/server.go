@@ -1,5 +1,5 @@
 // Package server is runos-control's HTTPS/JSON API under /v1 (the routes of
-// control/api/client.go) and the logic behind it: authentication, device
+// api/client.go) and the logic behind it: authentication, device
 // registration and cluster joins, the gateway maps and reports, VPN services
 // and their moves, and session expiry acted on at the instant it happens.
 // Every change is one store transaction whose topics are handed to the hub,
@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"

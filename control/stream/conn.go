@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // headroom is kept free at the start of every frame buffer for the chunk

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/desktop/menu"
 	"github.com/runos/vpn/internal/backoff"
 	"github.com/runos/vpn/internal/vpnup"

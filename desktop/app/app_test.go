@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/desktop/internal/fakevpnd"
 	"github.com/runos/vpn/desktop/menu"
 	"github.com/runos/vpn/internal/vpnup"

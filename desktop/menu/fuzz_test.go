@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 

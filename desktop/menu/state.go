@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 

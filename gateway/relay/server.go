@@ -16,7 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/internal/relaywire"
 )
 

@@ -5,7 +5,7 @@
 // be cached.
 //
 // It is not for reading requests, nor for clients, nor for error bodies'
-// shapes (control/api's ErrorBody, OAuth's error object): each server keeps
+// shapes (api's ErrorBody, OAuth's error object): each server keeps
 // those.
 package httpjson
 

@@ -19,7 +19,7 @@
 // some. The shape (type, length, payload) follows Tailscale's DERP framing,
 // with a 16-bit length because a datagram never exceeds 65535 bytes.
 //
-// It is not for anything but the relay: control's API is control/api.
+// It is not for anything but the relay: control's API is api.
 package relaywire
 
 import (

@@ -13,7 +13,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/platform"
 )
 

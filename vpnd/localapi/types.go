@@ -3,7 +3,7 @@
 // and desktop/ use.
 //
 // Routes (all JSON; errors are {"error": {"code","message","hint"}} as in
-// control/api):
+// api):
 //
 //	GET    /v1/status            Status
 //	GET    /v1/watch             stream: one Status per line (NDJSON), the current one first,
@@ -15,7 +15,7 @@
 //	                             accepted the join (the handshake follows: watch for peerUp)
 //	POST   /v1/disconnect        ConnectRequest: leave a cluster
 //	GET    /v1/version           Version
-//	GET    /v1/devices           []control/api.DeviceDetail: the signed-in user's devices (asked of control)
+//	GET    /v1/devices           []api.DeviceDetail: the signed-in user's devices (asked of control)
 //	DELETE /v1/devices/{id}      remove one of them on control (revoked and deleted; devices.go)
 //	GET    /v1/logs              Logs: the daemon's recent log lines (root, the operator, the runos group)
 //	POST   /v1/probe             ProbeRequest: a fresh WireGuard handshake with a cluster's server

@@ -21,7 +21,7 @@ import (
 	"golang.zx2c4.com/wireguard/tun/tuntest"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	gwrelay "github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/internal/relaywire"
 	"github.com/runos/vpn/vpnd/relay"

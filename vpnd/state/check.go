@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"slices"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/vpnd/wgcfg"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // FuzzDeviceMap feeds control's device map, as it comes off the wire, to

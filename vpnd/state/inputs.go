@@ -8,7 +8,7 @@ package state
 import (
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/platform/netmon"
 	"github.com/runos/vpn/vpnd/store"

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 )
 
 // Trust is how far the daemon, which runs as root, believes control: a

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 

@@ -1,7 +1,7 @@
 // Package fakecontrol is a small runos-control for the daemon's tests: the
 // routes a device uses (/v1/me, /v1/sessions/current, /v1/clusters,
 // /v1/devices, joins and leaves, the device map's stream and long-poll), speaking the
-// real control/api types over real HTTPS, with knobs a test turns: add
+// real api types over real HTTPS, with knobs a test turns: add
 // sessions and clusters, move a cluster's VPN server, expire a session,
 // revoke a device, take control down.
 package fakecontrol
@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runos/vpn/control/api"
+	"github.com/runos/vpn/api"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
