@@ -76,6 +76,9 @@ type Config struct {
 	PublicIP func() string
 	// Metrics receives what the gateway's metrics count (gateway/metrics); nil: none.
 	Metrics Metrics
+	// Inside is what the node's configuration says lies inside the
+	// cluster, reported to control (empty: nothing declared).
+	Inside api.ClusterInside
 	// Relay, when set, is the Bind the server runs on: UDP and the relay
 	// streams of gateway/relay. The agent keeps its streams to the
 	// server's peers and closes them when it stops serving.
@@ -400,6 +403,9 @@ func (a *agent) report() api.GatewayReport {
 		startedAt: a.started,
 		state:     a.state,
 		errs:      []error{a.mapErr, a.applyErr, a.stateErr},
+	}
+	if !a.cfg.Inside.Empty() {
+		in.inside = &a.cfg.Inside
 	}
 	if ip := a.publicIP.Load(); ip != nil {
 		in.publicIP = *ip

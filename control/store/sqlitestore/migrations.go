@@ -244,4 +244,11 @@ CREATE INDEX services_installing ON services(state) WHERE state = 'installing';
 `,
 	// 5: a VPN service's relay URL override (issue 14).
 	5: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
+	// 6: what lies inside a cluster, as its gateways report it (issue 21).
+	6: `
+CREATE TABLE cluster_inside (
+	cid    TEXT PRIMARY KEY REFERENCES clusters(cid) ON DELETE CASCADE,
+	inside TEXT NOT NULL
+) WITHOUT ROWID;
+`,
 }
