@@ -6,6 +6,7 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/gateway/clusterdns"
+	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/wgserver"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
@@ -19,6 +20,7 @@ type plan struct {
 	moveID    string
 	wg        wgserver.Spec
 	zone      *clusterdns.Zone       // the cluster DNS: Domains answered with the server address
+	reach     reach.Spec             // forwarding into the cluster (Interface set by the agent)
 	peerIDs   map[wgtypes.Key]string // device ids, for log lines
 }
 
@@ -74,6 +76,9 @@ func planFor(m *api.GatewayMap) (*plan, error) {
 		},
 	}
 	if p.zone, err = clusterdns.NewZone(addr, s.Domains); err != nil {
+		return fail("%v", err)
+	}
+	if p.reach, err = reach.SpecFor("", addr, pool, s.Inside); err != nil {
 		return fail("%v", err)
 	}
 	addrs := map[netip.Addr]string{}

@@ -24,6 +24,7 @@ import (
 	"github.com/runos/vpn/gateway"
 	"github.com/runos/vpn/gateway/metrics"
 	"github.com/runos/vpn/gateway/nodekey"
+	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/internal/secretfile"
 	"github.com/runos/vpn/internal/version"
@@ -242,9 +243,11 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	}
 	log.Info("runos-gateway starting", "version", version.String(), "node", f.nodeID, "control", f.control,
 		"interface", f.iface, "heartbeat", f.heartbeat.String(), "publicKey", key.PublicKey().String())
+	fwd := reach.New(reach.LinuxOS{}, log)
 	var mets gateway.Metrics
 	if f.metricsAddr != "" {
 		m := metrics.New(time.Now)
+		m.ReachDropped(fwd.Dropped)
 		stop, err := serveMetrics(f.metricsAddr, m, log)
 		if err != nil {
 			return err
@@ -274,6 +277,7 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 		Logger:    log,
 		PublicIP:  gateway.DetectPublicIP(f.control),
 		Inside:    f.inside,
+		Reach:     fwd,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,66 @@
+package reach
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/runos/vpn/api"
+)
+
+// Table is the nftables table of this package (family inet).
+const Table = "runos_reach"
+
+// Mark marks the packets TPROXY takes, so that policy routing delivers
+// them locally (RouteTable holds the local default route).
+const (
+	Mark       = 0x52530001
+	RouteTable = 5253
+)
+
+// Ruleset is the nftables ruleset for s with the transparent listeners on
+// port4 (IPv4) and port6 (IPv6), as `nft -f` reads it: the table is
+// deleted and made again in one transaction.
+func Ruleset(s Spec, port4, port6 int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s\ndelete table inet %s\ntable inet %s {\n", Table, Table, Table)
+	for _, r := range DropReasons {
+		fmt.Fprintf(&b, "\tcounter %s {\n\t}\n", r)
+	}
+	var ps []string
+	for _, p := range s.Prefixes {
+		ps = append(ps, p.String())
+	}
+	inside := strings.Join(ps, ", ")
+	fmt.Fprintf(&b, "\tchain prerouting {\n\t\ttype filter hook prerouting priority mangle; policy accept;\n")
+	fmt.Fprintf(&b, "\t\tiifname != %q accept\n", s.Interface)
+	if s.Server.IsValid() {
+		fmt.Fprintf(&b, "\t\tip daddr %s accept\n", s.Server)
+	}
+	if inside != "" {
+		fmt.Fprintf(&b, "\t\tip daddr { %s } meta l4proto tcp tproxy ip to :%d meta mark set 0x%x accept\n", inside, port4, Mark)
+	}
+	if s.Mapped.IsValid() && inside != "" {
+		var mps []string
+		for _, p := range s.Prefixes {
+			mps = append(mps, api.MappedPrefix(s.Mapped, p).String())
+		}
+		fmt.Fprintf(&b, "\t\tip6 daddr { %s } meta l4proto tcp tproxy ip6 to :%d meta mark set 0x%x accept\n", strings.Join(mps, ", "), port6, Mark)
+		fmt.Fprintf(&b, "\t\tip6 daddr { %s } counter name %s drop\n", strings.Join(mps, ", "), DropProtocol)
+	}
+	if inside != "" {
+		fmt.Fprintf(&b, "\t\tip daddr { %s } counter name %s drop\n", inside, DropProtocol)
+	}
+	if s.DevicePool.IsValid() {
+		fmt.Fprintf(&b, "\t\tip daddr %s counter name %s drop\n", s.DevicePool, DropDevice)
+	}
+	fmt.Fprintf(&b, "\t\tip6 daddr %s counter name %s drop\n", deviceRange6(), DropDevice)
+	fmt.Fprintf(&b, "\t\tfib daddr type local counter name %s drop\n", DropNode)
+	fmt.Fprintf(&b, "\t\tcounter name %s drop\n\t}\n}\n", DropUndeclared)
+	return b.String()
+}
+
+// deviceRange6 is where every device's IPv6 tunnel address lies.
+func deviceRange6() netip.Prefix {
+	return netip.PrefixFrom(api.DeviceAddr6(netip.IPv4Unspecified()), 96)
+}
