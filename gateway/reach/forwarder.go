@@ -18,8 +18,9 @@ type OS interface {
 	// a free port: it accepts connections to any address TPROXY hands it.
 	Listen(network string) (net.Listener, error)
 	// Install puts the ruleset in place (replacing any before it) with the
-	// policy routing that delivers marked packets locally.
-	Install(ruleset string) error
+	// policy routing that delivers marked packets locally, and the route
+	// of the devices' IPv6 addresses through iface.
+	Install(ruleset, iface string) error
 	// Remove takes the ruleset and the routing away.
 	Remove() error
 	// Counters reads the drop counters (packets) by reason.
@@ -68,7 +69,7 @@ func (f *Forwarder) Apply(s Spec) error {
 	if rules == f.rules {
 		return nil
 	}
-	if err := f.os.Install(rules); err != nil {
+	if err := f.os.Install(rules, s.Interface); err != nil {
 		return err
 	}
 	if f.rules == "" {

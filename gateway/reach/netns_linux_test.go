@@ -47,8 +47,8 @@ func dialIn(t *testing.T, ns string) func(ctx context.Context, network, addr str
 }
 
 // The forwarder on a real node namespace: a device's TCP connections to a
-// declared node address and to a ClusterIP that only the node's output
-// hook translates both reach the server behind the node, answered through
+// declared node address and to a ClusterIP that the node translates (as
+// kube-proxy does, in prerouting and output) both reach the server behind the node, answered through
 // the node with no route back; what else the device sends is dropped and
 // counted by reason; Close leaves nothing behind.
 func TestForwardOnRealNode(t *testing.T) {
@@ -65,6 +65,10 @@ func TestForwardOnRealNode(t *testing.T) {
 table ip kube {
 	chain output {
 		type nat hook output priority -100; policy accept;
+		ip daddr 10.96.0.20 tcp dport 80 dnat to 10.10.0.2:8080
+	}
+	chain prerouting {
+		type nat hook prerouting priority -100; policy accept;
 		ip daddr 10.96.0.20 tcp dport 80 dnat to 10.10.0.2:8080
 	}
 }

@@ -64,8 +64,10 @@ func nft(stdin string, args ...string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// Install loads the ruleset and routes marked packets to the local stack.
-func (LinuxOS) Install(ruleset string) error {
+// Install loads the ruleset, routes marked packets to the local stack and
+// the devices' IPv6 addresses through iface (the server routes only their
+// IPv4 pool there).
+func (LinuxOS) Install(ruleset, iface string) error {
 	if _, err := nft(ruleset, "-f", "-"); err != nil {
 		return fmt.Errorf("forwarding into the cluster: %w", err)
 	}
@@ -88,6 +90,15 @@ func (LinuxOS) Install(ruleset string) error {
 			return fmt.Errorf("forwarding into the cluster: local route in table %d: %w", RouteTable, err)
 		}
 	}
+	l, err := netlink.LinkByName(iface)
+	if err != nil {
+		return fmt.Errorf("forwarding into the cluster: interface %s: %w", iface, err)
+	}
+	d6 := deviceRange6()
+	rt := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: d6.Addr().AsSlice(), Mask: net.CIDRMask(d6.Bits(), 128)}, Scope: netlink.SCOPE_LINK}
+	if err := netlink.RouteReplace(rt); err != nil {
+		return fmt.Errorf("forwarding into the cluster: route %s via %s: %w", d6, iface, err)
+	}
 	return nil
 }
 
@@ -107,6 +118,8 @@ func (LinuxOS) Remove() error {
 			_ = netlink.RouteDel(&rt)
 		}
 	}
+	d6 := deviceRange6()
+	_ = netlink.RouteDel(&netlink.Route{Dst: &net.IPNet{IP: d6.Addr().AsSlice(), Mask: net.CIDRMask(d6.Bits(), 128)}})
 	return first
 }
 

@@ -13,6 +13,6 @@ type LinuxOS struct{}
 var errNotLinux = errors.New("forwarding into the cluster needs Linux (nftables, TPROXY)")
 
 func (LinuxOS) Listen(string) (net.Listener, error)  { return nil, errNotLinux }
-func (LinuxOS) Install(string) error                 { return errNotLinux }
+func (LinuxOS) Install(string, string) error         { return errNotLinux }
 func (LinuxOS) Remove() error                        { return nil }
 func (LinuxOS) Counters() (map[string]uint64, error) { return nil, errNotLinux }

@@ -32,6 +32,30 @@ func Ruleset(s Spec, port4, port6 int) string {
 		ps = append(ps, p.String())
 	}
 	inside := strings.Join(ps, ", ")
+	var mps []string
+	if s.Mapped.IsValid() {
+		for _, p := range s.Prefixes {
+			mps = append(mps, api.MappedPrefix(s.Mapped, p).String())
+		}
+	}
+	mapped := strings.Join(mps, ", ")
+	// What TPROXY takes is never tracked, so the cluster's own NAT
+	// (kube-proxy's ClusterIP DNAT in prerouting) leaves it alone: the
+	// device's connection ends at the node's listener, and the node's own
+	// connection to the target is what the cluster translates.
+	if inside != "" {
+		fmt.Fprintf(&b, "\tchain raw_prerouting {\n\t\ttype filter hook prerouting priority raw; policy accept;\n")
+		fmt.Fprintf(&b, "\t\tiifname %q ip daddr { %s } meta l4proto tcp notrack\n", s.Interface, inside)
+		if mapped != "" {
+			fmt.Fprintf(&b, "\t\tiifname %q ip6 daddr { %s } meta l4proto tcp notrack\n", s.Interface, mapped)
+		}
+		fmt.Fprintf(&b, "\t}\n\tchain raw_output {\n\t\ttype filter hook output priority raw; policy accept;\n")
+		fmt.Fprintf(&b, "\t\toifname %q ip saddr { %s } meta l4proto tcp notrack\n", s.Interface, inside)
+		if mapped != "" {
+			fmt.Fprintf(&b, "\t\toifname %q ip6 saddr { %s } meta l4proto tcp notrack\n", s.Interface, mapped)
+		}
+		fmt.Fprintf(&b, "\t}\n")
+	}
 	fmt.Fprintf(&b, "\tchain prerouting {\n\t\ttype filter hook prerouting priority mangle; policy accept;\n")
 	fmt.Fprintf(&b, "\t\tiifname != %q accept\n", s.Interface)
 	if s.Server.IsValid() {
@@ -40,13 +64,9 @@ func Ruleset(s Spec, port4, port6 int) string {
 	if inside != "" {
 		fmt.Fprintf(&b, "\t\tip daddr { %s } meta l4proto tcp tproxy ip to :%d meta mark set 0x%x accept\n", inside, port4, Mark)
 	}
-	if s.Mapped.IsValid() && inside != "" {
-		var mps []string
-		for _, p := range s.Prefixes {
-			mps = append(mps, api.MappedPrefix(s.Mapped, p).String())
-		}
-		fmt.Fprintf(&b, "\t\tip6 daddr { %s } meta l4proto tcp tproxy ip6 to :%d meta mark set 0x%x accept\n", strings.Join(mps, ", "), port6, Mark)
-		fmt.Fprintf(&b, "\t\tip6 daddr { %s } counter name %s drop\n", strings.Join(mps, ", "), DropProtocol)
+	if mapped != "" {
+		fmt.Fprintf(&b, "\t\tip6 daddr { %s } meta l4proto tcp tproxy ip6 to :%d meta mark set 0x%x accept\n", mapped, port6, Mark)
+		fmt.Fprintf(&b, "\t\tip6 daddr { %s } counter name %s drop\n", mapped, DropProtocol)
 	}
 	if inside != "" {
 		fmt.Fprintf(&b, "\t\tip daddr { %s } counter name %s drop\n", inside, DropProtocol)

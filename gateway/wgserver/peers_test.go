@@ -18,7 +18,7 @@ func key(t *testing.T) wgtypes.Key {
 }
 
 func devPeer(k wgtypes.Key, addr string) wgtypes.Peer {
-	return wgtypes.Peer{PublicKey: k, AllowedIPs: []net.IPNet{hostNet(netip.MustParseAddr(addr))}}
+	return wgtypes.Peer{PublicKey: k, AllowedIPs: allowedIPs(netip.MustParseAddr(addr))}
 }
 
 func TestPeerChanges(t *testing.T) {
@@ -48,10 +48,10 @@ func TestPeerChanges(t *testing.T) {
 	if c, ok := got[gone]; !ok || !c.Remove {
 		t.Errorf("removed peer: %+v", c)
 	}
-	for k, addr := range map[wgtypes.Key]string{moved: "100.96.0.9/32", fresh: "100.96.0.5/32", wide: "100.96.0.6/32"} {
+	for k, addr := range map[wgtypes.Key]string{moved: "100.96.0.9/32 fd52:4f53:5600::6460:9/128", fresh: "100.96.0.5/32 fd52:4f53:5600::6460:5/128", wide: "100.96.0.6/32 fd52:4f53:5600::6460:6/128"} {
 		c, ok := got[k]
-		if !ok || c.Remove || !c.ReplaceAllowedIPs || len(c.AllowedIPs) != 1 || c.AllowedIPs[0].String() != addr {
-			t.Errorf("peer %s: %+v, want allowed IP %s only", addr, c, addr)
+		if !ok || c.Remove || !c.ReplaceAllowedIPs || len(c.AllowedIPs) != 2 || c.AllowedIPs[0].String()+" "+c.AllowedIPs[1].String() != addr {
+			t.Errorf("peer %s: %+v, want allowed IPs %s only", addr, c, addr)
 		}
 	}
 	if len(peerChanges(nil, nil)) != 0 {

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/platform"
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
@@ -242,8 +243,8 @@ func (s *Server) Close() error {
 }
 
 // peerChanges is the per-peer difference between the device's peers and
-// the wanted ones: additions and allowed-IP changes (ReplaceAllowedIPs, one
-// /32 each) and removals. Unchanged peers are not touched, so their
+// the wanted ones: additions and allowed-IP changes (ReplaceAllowedIPs, a
+// /32 and a /128 each) and removals. Unchanged peers are not touched, so their
 // sessions are never reset.
 func peerChanges(have []wgtypes.Peer, want []Peer) []wgtypes.PeerConfig {
 	haveBy := make(map[wgtypes.Key]wgtypes.Peer, len(have))
@@ -254,11 +255,11 @@ func peerChanges(have []wgtypes.Peer, want []Peer) []wgtypes.PeerConfig {
 	wanted := make(map[wgtypes.Key]bool, len(want))
 	for _, p := range want {
 		wanted[p.PublicKey] = true
-		ipn := hostNet(p.Address)
-		if h, ok := haveBy[p.PublicKey]; ok && len(h.AllowedIPs) == 1 && sameNet(h.AllowedIPs[0], ipn) {
+		ipns := allowedIPs(p.Address)
+		if h, ok := haveBy[p.PublicKey]; ok && len(h.AllowedIPs) == len(ipns) && sameNet(h.AllowedIPs[0], ipns[0]) && sameNet(h.AllowedIPs[1], ipns[1]) {
 			continue
 		}
-		out = append(out, wgtypes.PeerConfig{PublicKey: p.PublicKey, ReplaceAllowedIPs: true, AllowedIPs: []net.IPNet{ipn}})
+		out = append(out, wgtypes.PeerConfig{PublicKey: p.PublicKey, ReplaceAllowedIPs: true, AllowedIPs: ipns})
 	}
 	for _, h := range have {
 		if !wanted[h.PublicKey] {
@@ -266,6 +267,13 @@ func peerChanges(have []wgtypes.Peer, want []Peer) []wgtypes.PeerConfig {
 		}
 	}
 	return out
+}
+
+// allowedIPs are a device's tunnel addresses: its IPv4 one, and the IPv6
+// one derived from it (api.DeviceAddr6), the source of what it sends to a
+// cluster's mapped range (gateway/reach, issue 21).
+func allowedIPs(a netip.Addr) []net.IPNet {
+	return []net.IPNet{hostNet(a), hostNet(api.DeviceAddr6(a.Unmap()))}
 }
 
 func hostNet(a netip.Addr) net.IPNet {

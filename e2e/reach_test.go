@@ -1,0 +1,132 @@
+//go:build !windows
+
+package e2e
+
+import (
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/lab"
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+// reachOf waits until both clusters' reach shows in the laptop's status
+// and returns it by cid.
+func (w *world) reachOf(host string, cids ...string) map[string]*localapi.ClusterReach {
+	w.t.Helper()
+	st := w.waitStatus(host, 30*time.Second, "reaching inside "+strings.Join(cids, ", "), func(s *localapi.Status) bool {
+		for _, cid := range cids {
+			if c, ok := cluster(s, cid); !ok || c.Reach == nil || c.Reach.Mapped == "" || !c.PeerUp {
+				return false
+			}
+		}
+		return true
+	})
+	out := map[string]*localapi.ClusterReach{}
+	for _, cid := range cids {
+		c, _ := cluster(st, cid)
+		out[cid] = c.Reach
+	}
+	return out
+}
+
+// mappedURL is http://[<ip mapped into m>]:port/.
+func mappedURL(t *testing.T, m, ip string, port string) string {
+	t.Helper()
+	a := api.MappedAddr(netip.MustParsePrefix(m), netip.MustParseAddr(ip))
+	return "http://[" + a.String() + "]:" + port + "/"
+}
+
+// dropped reads a gateway's drop counters with the stock nft tool.
+func (w *world) dropped(host string) map[string]uint64 {
+	w.t.Helper()
+	out, err := w.run(host, nil, "nft", "-j", "list", "counters", "table", "inet", "runos_reach")
+	if err != nil {
+		w.t.Fatalf("drop counters on %s: %v", host, err)
+	}
+	var doc struct {
+		Nftables []struct {
+			Counter *struct {
+				Name    string `json:"name"`
+				Packets uint64 `json:"packets"`
+			} `json:"counter"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &doc); err != nil {
+		w.t.Fatalf("drop counters on %s: %v\n%s", host, err, out)
+	}
+	c := map[string]uint64{}
+	for _, e := range doc.Nftables {
+		if e.Counter != nil {
+			c[e.Counter.Name] = e.Counter.Packets
+		}
+	}
+	return c
+}
+
+// TestReachInsideWithOverlap is issue 21's reach with both clusters
+// connected and the same internal ranges in each: raw addresses go to the
+// default cluster (ky3: a Service whose pod is on another node, another
+// node's internal address), each cluster's mapped range to that cluster
+// (xym's Services are translated only for its node's own connections),
+// and what is not declared is dropped and counted at the gateway.
+func TestReachInsideWithOverlap(t *testing.T) {
+	w := newWorld(t, 1, 0)
+	laptop := w.env.Client.Host
+	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
+	w.must(laptop, nil, "runos", "vpn", "connect", "xym")
+	r := w.reachOf(laptop, "ky3", "xym")
+	ky3, _ := w.env.Cluster("ky3")
+	xym, _ := w.env.Cluster("xym")
+	if !r["ky3"].Default || len(r["ky3"].Routed) != 3 || len(r["xym"].Routed) != 0 || len(r["xym"].Shadowed) != 3 || r["xym"].Shadowed[0].By != "ky3" {
+		t.Fatalf("reach: ky3 %+v, xym %+v", r["ky3"], r["xym"])
+	}
+	status := w.must(laptop, nil, "runos", "vpn", "status")
+	for _, want := range []string{"ky3: routes 10.10.0.0/24, 10.244.0.0/16, 10.96.0.0/12 (the default cluster)", "xym: shadowed 10.10.0.0/24 (by ky3)", "xym: mapped " + r["xym"].Mapped} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status lacks %q:\n%s", want, status)
+		}
+	}
+	svc := func(c *lab.EnvCluster) string { return c.Services[0].ClusterIP }
+	for url, want := range map[string]string{
+		"http://" + svc(ky3) + "/":                                   ky3.Services[0].Body, // raw: the default cluster
+		"http://" + ky3.Nodes[1].InternalIP + "/":                    "cluster=ky3 node=n2",
+		mappedURL(t, r["ky3"].Mapped, svc(ky3), "80"):                ky3.Services[0].Body,
+		mappedURL(t, r["xym"].Mapped, svc(xym), "80"):                xym.Services[0].Body, // output-hook-only NAT
+		mappedURL(t, r["xym"].Mapped, xym.Nodes[0].InternalIP, "80"): "cluster=xym node=n1",
+	} {
+		body, err := w.page(laptop, url)
+		if err != nil || !strings.Contains(body, want) {
+			t.Errorf("GET %s = %q, %v; want %q", url, body, err, want)
+		}
+	}
+
+	// Probes through the tunnel to what is not declared: the node's own
+	// public address and the LAN resolver under ky3's mapped range, and
+	// UDP into a declared range.
+	before := w.dropped("ky3-n1")
+	for _, url := range []string{mappedURL(t, r["ky3"].Mapped, "198.51.100.21", "80"), mappedURL(t, r["ky3"].Mapped, "10.77.0.53", "53")} {
+		if body, err := w.run(laptop, nil, "curl", "-sS", "--max-time", "1", url); err == nil {
+			t.Errorf("GET %s through the tunnel answered %q; want it dropped", url, body)
+		}
+	}
+	if _, err := w.run(laptop, nil, "bash", "-c", "echo probe > /dev/udp/10.96.0.20/53"); err != nil {
+		t.Fatal(err)
+	}
+	var after map[string]uint64
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after = w.dropped("ky3-n1")
+		if after["undeclared"] >= before["undeclared"]+2 && after["protocol"] >= before["protocol"]+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("drop counters before %v, after %v: the probes were not counted", before, after)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
