@@ -129,4 +129,74 @@ func TestReachInsideWithOverlap(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+
+	// Names: each cluster's Service by its per-cluster name, concurrently,
+	// answered by the right cluster; in-cluster names through the default
+	// cluster; kubectl with each cluster's kubeconfig as it is.
+	w.namesWork(laptop, ky3, xym)
+	pods := map[string]string{"ky3": "web-n2", "xym": "web-n1"}
+	w.kubectlPods(laptop, pods, ky3, xym)
+	if body, err := w.page(laptop, "http://web.default.svc.cluster.local/"); err != nil || !strings.Contains(body, ky3.Services[0].Body) {
+		t.Errorf("web.default.svc.cluster.local = %q, %v; want the default cluster's", body, err)
+	}
+
+	// A move of ky3 keeps all of it, with no command on the laptop.
+	if m, out, err := w.move("n2"); err != nil || m.State != "done" {
+		t.Fatalf("move ky3 to n2: %+v %v\n%s", m, err, out)
+	}
+	w.waitStatus(laptop, 30*time.Second, "ky3 up on n2", upOn("n2", "ky3"))
+	w.namesWork(laptop, ky3, xym)
+	w.kubectlPods(laptop, pods, ky3)
+	if body, err := w.page(laptop, "http://"+ky3.Services[0].ClusterIP+"/"); err != nil || !strings.Contains(body, ky3.Services[0].Body) {
+		t.Errorf("after the move, GET the ClusterIP = %q, %v", body, err)
+	}
+
+	// Disconnecting xym: its names no longer resolve over the tunnel (only
+	// the LAN's public wildcard record answers them), its range is gone.
+	w.must(laptop, nil, "runos", "vpn", "disconnect", "xym")
+	w.waitFor(10*time.Second, "xym's Service name no longer mapped", func() bool {
+		out, _ := w.run(laptop, nil, "getent", "ahosts", xym.Services[0].DNSName)
+		return !strings.Contains(out, "fd52:4f53:5600")
+	})
+	if routes := w.must(laptop, nil, "ip", "-6", "route"); strings.Contains(routes, strings.TrimSuffix(r["xym"].Mapped, "::/96")) {
+		t.Errorf("xym's mapped range still routed after disconnect:\n%s", routes)
+	}
+	if body, err := w.page(laptop, "http://"+ky3.Services[0].DNSName+"/"); err != nil || !strings.Contains(body, ky3.Services[0].Body) {
+		t.Errorf("ky3 by name after xym left = %q, %v", body, err)
+	}
+}
+
+// namesWork fetches every cluster's Service by its per-cluster name, all
+// at once, and checks each answer came from its own cluster.
+func (w *world) namesWork(laptop string, cs ...*lab.EnvCluster) {
+	w.t.Helper()
+	type res struct {
+		c    *lab.EnvCluster
+		body string
+		err  error
+	}
+	out := make(chan res, len(cs))
+	for _, c := range cs {
+		go func() {
+			body, err := w.run(laptop, nil, "curl", "-sS", "--max-time", "5", "http://"+c.Services[0].DNSName+"/")
+			out <- res{c, body, err}
+		}()
+	}
+	for range cs {
+		r := <-out
+		if r.err != nil || !strings.Contains(r.body, r.c.Services[0].Body) {
+			w.t.Errorf("GET http://%s/ = %q, %v; want %q", r.c.Services[0].DNSName, r.body, r.err, r.c.Services[0].Body)
+		}
+	}
+}
+
+// kubectlPods lists each cluster's pods with its kubeconfig, as it is.
+func (w *world) kubectlPods(laptop string, pods map[string]string, cs ...*lab.EnvCluster) {
+	w.t.Helper()
+	for _, c := range cs {
+		out, err := w.run(laptop, nil, "kubectl", "--kubeconfig", c.Kubeconfig, "get", "pods", "--request-timeout", "10s")
+		if err != nil || !strings.Contains(out, pods[c.CID]) {
+			w.t.Errorf("kubectl get pods on %s: %v\n%s", c.CID, err, out)
+		}
+	}
 }

@@ -81,6 +81,16 @@ func planFor(m *api.GatewayMap) (*plan, error) {
 	if p.reach, err = reach.SpecFor("", addr, pool, s.Inside); err != nil {
 		return fail("%v", err)
 	}
+	if in := s.Inside; in != nil && in.DNSServer != "" && p.reach.Mapped.IsValid() && len(s.Domains) > 0 {
+		zi := clusterdns.Inside{Domain: s.Domains[0], Mapped: p.reach.Mapped,
+			KubeDNS: netip.AddrPortFrom(netip.MustParseAddr(in.DNSServer), 53)}
+		if in.APIAddress != "" {
+			zi.VIP = netip.MustParseAddr(in.APIAddress)
+		}
+		if p.zone, err = p.zone.WithInside(zi); err != nil {
+			return fail("%v", err)
+		}
+	}
 	addrs := map[netip.Addr]string{}
 	for _, gp := range s.Peers {
 		k, err := wgtypes.ParseKey(gp.PublicKey)
