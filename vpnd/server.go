@@ -100,7 +100,11 @@ func (s *server) handler() http.Handler {
 			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
 			return
 		}
-		s.answer(w, r)(s.d.connect(r.Context(), req.CID))
+		if req.Default != "" && api.CheckCID(req.Default) != nil {
+			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "default: %v", api.CheckCID(req.Default)))
+			return
+		}
+		s.answer(w, r)(s.d.connectAs(r.Context(), req.CID, req.Default))
 	})
 	mux.HandleFunc("POST /v1/disconnect", func(w http.ResponseWriter, r *http.Request) {
 		req, err := parseConnectRequest(r.Body)

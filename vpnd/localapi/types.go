@@ -280,6 +280,10 @@ type SessionRequest struct {
 // ConnectRequest names a cluster.
 type ConnectRequest struct {
 	CID string `json:"cid"`
+	// Default is the cluster the user works on (runos config set cid), as
+	// the CLI knows it: raw internal addresses and *.svc.cluster.local go
+	// to it first (issue 21). "" leaves the daemon's as it was.
+	Default string `json:"default,omitempty"`
 }
 
 // Version is the daemon's build.

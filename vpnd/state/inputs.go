@@ -40,11 +40,6 @@ type Inputs struct {
 	Device wgcfg.Report   // what the WireGuard device reports
 	DNS    dnsplit.Status // the split-DNS configurator; Mode "" means off
 
-	// DefaultCID is the cluster the user works on (runos config set cid):
-	// raw internal addresses and *.svc.cluster.local go to it first.
-	// "" (or one not wanted): the first wanted cluster by cid.
-	DefaultCID string
-
 	// Trust: which routes and DNS domains of control's are accepted (the
 	// daemon's configuration; the zero value is the VPN's default pools).
 	Trust Trust

@@ -28,10 +28,11 @@ type reachPlan struct {
 }
 
 // defaultCluster is the cluster raw addresses go to first: the one the
-// user made default when it is wanted, else the first wanted by cid.
+// user made default (Prefs.DefaultCID) when it is wanted, else the first
+// wanted by cid.
 func defaultCluster(in *Inputs, usable func(string) bool) string {
-	if in.DefaultCID != "" && slices.Contains(in.Prefs.Wanted, in.DefaultCID) && usable(in.DefaultCID) {
-		return in.DefaultCID
+	if def := in.Prefs.DefaultCID; def != "" && slices.Contains(in.Prefs.Wanted, def) && usable(def) {
+		return def
 	}
 	for _, cid := range in.Prefs.Wanted {
 		if usable(cid) {

@@ -36,7 +36,7 @@ func TestReachOverlap(t *testing.T) {
 	in.Prefs = signedInPrefs("ky3", "xym")
 	in.Map = dmap(withInside(ky3n1, 2), withInside(xym, 3))
 	for _, def := range []string{"", "ky3", "xym"} {
-		in.DefaultCID = def
+		in.Prefs.DefaultCID = def
 		first, second := "ky3", "xym"
 		if def == "xym" {
 			first, second = "xym", "ky3"
