@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/internal/netnstest"
 	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
 )
@@ -76,6 +77,7 @@ func (w *world) dropped(host string) map[string]uint64 {
 // and what is not declared is dropped and counted at the gateway.
 func TestReachInsideWithOverlap(t *testing.T) {
 	w := newWorld(t, 1, 0)
+	netnstest.Require(t, "kubectl", "bash", "getent")
 	laptop := w.env.Client.Host
 	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
 	w.must(laptop, nil, "runos", "vpn", "connect", "xym")
@@ -117,11 +119,18 @@ func TestReachInsideWithOverlap(t *testing.T) {
 	if _, err := w.run(laptop, nil, "bash", "-c", "echo probe > /dev/udp/10.96.0.20/53"); err != nil {
 		t.Fatal(err)
 	}
+	// Another device's address and the node's LAN address, sent into the
+	// tunnel by hand (the daemon routes neither there).
+	st := w.status(laptop)
+	c3, _ := cluster(st, "ky3")
+	w.probeThrough(laptop, st.Tunnel.Interface, c3.Server.PublicKey, "100.96.0.9")
+	w.probeThrough(laptop, st.Tunnel.Interface, c3.Server.PublicKey, "10.77.0.21")
 	var after map[string]uint64
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		after = w.dropped("ky3-n1")
-		if after["undeclared"] >= before["undeclared"]+2 && after["protocol"] >= before["protocol"]+1 {
+		if after["undeclared"] >= before["undeclared"]+2 && after["protocol"] >= before["protocol"]+1 &&
+			after["device_to_device"] >= before["device_to_device"]+1 && after["node"] >= before["node"]+1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -164,6 +173,24 @@ func TestReachInsideWithOverlap(t *testing.T) {
 	if body, err := w.page(laptop, "http://"+ky3.Services[0].DNSName+"/"); err != nil || !strings.Contains(body, ky3.Services[0].Body) {
 		t.Errorf("ky3 by name after xym left = %q, %v", body, err)
 	}
+}
+
+// probeThrough sends one UDP datagram to dst through the tunnel to the
+// peer pub: a route and an allowed IP added for it by hand, then removed.
+func (w *world) probeThrough(laptop, iface, pub, dst string) {
+	w.t.Helper()
+	out := w.must(laptop, nil, "wg", "show", iface, "allowed-ips")
+	ips := ""
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == pub {
+			ips = strings.Join(f[1:], ",")
+		}
+	}
+	w.must(laptop, nil, "wg", "set", iface, "peer", pub, "allowed-ips", ips+","+dst+"/32")
+	w.must(laptop, nil, "ip", "route", "add", dst+"/32", "dev", iface)
+	w.must(laptop, nil, "bash", "-c", "echo probe > /dev/udp/"+dst+"/9")
+	w.must(laptop, nil, "ip", "route", "del", dst+"/32", "dev", iface)
+	w.must(laptop, nil, "wg", "set", iface, "peer", pub, "allowed-ips", ips)
 }
 
 // namesWork fetches every cluster's Service by its per-cluster name, all

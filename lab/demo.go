@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -113,7 +114,9 @@ on n1. Every command below runs on the laptop, as its user would type it.
 			return err
 		}
 	}
-	if err := d.run("kubectl with ky3's usual kubeconfig, through the tunnel to the API behind the VIP ("+ky3.APIName+")",
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		fmt.Fprintf(d.out, "\n(kubectl is not installed here: apt-get install kubernetes-client to see `kubectl get pods` over the VPN)\n")
+	} else if err := d.run("kubectl with ky3's usual kubeconfig, through the tunnel to the API behind the VIP ("+ky3.APIName+")",
 		nil, "kubectl --kubeconfig "+ky3.Kubeconfig+" get pods -A", "kubectl", "--kubeconfig", ky3.Kubeconfig, "get", "pods", "-A"); err != nil {
 		return err
 	}
