@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -107,27 +109,36 @@ func TestReachInsideWithOverlap(t *testing.T) {
 		}
 	}
 
+	// UDP: kube-dns by its raw address (ky3, the default) and under xym's
+	// mapped range.
+	for _, srv := range []string{net.JoinHostPort(ky3.ClusterDNS, "53"), net.JoinHostPort(api.MappedAddr(netip.MustParsePrefix(r["xym"].Mapped), netip.MustParseAddr(xym.ClusterDNS)).String(), "53")} {
+		if got, err := w.lab.ResolveAt(t.Context(), laptop, srv, "web.default.svc.cluster.local"); err != nil || len(got) != 1 || got[0] != svc(ky3) {
+			t.Errorf("kube-dns at %s from the laptop: %v, %v", srv, got, err)
+		}
+	}
+
 	// Probes through the tunnel to what is not declared: the node's own
 	// public address and the LAN resolver under ky3's mapped range, and
-	// UDP into a declared range.
+	// ICMP into a declared range.
 	before := w.dropped("ky3-n1")
 	for _, url := range []string{mappedURL(t, r["ky3"].Mapped, "198.51.100.21", "80"), mappedURL(t, r["ky3"].Mapped, "10.77.0.53", "53")} {
 		if body, err := w.run(laptop, nil, "curl", "-sS", "--max-time", "1", url); err == nil {
 			t.Errorf("GET %s through the tunnel answered %q; want it dropped", url, body)
 		}
 	}
-	if _, err := w.run(laptop, nil, "bash", "-c", "echo probe > /dev/udp/10.96.0.20/53"); err != nil {
-		t.Fatal(err)
+	if out, err := w.run(laptop, nil, "ping", "-c", "1", "-W", "1", svc(ky3)); err == nil {
+		t.Errorf("ping %s through the tunnel answered:\n%s", svc(ky3), out)
 	}
 	// Another device's address and the node's LAN address, sent into the
 	// tunnel by hand (the daemon routes neither there).
 	st := w.status(laptop)
 	c3, _ := cluster(st, "ky3")
-	w.probeThrough(laptop, st.Tunnel.Interface, c3.Server.PublicKey, "100.96.0.9")
-	w.probeThrough(laptop, st.Tunnel.Interface, c3.Server.PublicKey, "10.77.0.21")
 	var after map[string]uint64
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
+		// Again each round until counted: see probeThrough.
+		w.probeThrough(laptop, st.Tunnel.Interface, c3.Server.PublicKey, "100.96.0.9")
+		w.probeThrough(laptop, st.Tunnel.Interface, c3.Server.PublicKey, "10.77.0.21")
 		after = w.dropped("ky3-n1")
 		if after["undeclared"] >= before["undeclared"]+2 && after["protocol"] >= before["protocol"]+1 &&
 			after["device_to_device"] >= before["device_to_device"]+1 && after["node"] >= before["node"]+1 {
@@ -136,7 +147,7 @@ func TestReachInsideWithOverlap(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("drop counters before %v, after %v: the probes were not counted", before, after)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	// Names: each cluster's Service by its per-cluster name, concurrently,
@@ -176,7 +187,9 @@ func TestReachInsideWithOverlap(t *testing.T) {
 }
 
 // probeThrough sends one UDP datagram to dst through the tunnel to the
-// peer pub: a route and an allowed IP added for it by hand, then removed.
+// peer pub: a route and an allowed IP added for it by hand, then removed,
+// all in one script (the daemon puts its own configuration back when it
+// sees the laptop's routes change).
 func (w *world) probeThrough(laptop, iface, pub, dst string) {
 	w.t.Helper()
 	out := w.must(laptop, nil, "wg", "show", iface, "allowed-ips")
@@ -186,11 +199,9 @@ func (w *world) probeThrough(laptop, iface, pub, dst string) {
 			ips = strings.Join(f[1:], ",")
 		}
 	}
-	w.must(laptop, nil, "wg", "set", iface, "peer", pub, "allowed-ips", ips+","+dst+"/32")
-	w.must(laptop, nil, "ip", "route", "add", dst+"/32", "dev", iface)
-	w.must(laptop, nil, "bash", "-c", "echo probe > /dev/udp/"+dst+"/9")
-	w.must(laptop, nil, "ip", "route", "del", dst+"/32", "dev", iface)
-	w.must(laptop, nil, "wg", "set", iface, "peer", pub, "allowed-ips", ips)
+	w.must(laptop, nil, "bash", "-c", fmt.Sprintf(
+		"wg set %[1]s peer %[2]s allowed-ips %[3]s,%[4]s/32 && ip route add %[4]s/32 dev %[1]s && echo probe > /dev/udp/%[4]s/9; ip route del %[4]s/32 dev %[1]s; wg set %[1]s peer %[2]s allowed-ips %[3]s",
+		iface, pub, ips, dst))
 }
 
 // namesWork fetches every cluster's Service by its per-cluster name, all

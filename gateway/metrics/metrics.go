@@ -119,7 +119,7 @@ func (g *Gateway) ReachDropped(read func() map[string]uint64) {
 }
 
 var droppedDesc = prometheus.NewDesc(ns+"_reach_dropped_packets_total",
-	"Packets devices sent through this node that were dropped: to another device, to the node's other addresses, not TCP into the cluster, or outside the cluster's declared prefixes.",
+	"Packets devices sent through this node that were dropped: to another device, to the node's other addresses, neither TCP nor UDP into the cluster, or outside the cluster's declared prefixes.",
 	[]string{"reason"}, nil)
 
 // dropCollector reads the drop counters when scraped.

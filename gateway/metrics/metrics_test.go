@@ -61,7 +61,7 @@ func TestReachDropped(t *testing.T) {
 	}
 	g.ReachDropped(func() map[string]uint64 { return map[string]uint64{"node": 2, "undeclared": 5} })
 	want := `
-# HELP runos_gateway_reach_dropped_packets_total Packets devices sent through this node that were dropped: to another device, to the node's other addresses, not TCP into the cluster, or outside the cluster's declared prefixes.
+# HELP runos_gateway_reach_dropped_packets_total Packets devices sent through this node that were dropped: to another device, to the node's other addresses, neither TCP nor UDP into the cluster, or outside the cluster's declared prefixes.
 # TYPE runos_gateway_reach_dropped_packets_total counter
 runos_gateway_reach_dropped_packets_total{reason="node"} 2
 runos_gateway_reach_dropped_packets_total{reason="undeclared"} 5

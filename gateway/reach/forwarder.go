@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,13 @@ type OS interface {
 	Remove() error
 	// Counters reads the drop counters (packets) by reason.
 	Counters() (map[string]uint64, error)
+	// ListenUDP opens a transparent UDP listener for network (udp4, udp6)
+	// on a free port.
+	ListenUDP(network string) (UDPListener, error)
+	// ReplyConn opens a UDP socket bound (transparently) to local and
+	// connected to remote: a flow's answers leave from the address the
+	// device sent to.
+	ReplyConn(local, remote netip.AddrPort) (net.Conn, error)
 }
 
 // DialTimeout bounds the node's connection to the target.
@@ -39,7 +47,8 @@ type Forwarder struct {
 
 	spec   atomic.Pointer[Spec]
 	ls     []net.Listener
-	ports  [2]int // tcp4, tcp6
+	uls    []UDPListener
+	ports  Ports
 	wg     sync.WaitGroup
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -65,7 +74,7 @@ func (f *Forwarder) Apply(s Spec) error {
 			return err
 		}
 	}
-	rules := Ruleset(s, f.ports[0], f.ports[1])
+	rules := Ruleset(s, f.ports)
 	if rules == f.rules {
 		return nil
 	}
@@ -81,16 +90,33 @@ func (f *Forwarder) Apply(s Spec) error {
 
 func (f *Forwarder) listen() error {
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	for i, network := range []string{"tcp4", "tcp6"} {
-		ln, err := f.os.Listen(network)
+	for _, l := range []struct {
+		network string
+		port    *int
+	}{{"tcp4", &f.ports.TCP4}, {"tcp6", &f.ports.TCP6}} {
+		ln, err := f.os.Listen(l.network)
 		if err != nil {
 			f.closeListeners()
 			return err
 		}
 		f.ls = append(f.ls, ln)
-		f.ports[i] = ln.Addr().(*net.TCPAddr).Port
+		*l.port = ln.Addr().(*net.TCPAddr).Port
 		f.wg.Add(1)
 		go f.accept(ln)
+	}
+	for _, l := range []struct {
+		network string
+		port    *int
+	}{{"udp4", &f.ports.UDP4}, {"udp6", &f.ports.UDP6}} {
+		ln, err := f.os.ListenUDP(l.network)
+		if err != nil {
+			f.closeListeners()
+			return err
+		}
+		f.uls = append(f.uls, ln)
+		*l.port = ln.Port()
+		f.wg.Add(1)
+		go f.serveUDP(ln)
 	}
 	return nil
 }
@@ -116,8 +142,11 @@ func (f *Forwarder) closeListeners() {
 	for _, ln := range f.ls {
 		_ = ln.Close()
 	}
+	for _, ln := range f.uls {
+		_ = ln.Close()
+	}
 	f.wg.Wait()
-	f.ls, f.ports = nil, [2]int{}
+	f.ls, f.uls, f.ports = nil, nil, Ports{}
 }
 
 // Dropped reads the drop counters (nil when not forwarding).

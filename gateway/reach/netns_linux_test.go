@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -39,6 +40,20 @@ func inNS(t *testing.T, name string, fn func()) {
 	}
 }
 
+// nsOS is LinuxOS whose reply sockets are made in the node's namespace
+// (the forwarder makes them on its own goroutines, which in a test run in
+// the test's namespace; in the gateway the whole process is the node's).
+type nsOS struct {
+	LinuxOS
+	t  *testing.T
+	ns string
+}
+
+func (o nsOS) ReplyConn(local, remote netip.AddrPort) (c net.Conn, err error) {
+	inNS(o.t, o.ns, func() { c, err = o.LinuxOS.ReplyConn(local, remote) })
+	return c, err
+}
+
 func dialIn(t *testing.T, ns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (c net.Conn, err error) {
 		inNS(t, ns, func() { c, err = (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, network, addr) })
@@ -55,6 +70,10 @@ func TestForwardOnRealNode(t *testing.T) {
 	netnstest.Require(t, "ip", "nft")
 	dev, node, inner := netnstest.New(t, "rdev"), netnstest.New(t, "rnode"), netnstest.New(t, "rin")
 	netnstest.Link(t, dev, "d0", "100.96.0.2/32", node, "wgt0", "100.100.3.1/32")
+	// A WireGuard interface carries no neighbour discovery or router
+	// solicitations; the veth standing in for it must not either (they
+	// would be counted as undeclared).
+	dev.MustExec("sysctl", "-qw", "net.ipv6.conf.d0.disable_ipv6=1")
 	dev.MustExec("ip", "route", "add", "100.100.3.1/32", "dev", "d0")
 	dev.MustExec("ip", "route", "add", "default", "via", "100.100.3.1", "dev", "d0", "onlink")
 	node.MustExec("ip", "route", "add", "100.96.0.2/32", "dev", "wgt0")
@@ -66,10 +85,12 @@ table ip kube {
 	chain output {
 		type nat hook output priority -100; policy accept;
 		ip daddr 10.96.0.20 tcp dport 80 dnat to 10.10.0.2:8080
+		ip daddr 10.96.0.10 udp dport 53 dnat to 10.10.0.2:5353
 	}
 	chain prerouting {
 		type nat hook prerouting priority -100; policy accept;
 		ip daddr 10.96.0.20 tcp dport 80 dnat to 10.10.0.2:8080
+		ip daddr 10.96.0.10 udp dport 53 dnat to 10.10.0.2:5353
 	}
 }
 E`)
@@ -90,8 +111,25 @@ E`)
 		}
 	}()
 
+	var pc net.PacketConn
+	inNS(t, inner.Name, func() { pc, _ = net.ListenPacket("udp", "10.10.0.2:5353") })
+	if pc == nil {
+		t.Fatal("no UDP listener inside")
+	}
+	defer pc.Close()
+	go func() {
+		b := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(append([]byte("echo from "+from.(*net.UDPAddr).IP.String()+": "), b[:n]...), from)
+		}
+	}()
+
 	var logs syncbuf.Buffer
-	f := New(LinuxOS{}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	f := New(nsOS{t: t, ns: node.Name}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	f.dial = dialIn(t, node.Name)
 	s := testSpec(t)
 	s.Interface, s.Server, s.DevicePool = "wgt0", netip.MustParseAddr("100.100.3.1"), netip.MustParsePrefix("100.96.0.0/16")
@@ -120,6 +158,25 @@ E`)
 		}
 	}
 
+	// UDP: a ClusterIP's answer comes back from the address the device
+	// sent to (the socket is connected to it), twice on one flow.
+	uc, err := dial(context.Background(), "udp", "10.96.0.10:53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{"one", "two"} {
+		_ = uc.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := uc.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1500)
+		n, err := uc.Read(b)
+		if got := string(b[:n]); err != nil || got != "echo from 10.10.0.1: "+msg {
+			t.Errorf("UDP to 10.96.0.10:53: %q, %v\n%s", got, err, logs.String())
+		}
+	}
+	uc.Close()
+
 	// Probes: UDP, so nothing waits on a dropped handshake.
 	probe := func(addr string) {
 		t.Helper()
@@ -130,11 +187,11 @@ E`)
 		_, _ = c.Write([]byte("probe"))
 		c.Close()
 	}
-	probe("192.0.2.1:9")   // node
-	probe("100.96.0.3:9")  // device
-	probe("10.77.0.1:9")   // undeclared
-	probe("10.10.0.2:53")  // protocol
-	probe("100.100.3.1:9") // the server address: allowed, not counted
+	probe("192.0.2.1:9")                                                                            // node
+	probe("100.96.0.3:9")                                                                           // device
+	probe("10.77.0.1:9")                                                                            // undeclared
+	inNS(t, dev.Name, func() { _ = exec.Command("ping", "-c", "1", "-W", "1", "10.10.0.2").Run() }) // protocol
+	probe("100.100.3.1:9")                                                                          // the server address: allowed, not counted
 	want := map[string]uint64{DropNode: 1, DropDevice: 1, DropUndeclared: 1, DropProtocol: 1}
 	deadline := time.Now().Add(5 * time.Second)
 	var got map[string]uint64

@@ -1,5 +1,5 @@
 // Package reach is the VPN node's door into its cluster: devices' TCP
-// connections to the cluster's declared internal prefixes (node network,
+// connections and UDP flows to the cluster's declared internal prefixes (node network,
 // pod range, Service range; and the same under the cluster's mapped IPv6
 // range) are taken off the WireGuard interface and relayed from the node
 // itself, and everything else devices send through the node is dropped and
@@ -11,8 +11,8 @@
 // a cluster whose Services are translated only for the node's own sockets
 // (a CNI that translates at connect, as the lab's xym) would see its
 // ClusterIPs unreachable; and the mapped IPv6 range would need NAT64 in the
-// kernel. Here nftables' TPROXY hands each device connection to a
-// transparent listener of the gateway (the connection's local address is
+// kernel. Here nftables' TPROXY hands each device connection (or UDP
+// flow) to a transparent listener of the gateway (the connection's local address is
 // what the device dialled), which dials the real address from the node:
 // the node's own connection, seen by the output hook like kube-proxy's or a
 // socket-level CNI's, answered to the node without any route back, and the
@@ -22,9 +22,11 @@
 // kernel interface; the node has one). Measured (e2e BenchmarkReach,
 // docs/performance.md): iperf3 from a laptop to another node through the
 // VPN node ran at 1.02× (median of three runs) what it ran to the VPN node
-// itself, so the relay costs nothing the tunnel does not. UDP and ICMP into
-// the cluster are dropped and counted for now; names go through the
-// cluster DNS.
+// itself, so the relay costs nothing the tunnel does not. A UDP flow's
+// answers leave from the address the device sent to (a transparent socket
+// connected to the device, which the flow's next datagrams reach directly)
+// and the flow ends after UDPIdle. ICMP into the cluster is dropped and
+// counted; names go through the cluster DNS.
 //
 // What it is not: a policy engine (who may reach which port is later work,
 // control/policy) or a WireGuard host (the interface is gateway/wgserver's;
@@ -98,7 +100,7 @@ func (s Spec) Target(dst netip.AddrPort) (netip.AddrPort, error) {
 const (
 	DropDevice     = "device_to_device" // to another device's tunnel address
 	DropNode       = "node"             // to an address of the node other than the VPN server's
-	DropProtocol   = "protocol"         // not TCP, into a declared prefix
+	DropProtocol   = "protocol"         // neither TCP nor UDP (ICMP…), into a declared prefix
 	DropUndeclared = "undeclared"       // anywhere else: other networks, the internet, other clusters
 )
 

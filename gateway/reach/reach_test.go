@@ -74,13 +74,16 @@ func FuzzTarget(f *testing.F) {
 }
 
 func TestRuleset(t *testing.T) {
-	r := Ruleset(testSpec(t), 40001, 40002)
+	r := Ruleset(testSpec(t), Ports{TCP4: 40001, TCP6: 40002, UDP4: 40003, UDP6: 40004})
 	for _, want := range []string{
 		"delete table inet runos_reach",
 		`iifname != "wgvpn" accept`,
 		"ip daddr 100.100.3.1 accept",
 		"ip daddr { 10.10.0.0/24, 10.244.0.0/16, 10.96.0.0/12 } meta l4proto tcp tproxy ip to :40001",
 		"ip6 daddr { fd52:4f53:5600:3::a0a:0/120, fd52:4f53:5600:3::af4:0/112, fd52:4f53:5600:3::a60:0/108 } meta l4proto tcp tproxy ip6 to :40002",
+		"ip daddr { 10.10.0.0/24, 10.244.0.0/16, 10.96.0.0/12 } meta l4proto udp tproxy ip to :40003",
+		"meta l4proto udp tproxy ip6 to :40004",
+		`iifname "wgvpn" ip daddr { 10.10.0.0/24, 10.244.0.0/16, 10.96.0.0/12 } meta l4proto { tcp, udp } notrack`,
 		"ip daddr 100.96.0.0/16 counter name device_to_device drop",
 		"fib daddr type local counter name node drop",
 		"counter name undeclared drop",
