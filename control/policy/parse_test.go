@@ -125,7 +125,16 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("version 1\nallow * -> *: *"))
 	f.Add([]byte("version 18446744073709551615\ngroup a.b_c-d: x@y.z,\nallow user:x@y.z, * -> a-1: [::]:1-65535/udp, ::/0, 0.0.0.0/0:*/tcp"))
 	f.Add([]byte("version 2\noperate group:g -> *: manage-users, read-audit, manage-tokens\n# c"))
+	f.Add([]byte("ky3:[fd00::1]:443/udp"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The same bytes as a question of runos policy test --to: what
+		// parses asks about one address, and says it back the same.
+		if q, err := ParseQuery(string(data)); err == nil && q.Packet != nil {
+			again, err := ParseQuery(q.Cluster + ":" + q.Packet.String())
+			if err != nil || *again.Packet != *q.Packet {
+				t.Fatalf("query %q → %s → %v, %v", data, q.Packet, again.Packet, err)
+			}
+		}
 		p, err := Parse(data)
 		if err != nil {
 			var le *LineError
@@ -134,6 +143,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
+		_ = p.Validate(Known{Clusters: []string{"a-1", "ky3"}, Groups: []string{"g"}})
 		out := p.Format()
 		q, err := Parse(out)
 		if err != nil {
