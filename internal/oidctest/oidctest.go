@@ -16,6 +16,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"html/template"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -57,8 +58,9 @@ type Provider struct {
 	lean    *atomic.Bool
 }
 
-// New makes the provider of issuer (its handler serves the issuer's root).
-func New(issuer string, clients []Client, us []User) (*Provider, error) {
+// New makes the provider of issuer (its handler serves the issuer's root),
+// logging to log.
+func New(issuer string, clients []Client, us []User, log *slog.Logger) (*Provider, error) {
 	u := &users{byID: map[string]*storage.User{}}
 	for _, x := range us {
 		u.add(x)
@@ -81,7 +83,7 @@ func New(issuer string, clients []Client, us []User) (*Provider, error) {
 		GrantTypeRefreshToken: true,
 		SupportedUILocales:    []language.Tag{language.English},
 		SupportedScopes:       []string{oidc.ScopeOpenID, oidc.ScopeEmail, oidc.ScopeProfile, oidc.ScopeOfflineAccess, GroupsClaim},
-	}, st, op.StaticIssuer(issuer))
+	}, st, op.StaticIssuer(issuer), op.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("identity provider %s: %w", issuer, err)
 	}
@@ -98,7 +100,7 @@ func Serve(tb testing.TB, cert testcert.Cert, clients []Client, us []User) *Prov
 	tb.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS(tb)}}
-	p, err := New("https://"+srv.Listener.Addr().String(), clients, us)
+	p, err := New("https://"+srv.Listener.Addr().String(), clients, us, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
 	}
