@@ -71,13 +71,27 @@ func Compile(p *Policy, s Subject, cluster string) *Filter {
 	if p == nil {
 		return &Filter{open: true}
 	}
+	return p.compile(p.applicable(s, cluster))
+}
+
+// applicable are the indexes of the allow rules for the subject in the
+// cluster: all a filter depends on.
+func (p *Policy) applicable(s Subject, cluster string) []int {
 	groups := p.groupsOf(s)
-	var v4, v6 []entry
+	var out []int
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		if r.Kind != Allow || !r.forCluster(cluster) || !r.forSubject(s, groups) {
-			continue
+		if r.Kind == Allow && r.forCluster(cluster) && r.forSubject(s, groups) {
+			out = append(out, i)
 		}
+	}
+	return out
+}
+
+func (p *Policy) compile(rules []int) *Filter {
+	var v4, v6 []entry
+	for _, i := range rules {
+		r := &p.Rules[i]
 		for _, d := range r.Dests {
 			e := entry{lo: d.PortLo, hi: d.PortHi, line: int32(r.Line)}
 			switch {
