@@ -1,9 +1,8 @@
 package policy
 
 import (
-	"fmt"
 	"net/netip"
-	"strings"
+	"strconv"
 )
 
 // Device is a device joined to a cluster: its tunnel address, which is
@@ -64,9 +63,10 @@ func (d *DeviceFilters) Check(src netip.Addr, k Packet) (allow bool, line int) {
 func (d *DeviceFilters) Filters() int { return d.shared }
 
 func rulesKey(rules []int) string {
-	var b strings.Builder
+	b := make([]byte, 0, 4*len(rules))
 	for _, r := range rules {
-		fmt.Fprintf(&b, "%d,", r)
+		b = strconv.AppendInt(b, int64(r), 10)
+		b = append(b, ',')
 	}
-	return b.String()
+	return string(b)
 }

@@ -44,10 +44,10 @@ func (p *Policy) Decide(s Subject, q Query) Decision {
 	if p == nil {
 		return Decision{Allow: true, Reason: "the account has no policy: every user may " + verb}
 	}
-	groups := p.groupsOf(s)
+	groups, user := p.groupsOf(s), strings.ToLower(s.User)
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		if r.Kind != Allow || !r.forCluster(q.Cluster) || !r.forSubject(s, groups) {
+		if r.Kind != Allow || !r.forCluster(q.Cluster) || !r.forSubject(user, groups) {
 			continue
 		}
 		if q.Packet == nil || r.reaches(*q.Packet) {
@@ -71,10 +71,10 @@ func (p *Policy) MayOperate(s Subject, cluster string, a Action) Decision {
 	if p == nil {
 		return Decision{Reason: "the account has no policy, and only the world file's operators may " + string(a) + where}
 	}
-	groups := p.groupsOf(s)
+	groups, user := p.groupsOf(s), strings.ToLower(s.User)
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		if r.Kind != Operate || !r.forSubject(s, groups) {
+		if r.Kind != Operate || !r.forSubject(user, groups) {
 			continue
 		}
 		if r.Cluster != AnyCluster && (cluster == "" || r.Cluster != cluster) {
@@ -110,8 +110,9 @@ func (p *Policy) groupsOf(s Subject) map[string]bool {
 
 func (r *Rule) forCluster(cid string) bool { return r.Cluster == AnyCluster || r.Cluster == cid }
 
-func (r *Rule) forSubject(s Subject, groups map[string]bool) bool {
-	user := strings.ToLower(s.User)
+// forSubject reports whether the rule is for a user (lowercase email) in
+// these groups.
+func (r *Rule) forSubject(user string, groups map[string]bool) bool {
 	for _, pr := range r.Principals {
 		switch {
 		case pr.Everyone():

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // Filter is one user's allow rules for one cluster, compiled into the
@@ -77,11 +78,11 @@ func Compile(p *Policy, s Subject, cluster string) *Filter {
 // applicable are the indexes of the allow rules for the subject in the
 // cluster: all a filter depends on.
 func (p *Policy) applicable(s Subject, cluster string) []int {
-	groups := p.groupsOf(s)
+	groups, user := p.groupsOf(s), strings.ToLower(s.User)
 	var out []int
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		if r.Kind == Allow && r.forCluster(cluster) && r.forSubject(s, groups) {
+		if r.Kind == Allow && r.forCluster(cluster) && r.forSubject(user, groups) {
 			out = append(out, i)
 		}
 	}
