@@ -242,6 +242,9 @@ func build(entries []entry, zero netip.Addr) table {
 // portRanges is the allowed port ranges of one class among the entries
 // covering a span: the port line cut at every range's ends, each piece
 // with the first rule's line allowing it, neighbours with one line merged.
+// idx is in rule order (entries are made rule by rule), so each piece is
+// painted by the first entry reaching it and skipped by the others: a
+// span covered by a thousand entries costs a sort, not a million checks.
 func portRanges(entries []entry, idx []int, class int) []portRange {
 	var cuts []uint32
 	for _, i := range idx {
@@ -254,24 +257,42 @@ func portRanges(entries []entry, idx []int, class int) []portRange {
 	}
 	slices.Sort(cuts)
 	cuts = slices.Compact(cuts)
-	var out []portRange
-	for k := 0; k+1 < len(cuts); k++ {
-		lo, hi := cuts[k], cuts[k+1]-1
-		line := int32(-1)
-		for _, i := range idx {
-			e := &entries[i]
-			if e.classes[class] && uint32(e.lo) <= lo && uint32(e.hi) >= hi && (line < 0 || e.line < line) {
-				line = e.line
-			}
+	pieces := len(cuts) - 1
+	lines := make([]int32, pieces)
+	next := make([]int, pieces+1) // next[k]: the first unpainted piece from k on
+	for k := range next {
+		next[k] = k
+	}
+	find := func(k int) int {
+		for next[k] != k {
+			next[k] = next[next[k]]
+			k = next[k]
 		}
-		if line < 0 {
+		return k
+	}
+	for _, i := range idx {
+		e := &entries[i]
+		if !e.classes[class] {
 			continue
 		}
-		if n := len(out); n > 0 && out[n-1].line == line && uint32(out[n-1].hi)+1 == lo {
+		first, _ := slices.BinarySearch(cuts, uint32(e.lo))
+		end, _ := slices.BinarySearch(cuts, uint32(e.hi)+1)
+		for k := find(first); k < end; k = find(k + 1) {
+			lines[k] = e.line
+			next[k] = k + 1
+		}
+	}
+	var out []portRange
+	for k := range pieces {
+		if next[k] == k { // unpainted: no entry allows these ports
+			continue
+		}
+		lo, hi := cuts[k], cuts[k+1]-1
+		if n := len(out); n > 0 && out[n-1].line == lines[k] && uint32(out[n-1].hi)+1 == lo {
 			out[n-1].hi = uint16(hi)
 			continue
 		}
-		out = append(out, portRange{lo: uint16(lo), hi: uint16(hi), line: line})
+		out = append(out, portRange{lo: uint16(lo), hi: uint16(hi), line: lines[k]})
 	}
 	return out
 }

@@ -160,3 +160,21 @@ func BenchmarkCompile1000Rules(b *testing.B) {
 		Compile(p, s, "ky3")
 	}
 }
+
+// BenchmarkCompileWideRules: 1,000 rules for a port on every address and
+// 1,000 for every port of one address, each span of the address space
+// covered by a thousand entries — the worst shape for the compiler.
+func BenchmarkCompileWideRules(b *testing.B) {
+	var src strings.Builder
+	src.WriteString("version 1\n")
+	for i := range 1000 {
+		fmt.Fprintf(&src, "allow * -> ky3: *:%d/tcp\nallow * -> ky3: 10.1.%d.%d\n", 1000+i, i/256, i%256)
+	}
+	p, err := Load([]byte(src.String()), Known{Clusters: []string{"ky3"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		Compile(p, Subject{User: "x@y.z"}, "ky3")
+	}
+}
