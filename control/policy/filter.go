@@ -47,6 +47,10 @@ type span struct {
 type table struct {
 	keys  []addrKey
 	spans []span
+	// whole are the ports of the rules for every address of the family
+	// (*, 0.0.0.0/0, ::/0), kept apart: in the spans they would be
+	// copied into every one of them.
+	whole [nClasses][]portRange
 }
 
 type addrKey struct{ hi, lo uint64 }
@@ -137,10 +141,6 @@ func (f *Filter) Check(k Packet) (allow bool, line int) {
 	if a.Is4() {
 		t = &f.v4
 	}
-	sp := t.find(a)
-	if sp == nil {
-		return false, 0
-	}
 	cls, port := classOther, uint16(0)
 	switch k.Proto {
 	case TCP:
@@ -150,7 +150,22 @@ func (f *Filter) Check(k Packet) (allow bool, line int) {
 	case ICMP:
 		cls = classICMP
 	}
-	rs := sp.ports[cls]
+	// The first rule allowing decides: the lower line of the packet's
+	// span and of the rules for the whole family.
+	best, ok := lookupPort(t.whole[cls], port)
+	if sp := t.find(a); sp != nil {
+		if l, found := lookupPort(sp.ports[cls], port); found && (!ok || l < best) {
+			best, ok = l, true
+		}
+	}
+	if !ok {
+		return false, 0
+	}
+	return true, int(best)
+}
+
+// lookupPort is the line of the range holding port, if one does.
+func lookupPort(rs []portRange, port uint16) (int32, bool) {
 	lo, hi := 0, len(rs)
 	for lo < hi { // the first range ending at or past port
 		m := int(uint(lo+hi) >> 1)
@@ -161,9 +176,9 @@ func (f *Filter) Check(k Packet) (allow bool, line int) {
 		}
 	}
 	if lo < len(rs) && rs[lo].lo <= port {
-		return true, int(rs[lo].line)
+		return rs[lo].line, true
 	}
-	return false, 0
+	return 0, false
 }
 
 // ProtoOf is the Proto of an IP protocol number, as a gateway reads it
@@ -200,9 +215,22 @@ func (t *table) find(a netip.Addr) *span {
 // build cuts the family's address space at every entry's first address
 // and one past its last, gives each span the entries covering it, and
 // merges neighbours that came out the same.
-func build(entries []entry, zero netip.Addr) table {
+func build(all []entry, zero netip.Addr) table {
+	var t table
+	var entries []entry
+	var whole []int
+	for i, e := range all {
+		if e.pfx.Bits() == 0 {
+			whole = append(whole, i)
+		} else {
+			entries = append(entries, e)
+		}
+	}
+	for c := range nClasses {
+		t.whole[c] = portRanges(all, whole, c)
+	}
 	if len(entries) == 0 {
-		return table{}
+		return t
 	}
 	bounds := []netip.Addr{zero}
 	for _, e := range entries {
@@ -224,7 +252,6 @@ func build(entries []entry, zero netip.Addr) table {
 			cover[j] = append(cover[j], i)
 		}
 	}
-	var t table
 	for j, b := range bounds {
 		sp := span{start: b}
 		for c := range nClasses {

@@ -10,6 +10,12 @@ import (
 // MaxSize bounds a document: a thousand rules are well under it.
 const MaxSize = 1 << 20
 
+// MaxRules bounds the rules of a document: five times the thousand a
+// large team's policy is measured at, and few enough that the filters of
+// the worst shape of policy (many ports on a wide prefix, many addresses
+// inside it) compile in about a second.
+const MaxRules = 5000
+
 // maxErrors is how many line errors one parse reports; past it the
 // document is more likely not a policy at all.
 const maxErrors = 20
@@ -75,6 +81,10 @@ func Parse(src []byte) (*Policy, error) {
 				p.Groups = append(p.Groups, g)
 			}
 		case "allow", "operate":
+			if len(p.Rules) == MaxRules {
+				errs.add(n, "more than %d rules: group users and merge destinations into fewer rules", MaxRules)
+				return nil, errs.err()
+			}
 			if r, ok := parseRule(n, word, rest, &errs); ok {
 				p.Rules = append(p.Rules, r)
 			}

@@ -115,6 +115,15 @@ func TestParseTooLarge(t *testing.T) {
 	if _, err := Parse(make([]byte, MaxSize+1)); err == nil {
 		t.Error("an oversized document parses")
 	}
+	src := "version 1\n" + strings.Repeat("allow * -> ky3: *\n", MaxRules)
+	if _, err := Parse([]byte(src)); err != nil {
+		t.Errorf("%d rules: %v", MaxRules, err)
+	}
+	_, err := Parse([]byte(src + "allow * -> ky3: *\n"))
+	var le *LineError
+	if !errors.As(err, &le) || le.Line != MaxRules+2 || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("%d rules: %v", MaxRules+1, err)
+	}
 }
 
 // FuzzParse: whatever parses formats to a document that parses to the
