@@ -1,9 +1,10 @@
 // Package relay is the gateway's side of the relay: WireGuard over HTTPS for
 // laptops whose network lets nothing but TCP 443 through. A device opens
 // an authenticated stream (server.go) and sends the same WireGuard
-// datagrams over it that it would send over UDP; Bind hands them to the
-// node's one wireguard-go server next to the UDP ones and sends its
-// answers back the way each peer last came. Keys, allowed IPs, handshakes
+// datagrams over it that it would send over UDP; Bind (the WireGuard
+// host's wghost.Bind with this package's policy) hands them to the node's
+// one wireguard-go server next to the UDP ones and sends its answers back
+// the way each peer last came. Keys, allowed IPs, handshakes
 // and `wg show` are the same for relayed and direct peers.
 //
 // The stream is a WebSocket (github.com/coder/websocket) rather than an
@@ -14,7 +15,8 @@
 // corporate and hotel proxies a relay exists for pass WebSockets far more
 // often than bidirectional HTTP/2; and it is the library the project
 // already chose. Inside it, internal/relaywire frames the datagrams so
-// that one WebSocket message carries a whole batch.
+// that one WebSocket message carries a whole batch (wghost.Stream, the
+// same framing the daemon's end writes).
 //
 // The relay carries ciphertext only: it never holds a key and cannot read
 // or make a packet the peers would accept. It is not a general proxy:

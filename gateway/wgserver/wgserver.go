@@ -1,7 +1,8 @@
-// Package wgserver is the cluster's WireGuard VPN server on a node: one
-// wireguard-go device on a TUN interface, with the standard UAPI socket (so
-// the stock `wg show` reads it), configured through wgctrl, carrying the
-// server's address and routing the device pool through itself.
+// Package wgserver is the cluster's WireGuard VPN server on a node: the
+// WireGuard host (wghost: a wireguard-go device on a TUN interface, with
+// the standard UAPI socket so the stock `wg show` reads it) with the
+// devices as its peers, carrying the server's address and routing the
+// device pool through itself.
 //
 // A Server is opened once and then follows Apply calls for as long as the
 // node serves: peers, port, address and routes change in place, so the

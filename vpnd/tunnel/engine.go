@@ -1,7 +1,8 @@
-// Package tunnel runs the daemon's WireGuard interface: a TUN device driven
-// by wireguard-go in this process, with the standard UAPI socket (so the
-// stock `wg show wg1` reads it) through which the engine itself configures
-// the device with wgctrl. Apply makes the device match a wgcfg.Config (the
+// Package tunnel runs the daemon's WireGuard interface: the WireGuard host
+// (wghost: a TUN device driven by wireguard-go in this process, with the
+// standard UAPI socket, so the stock `wg show wg1` reads it, through which
+// the engine configures the device with wgctrl) with the clusters' VPN
+// servers as its peers. Apply makes the device match a wgcfg.Config (the
 // device address, one peer and one route per connected cluster), Read
 // reports what the device says (each peer's last handshake and its traffic
 // counters, read through wgctrl, never from wireguard-go's log), and the
