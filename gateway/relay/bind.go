@@ -4,8 +4,8 @@
 // datagrams over it that it would send over UDP; Bind (the WireGuard
 // host's wghost.Bind with this package's policy) hands them to the node's
 // one wireguard-go server next to the UDP ones and sends its answers back
-// the way each peer last came. Keys, allowed IPs, handshakes
-// and `wg show` are the same for relayed and direct peers.
+// the way each peer last came. Keys, allowed IPs, handshakes and `wg show`
+// are the same for relayed and direct peers.
 //
 // The stream is a WebSocket (github.com/coder/websocket) rather than an
 // HTTP/2 stream: in production it is reached through the node's ingress on

@@ -2,11 +2,11 @@
 // (wghost.Bind): it sends each cluster's WireGuard datagrams over UDP, as
 // wireguard-go's own Bind does, and, when UDP gets no answer, over the
 // relay of the node serving that cluster (WireGuard over HTTPS, see
-// internal/relaywire and gateway/relay). It
-// keeps testing UDP while relayed and goes back to it when a handshake over
-// UDP succeeds. The decision is per cluster (per destination), so one
-// cluster can be relayed while another is direct; it is made by a pure
-// decider (path.go) from what was sent and received and when.
+// internal/relaywire and gateway/relay). It keeps testing UDP while
+// relayed and goes back to it when a handshake over UDP succeeds. The
+// decision is per cluster (per destination), so one cluster can be relayed
+// while another is direct; it is made by a pure decider (path.go) from
+// what was sent and received and when.
 //
 // The relay carries the same ciphertext UDP would: keys, handshakes and
 // `wg show` are wireguard-go's as before. The Bind is not a general proxy
