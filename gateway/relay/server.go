@@ -102,8 +102,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, stop := context.WithCancel(r.Context())
 	defer stop()
 	ep := &Endpoint{id: s.Bind.nextID.Add(1), key: key, remote: remote}
-	st := newStream(s.Bind, ep, device, websocket.NetConn(ctx, c, websocket.MessageBinary), s.tap(ep))
-	defer st.tap.Close()
+	t := s.tap(ep)
+	defer t.Close()
+	st := newStream(s.Bind, ep, device, websocket.NetConn(ctx, c, websocket.MessageBinary), t)
 	s.Bind.attach(st)
 	s.Log.Info("relay: stream opened", "device", device, "key", key.String(), "remote", remote.String(), "stream", ep.id)
 	start := time.Now()

@@ -97,7 +97,7 @@ func (e *Engine) NetworkChanged() error {
 		return nil
 	}
 	e.mu.Unlock()
-	err := e.dev.BindUpdate()
+	err := e.host.BindUpdate()
 	e.bind.NetworkChanged()
 	e.Rehandshake()
 	return err

@@ -1,16 +1,17 @@
-package relaywire
+package wghost
 
 import (
 	"net"
 	"sync"
 
 	"golang.zx2c4.com/wireguard/conn"
+
+	"github.com/runos/vpn/internal/relaywire"
 )
 
-// Inbox holds the datagrams read from relay streams until wireguard-go
-// receives them through a conn.ReceiveFunc: both ends' Binds add one to
-// the UDP receive functions of their wrapped Bind.
-type Inbox struct {
+// inbox holds the datagrams read from relay streams until wireguard-go
+// receives them through the Bind's relay receive function.
+type inbox struct {
 	ch   chan inboxed
 	pool sync.Pool
 }
@@ -25,22 +26,21 @@ type inboxed struct {
 // readers, and so TCP, rather than dropping.
 const inboxLen = 1024
 
-// NewInbox returns an empty inbox.
-func NewInbox() *Inbox {
-	in := &Inbox{ch: make(chan inboxed, inboxLen)}
-	in.pool.New = func() any { b := make([]byte, MaxPayload); return &b }
+func newInbox() *inbox {
+	in := &inbox{ch: make(chan inboxed, inboxLen)}
+	in.pool.New = func() any { b := make([]byte, relaywire.MaxPayload); return &b }
 	return in
 }
 
-// Buffer returns a buffer to read one datagram into (MaxPayload bytes).
-func (in *Inbox) Buffer() *[]byte { return in.pool.Get().(*[]byte) }
+// buffer returns a buffer to read one datagram into (MaxPayload bytes).
+func (in *inbox) buffer() *[]byte { return in.pool.Get().(*[]byte) }
 
-// Drop returns a buffer that was not put.
-func (in *Inbox) Drop(b *[]byte) { in.pool.Put(b) }
+// drop returns a buffer that was not put.
+func (in *inbox) drop(b *[]byte) { in.pool.Put(b) }
 
-// Put queues the first n bytes of buf, received from ep, waiting while the
+// put queues the first n bytes of buf, received from ep, waiting while the
 // inbox is full; false (and buf dropped) when done closes first.
-func (in *Inbox) Put(buf *[]byte, n int, ep conn.Endpoint, done <-chan struct{}) bool {
+func (in *inbox) put(buf *[]byte, n int, ep conn.Endpoint, done <-chan struct{}) bool {
 	select {
 	case in.ch <- inboxed{buf, n, ep}:
 		return true
@@ -50,10 +50,10 @@ func (in *Inbox) Put(buf *[]byte, n int, ep conn.Endpoint, done <-chan struct{})
 	}
 }
 
-// ReceiveFunc receives queued datagrams, a batch at a time, until closed
+// receiveFunc receives queued datagrams, a batch at a time, until closed
 // is closed; then it returns net.ErrClosed (as a Bind's receive functions
 // must after Close).
-func (in *Inbox) ReceiveFunc(closed <-chan struct{}) conn.ReceiveFunc {
+func (in *inbox) receiveFunc(closed <-chan struct{}) conn.ReceiveFunc {
 	return func(bufs [][]byte, sizes []int, eps []conn.Endpoint) (int, error) {
 		var d inboxed
 		select {

@@ -1,4 +1,4 @@
-package wgserver
+package wghost
 
 import (
 	"net"
@@ -7,4 +7,6 @@ import (
 )
 
 // listenUAPI opens the named pipe \\.\pipe\ProtectedPrefix\Administrators\WireGuard\<name>.
-func listenUAPI(name string) (net.Listener, error) { return ipc.UAPIListen(name) }
+func listenUAPI(name string) (net.Listener, error) {
+	return ipc.UAPIListen(name)
+}

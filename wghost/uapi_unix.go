@@ -1,6 +1,6 @@
 //go:build !windows
 
-package tunnel
+package wghost
 
 import (
 	"net"
@@ -8,10 +8,10 @@ import (
 	"golang.zx2c4.com/wireguard/ipc"
 )
 
-// uapiListen opens /var/run/wireguard/<name>.sock, where the stock wg tool
+// listenUAPI opens /var/run/wireguard/<name>.sock, where the stock wg tool
 // and wgctrl find the device; a stale socket from a crash is replaced, a
 // live one (another process owns the name) is an error.
-func uapiListen(name string) (net.Listener, error) {
+func listenUAPI(name string) (net.Listener, error) {
 	f, err := ipc.UAPIOpen(name)
 	if err != nil {
 		return nil, err
