@@ -9,6 +9,9 @@
 // The callers do the rest their own way (the CLI prints and waits for the
 // handshake; the desktop hands the menu the daemon's answer) and word the
 // hint for a choice (ChooseError) for their user: a flag, or a click.
+//
+// It lives below vpnd/localapi, whose status it reads, and above its two
+// users, so every import runs downward.
 package vpnup
 
 import (
