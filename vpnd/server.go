@@ -100,7 +100,7 @@ func (s *server) probe(w http.ResponseWriter, r *http.Request) {
 		err = api.CheckCID(req.CID)
 	}
 	if err != nil {
-		writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
+		badRequest(w, err)
 		return
 	}
 	res, aerr := s.d.probe(r.Context(), req)
@@ -118,7 +118,7 @@ func (s *server) version(w http.ResponseWriter, _ *http.Request) {
 func (s *server) setSession(w http.ResponseWriter, r *http.Request) {
 	req, err := parseSessionRequest(r.Body, s.d.allowHTTP)
 	if err != nil {
-		writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
+		badRequest(w, err)
 		return
 	}
 	var refuse func(from, to string) *apiError // nil: the caller may change control
@@ -135,21 +135,22 @@ func (s *server) endSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) connect(w http.ResponseWriter, r *http.Request) {
-	req, err := parseConnectRequest(r.Body)
-	if err != nil {
-		writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
-		return
-	}
-	s.answer(w, r)(s.d.connect(r.Context(), req.CID))
+	s.onCluster(w, r, s.d.connect)
 }
 
 func (s *server) disconnect(w http.ResponseWriter, r *http.Request) {
+	s.onCluster(w, r, s.d.disconnect)
+}
+
+// onCluster does act on the cluster the request names, and answers with
+// the status after it.
+func (s *server) onCluster(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, cid string) (localapi.Status, *apiError)) {
 	req, err := parseConnectRequest(r.Body)
 	if err != nil {
-		writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
+		badRequest(w, err)
 		return
 	}
-	s.answer(w, r)(s.d.disconnect(r.Context(), req.CID))
+	s.answer(w, r)(act(r.Context(), req.CID))
 }
 
 func (s *server) devices(w http.ResponseWriter, r *http.Request) {
@@ -233,6 +234,11 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		fl.Flush()
 	}
+}
+
+// badRequest answers that the request itself is wrong, and why.
+func badRequest(w http.ResponseWriter, err error) {
+	writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
 }
 
 // writeJSON answers 200 with v, or 500 if v cannot be encoded.

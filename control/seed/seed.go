@@ -78,10 +78,7 @@ func (v *validator) account(where string, a api.WorldAccount) {
 	if !isLabel(a.AID) {
 		v.add("%s: invalid aid %q: an aid is 1 to 63 lowercase letters, digits and inner hyphens", where, a.AID)
 	}
-	if v.aids[a.AID] {
-		v.add("%s: duplicate aid %q", where, a.AID)
-	}
-	v.aids[a.AID] = true
+	v.unique(v.aids, a.AID, "%s: duplicate aid %q", where, a.AID)
 	if a.OperatorToken != "" {
 		v.token(where+": operatorToken", a.OperatorToken)
 	}
@@ -104,11 +101,7 @@ func (v *validator) user(where string, u api.WorldUser) {
 	if at := strings.Index(u.Email, "@"); at <= 0 || at == len(u.Email)-1 || strings.ContainsAny(u.Email, " \t\r\n") {
 		v.add("%s: invalid email %q", where, u.Email)
 	}
-	key := strings.ToLower(u.Email)
-	if v.emails[key] {
-		v.add("%s: duplicate email %q", where, u.Email)
-	}
-	v.emails[key] = true
+	v.unique(v.emails, strings.ToLower(u.Email), "%s: duplicate email %q", where, u.Email)
 	v.password(where, u)
 	if len(u.Accounts) == 0 {
 		v.add("%s: belongs to no account", where)
@@ -139,10 +132,7 @@ func (v *validator) cluster(where string, c api.WorldCluster) {
 	if err := api.CheckCID(c.CID); err != nil {
 		v.add("%s: %v", where, err)
 	}
-	if v.cids[c.CID] {
-		v.add("%s: duplicate cid %q", where, c.CID)
-	}
-	v.cids[c.CID] = true
+	v.unique(v.cids, c.CID, "%s: duplicate cid %q", where, c.CID)
 	if !v.aids[c.AID] {
 		v.add("%s: unknown account %q", where, c.AID)
 	}
@@ -180,10 +170,7 @@ func (v *validator) customDomains(where string, ds []string) {
 		if !isDomain(n) {
 			v.add("%s: invalid custom domain %q", where, d)
 		}
-		if seen[n] {
-			v.add("%s: duplicate custom domain %q", where, d)
-		}
-		seen[n] = true
+		v.unique(seen, n, "%s: duplicate custom domain %q", where, d)
 	}
 }
 
@@ -192,10 +179,7 @@ func (v *validator) node(where string, n api.WorldNode, nids map[string]bool) {
 	if !isLabel(n.NID) {
 		v.add("%s: invalid nid %q: a nid is 1 to 63 lowercase letters, digits and inner hyphens", where, n.NID)
 	}
-	if nids[n.NID] {
-		v.add("%s: duplicate nid %q", where, n.NID)
-	}
-	nids[n.NID] = true
+	v.unique(nids, n.NID, "%s: duplicate nid %q", where, n.NID)
 	v.roles(where, n.Roles)
 	v.ip(where+": ingressIp", n.IngressIP)
 	v.ip(where+": publicIp", n.PublicIP)
@@ -211,10 +195,7 @@ func (v *validator) roles(where string, roles []string) {
 		if r != api.RoleControlPlane && r != api.RoleWorker {
 			v.add("%s: unknown role %q (want control-plane or worker)", where, r)
 		}
-		if seen[r] {
-			v.add("%s: role %q twice", where, r)
-		}
-		seen[r] = true
+		v.unique(seen, r, "%s: role %q twice", where, r)
 	}
 }
 
@@ -224,10 +205,7 @@ func (v *validator) vpnService(where string, s api.WorldVPNService, nids map[str
 	if !isLabel(s.ID) {
 		v.add("%s: invalid id %q", where, s.ID)
 	}
-	if v.serviceIDs[s.ID] {
-		v.add("%s: duplicate service id %q", where, s.ID)
-	}
-	v.serviceIDs[s.ID] = true
+	v.unique(v.serviceIDs, s.ID, "%s: duplicate service id %q", where, s.ID)
 	if !nids[s.NodeID] {
 		v.add("%s: VPN service on unknown node %q", where, s.NodeID)
 	}
@@ -252,6 +230,15 @@ func (v *validator) ip(where, s string) {
 	if !model.Dialable(a) {
 		v.add("%s: %s is not an address devices could dial", where, a)
 	}
+}
+
+// unique marks key seen, saying the problem (format, args) if it already
+// was.
+func (v *validator) unique(seen map[string]bool, key string, format string, args ...any) {
+	if seen[key] {
+		v.add(format, args...)
+	}
+	seen[key] = true
 }
 
 func (v *validator) add(format string, args ...any) {
