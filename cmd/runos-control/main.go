@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/control"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/control"
 	"github.com/runos/vpn/internal/version"
 )
 
