@@ -286,7 +286,8 @@ func (s *Server) CheckPassword(ctx context.Context, email, password string) (boo
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("check password of %s: %w", email, err)
+		// Not naming what was typed as the email: it may be a password.
+		return false, fmt.Errorf("check a password: %w", err)
 	}
 	if hash == "" {
 		_ = bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
