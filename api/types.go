@@ -36,6 +36,7 @@ const (
 	CodeRefused        = "refused"         // an operator rule refuses it (409)
 	CodeConflict       = "conflict"        // state does not allow it right now (409)
 	CodeUnavailable    = "unavailable"     // a dependency (gateway) is not there (503)
+	CodeTooMany        = "too_many"        // the caller holds its allowance of streams and long-polls (429)
 )
 
 func (e *Error) Error() string {

@@ -67,6 +67,16 @@ type Config struct {
 	MaxDevicesPerUser int           // 0: 20
 	DeviceIdleTTL     time.Duration // 0: 30 days
 
+	// Slow clients (docs/internals.md "Slow clients"): a request's body
+	// must arrive within BodyTimeout of its headers (0: 10s); one address
+	// holds at most MaxConnsPerAddr connections at once (0: 512; -1: no
+	// cap), TrustedProxies exempt (behind a balancer every connection
+	// comes from it: the balancer limits its clients); one token holds at
+	// most MaxHeldPerToken streams and long-polls (0: 100).
+	BodyTimeout     time.Duration
+	MaxConnsPerAddr int
+	MaxHeldPerToken int
+
 	// Push streams (docs/internals.md "Push"): the heartbeat period (0:
 	// 15s), and NoStreams answers stream requests as long-polls.
 	StreamHeartbeat time.Duration
@@ -256,7 +266,7 @@ func Run(ctx context.Context, cfg Config) error {
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
-		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams,
+		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams, MaxHeldPerToken: cfg.MaxHeldPerToken,
 	})
 	if err != nil {
 		return err
@@ -298,13 +308,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
 		}
 	}
+	ln = limitConns(ln, cfg, log)
 	srv := &http.Server{
-		// The request id first: it copies the request to carry the id, and
-		// the metrics must see the request the API's mux then labels with
-		// its route pattern (a copy made above them would keep only "/v1/").
-		// The replica's name and the client's address behind a balancer
-		// come before both.
-		Handler:           replicaHeader(cfg.ReplicaName, behindProxies(cfg.TrustedProxies, reqid.Handler(mets.Wrap(mux)))),
+		Handler:           outer(cfg, tlsCfg != nil, reqid.Handler(mets.Wrap(mux))),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -350,6 +356,25 @@ func Run(ctx context.Context, cfg Config) error {
 		srv.Close()
 	}
 	return nil
+}
+
+// outer is what every request passes before the mux. The request id
+// first (inner): it copies the request to carry the id, and the metrics
+// must see the request the API's mux then labels with its route pattern (a
+// copy made above them would keep only "/v1/"). The replica's name and the
+// client's address behind a balancer come before both, the body's
+// deadline and HSTS before anything.
+func outer(cfg Config, https bool, inner http.Handler) http.Handler {
+	h := replicaHeader(cfg.ReplicaName, behindProxies(cfg.TrustedProxies, inner))
+	d := cfg.BodyTimeout
+	if d <= 0 {
+		d = defaultBodyTimeout
+	}
+	h = bodyDeadline(d, h)
+	if https {
+		h = hsts(h)
+	}
+	return h
 }
 
 // newHub starts the hub from the versions in the store.

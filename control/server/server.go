@@ -54,6 +54,9 @@ type Config struct {
 	StreamHeartbeat    time.Duration
 	StreamWriteTimeout time.Duration
 	NoStreams          bool
+	// MaxHeldPerToken bounds the streams and long-polls one token holds
+	// at once (holds.go); 0: 100.
+	MaxHeldPerToken int
 	// Shared says other replicas commit to the same store (PostgreSQL):
 	// the replica holding the timers' lease then learns of their sessions,
 	// moves and services from the hub (control/notify feeds it).
@@ -100,6 +103,7 @@ type Server struct {
 	used     *throttle  // operator tokens' last use, written at most once a minute
 	seen     *throttle  // devices' last contact, written at most every seenEvery
 	hs       handshakes // the handshakes last written, per cluster and key
+	held     holds      // streams and long-polls held, per token and device
 	pool     poolWatch  // whether the device pool's near-full warning was logged
 
 	// upSince is when this server came up: heartbeats could not arrive
@@ -144,6 +148,9 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.MoveDeadline, 30*time.Second)
 	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
 	setDefault(&cfg.DeviceIdleTTL, 30*24*time.Hour)
+	if cfg.MaxHeldPerToken <= 0 {
+		cfg.MaxHeldPerToken = defaultMaxHeldPerToken
+	}
 	if cfg.MaxDevicesPerUser <= 0 {
 		cfg.MaxDevicesPerUser = 20
 	}
