@@ -261,12 +261,19 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer stop()
 	}
+	// Relay tickets are signed with the store's secret: one issued by one
+	// replica is checked by another.
+	relaySecret, err := st.Secret(ctx, "relay-ticket", 32)
+	if err != nil {
+		return fmt.Errorf("relay tickets' secret: %w", err)
+	}
 	api, err := server.New(server.Config{
 		Store: sst, Hub: h, Clock: clk, Logger: log, Metrics: srvMetrics, Shared: st.pg != nil,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
 		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams, MaxHeldPerToken: cfg.MaxHeldPerToken,
+		RelaySecret: relaySecret,
 	})
 	if err != nil {
 		return err
