@@ -2,13 +2,12 @@ package control
 
 import (
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
 	"time"
-
-	"log/slog"
 
 	"github.com/runos/vpn/internal/connlimit"
 )
