@@ -61,7 +61,9 @@ func (h *holds) give(keys []string) {
 func (s *Server) hold(r *http.Request, kind string, p *principal) (release func(), e *api.Error) {
 	keys, max := []string{"t:" + p.hash}, []int{s.cfg.MaxHeldPerToken}
 	if kind == api.EventDeviceMap {
-		keys, max = append(keys, "d:"+r.PathValue("id")), append(max, maxHeldPerDevice)
+		// Keyed by the caller's user too: another user's requests for
+		// this device (answered 404) never take its places.
+		keys, max = append(keys, deviceHoldKey(p.user.Email, r.PathValue("id"))), append(max, maxHeldPerDevice)
 	}
 	i, ok := s.held.take(keys, max)
 	if !ok {
@@ -74,3 +76,5 @@ func (s *Server) hold(r *http.Request, kind string, p *principal) (release func(
 	}
 	return func() { s.held.give(keys) }, nil
 }
+
+func deviceHoldKey(user, id string) string { return "d:" + user + "/" + id }

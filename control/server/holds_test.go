@@ -56,15 +56,18 @@ func TestStreamsPerTokenAndDevice(t *testing.T) {
 	wantCode(t, err, http.StatusTooManyRequests, api.CodeTooMany)
 	_, err = d.c.DeviceMap(ctx, d.dev.ID, dm.Version, time.Hour)
 	wantCode(t, err, http.StatusTooManyRequests, api.CodeTooMany)
+	// Another user asking for it learns nothing, and takes no place.
+	_, err = e.signIn("eve@example.com").DeviceMap(ctx, d.dev.ID, dm.Version, time.Hour)
+	wantCode(t, err, http.StatusNotFound, api.CodeNotFound)
 	// The long-polls go: their places come back.
 	dcancel()
 	for _, c := range polls {
 		recv(t, c)
 	}
 	e.waitWatchers(0)
-	for i := 0; e.srv.heldBy("d:"+d.dev.ID) > 0; i++ {
+	for i := 0; e.srv.heldBy(deviceHoldKey("bob@example.com", d.dev.ID)) > 0; i++ {
 		if i > 5000 {
-			t.Fatalf("device %s still holds %d places after its long-polls ended", d.dev.ID, e.srv.heldBy("d:"+d.dev.ID))
+			t.Fatalf("device %s still holds %d places after its long-polls ended", d.dev.ID, e.srv.heldBy(deviceHoldKey("bob@example.com", d.dev.ID)))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
