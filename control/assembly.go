@@ -107,12 +107,19 @@ func (a *assembly) startAPI(ctx context.Context) error {
 		sst, srvMetrics = a.mets.Store(a.st), a.mets
 	}
 	cfg := a.cfg
+	// Relay tickets are signed with the store's secret: one issued by one
+	// replica is checked by another.
+	relaySecret, err := a.st.Secret(ctx, "relay-ticket", 32)
+	if err != nil {
+		return fmt.Errorf("relay tickets' secret: %w", err)
+	}
 	api, err := server.New(server.Config{
 		Store: sst, Hub: a.hub, Clock: a.clk, Logger: a.log, Metrics: srvMetrics, Shared: a.st.pg != nil,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
-		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams,
+		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams, MaxHeldPerToken: cfg.MaxHeldPerToken,
+		RelaySecret: relaySecret,
 	})
 	if err != nil {
 		return err
@@ -171,6 +178,7 @@ func (a *assembly) serve(ctx context.Context, mux http.Handler, tlsCfg *tls.Conf
 			return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
 		}
 	}
+	ln = limitConns(ln, cfg, log)
 	srv := newHTTPServer(cfg, mux, a.mets, tlsCfg, log)
 	errc := make(chan error, 1)
 	go func() {

@@ -69,6 +69,16 @@ type Config struct {
 	Logger *slog.Logger
 	Clock  clock.Clock // nil: the real clock
 
+	// Slow clients (docs/internals.md "Slow clients"): a request's body
+	// must arrive within BodyTimeout of its headers (0: 10s); one address
+	// holds at most MaxConnsPerAddr connections at once (0: 512; -1: no
+	// cap), TrustedProxies exempt (behind a balancer every connection
+	// comes from it: the balancer limits its clients); one token holds at
+	// most MaxHeldPerToken streams and long-polls (0: 100).
+	BodyTimeout     time.Duration
+	MaxConnsPerAddr int
+	MaxHeldPerToken int
+
 	// Ready, when set, is called with the URL once control is serving.
 	Ready func(url string)
 	// Serving, when set, is called with the API once control is serving
@@ -233,12 +243,7 @@ func loadTLS(cfg Config) (*tls.Config, error) {
 // newHTTPServer is control's HTTP server around its mux.
 func newHTTPServer(cfg Config, mux http.Handler, mets *metrics.Control, tlsCfg *tls.Config, log *slog.Logger) *http.Server {
 	return &http.Server{
-		// The request id first: it copies the request to carry the id, and
-		// the metrics must see the request the API's mux then labels with
-		// its route pattern (a copy made above them would keep only "/v1/").
-		// The replica's name and the client's address behind a balancer
-		// come before both.
-		Handler:           replicaHeader(cfg.ReplicaName, behindProxies(cfg.TrustedProxies, reqid.Handler(mets.Wrap(mux)))),
+		Handler:           outer(cfg, tlsCfg != nil, reqid.Handler(mets.Wrap(mux))),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -251,6 +256,25 @@ func newHTTPServer(cfg Config, mux http.Handler, mets *metrics.Control, tlsCfg *
 		// write on HTTP/1.1 alike).
 		HTTP2: &http.HTTP2Config{SendPingTimeout: time.Minute, PingTimeout: 15 * time.Second, WriteByteTimeout: 30 * time.Second},
 	}
+}
+
+// outer is what every request passes before the mux. The request id
+// first (inner): it copies the request to carry the id, and the metrics
+// must see the request the API's mux then labels with its route pattern (a
+// copy made above them would keep only "/v1/"). The replica's name and the
+// client's address behind a balancer come before both, the body's
+// deadline and HSTS before anything.
+func outer(cfg Config, https bool, inner http.Handler) http.Handler {
+	h := replicaHeader(cfg.ReplicaName, behindProxies(cfg.TrustedProxies, inner))
+	d := cfg.BodyTimeout
+	if d <= 0 {
+		d = defaultBodyTimeout
+	}
+	h = bodyDeadline(d, h)
+	if https {
+		h = hsts(h)
+	}
+	return h
 }
 
 // newHub starts the hub from the versions in the store.

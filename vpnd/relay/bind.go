@@ -16,6 +16,7 @@ package relay
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -41,9 +42,10 @@ type Config struct {
 	Inner conn.Bind // conn.NewDefaultBind() in production
 	Log   *slog.Logger
 	Key   wgtypes.Key // the device's public key, shown to the relay
-	// Token returns the session's access token, presented to the relay
-	// (which asks control whether it is live).
-	Token func() string
+	// Ticket asks control for the relay ticket of cid's VPN node, which
+	// the relay checks with control. The session's token never goes to a
+	// relay (nor through the node's ingress).
+	Ticket func(ctx context.Context, cid string) (string, error)
 	// TLS returns the configuration that verifies the relays'
 	// certificates; called at the first dial (the system's roots cost
 	// memory a laptop that never needs the relay should not pay).
@@ -56,8 +58,9 @@ type Config struct {
 	OnChange func()
 	Timing   Timing
 	Now      func() time.Time
-	// Dial opens a relay stream; nil: a WebSocket over HTTPS (conn.go).
-	Dial func(ctx context.Context, url string, token string) (Stream, error)
+	// Dial opens a relay stream to to.RelayURL, showing ticket; nil: a
+	// WebSocket over HTTPS to the VPN node's address only (conn.go).
+	Dial func(ctx context.Context, to Dest, ticket string) (Stream, error)
 	// Captive checks for a captive portal in front of the relay's host;
 	// nil: plain HTTP to it (captive.go).
 	Captive func(ctx context.Context, relayURL string) (portal string, found bool)
@@ -106,8 +109,10 @@ func New(cfg Config) *Bind {
 	if cfg.Rehandshake == nil {
 		cfg.Rehandshake = func(netip.AddrPort) {}
 	}
-	if cfg.Token == nil {
-		cfg.Token = func() string { return "" }
+	if cfg.Ticket == nil {
+		cfg.Ticket = func(context.Context, string) (string, error) {
+			return "", errors.New("no session to ask control for a relay ticket")
+		}
 	}
 	b := &Bind{cfg: cfg, log: cfg.Log, kick: make(chan struct{}, 1)}
 	b.Bind = wghost.NewBind(cfg.Inner, b)

@@ -225,7 +225,7 @@ func (d *dest) keepRelay() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(d.ctx, dialTimeout)
-		s, err := d.b.cfg.Dial(ctx, d.url, d.b.cfg.Token())
+		s, err := d.dial(ctx)
 		cancel()
 		if err != nil {
 			if d.ctx.Err() != nil {
@@ -340,4 +340,13 @@ func (d *dest) read(s *wghost.Stream) error {
 		return errors.New("closed")
 	}
 	return err
+}
+
+// dial asks control for a relay ticket, then opens the stream with it.
+func (d *dest) dial(ctx context.Context) (Stream, error) {
+	ticket, err := d.b.cfg.Ticket(ctx, d.cid)
+	if err != nil {
+		return nil, fmt.Errorf("relay ticket for %s: %w", d.cid, err)
+	}
+	return d.b.cfg.Dial(ctx, Dest{CID: d.cid, Endpoint: d.ep, RelayURL: d.url}, ticket)
 }
