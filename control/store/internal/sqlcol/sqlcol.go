@@ -1,12 +1,10 @@
-// Package sqlcol is what the two SQL stores (pgstore, sqlitestore) share
-// about columns: how a record's Go values are written into them and read
-// back: times as Unix nanoseconds with 0 for none, small lists as JSON
-// text, addresses as text, "" as NULL where a column needs it. Both stores
-// write the same values, so a record reads back the same from either.
-// And scanning a result set row by row.
+// Package sqlcol is how the SQL store (sqlstore) keeps a record's Go values
+// in columns and reads them back: times as Unix nanoseconds with 0 for
+// none, small lists as JSON text, addresses as text, "" as NULL where a
+// column needs it. Both dialects get the same values, so a record reads
+// back the same from either. And scanning a result set row by row.
 //
-// It is not for SQL: each store keeps its own statements, placeholders,
-// types and error mapping.
+// It is not for SQL: statements and dialects are sqlstore's.
 package sqlcol
 
 import (
