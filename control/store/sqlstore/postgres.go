@@ -83,6 +83,8 @@ func OpenPostgres(ctx context.Context, dbURL string, o Options) (*Postgres, erro
 	db := stdlib.OpenDB(*cfg.Copy())
 	db.SetMaxOpenConns(int(pc.MaxConns))
 	db.SetMaxIdleConns(int(pc.MaxConns))
+	db.SetConnMaxLifetime(pc.MaxConnLifetime) // pool_max_conn_lifetime, 1 h unless set
+	db.SetConnMaxIdleTime(pc.MaxConnIdleTime) // pool_max_conn_idle_time, 30 min unless set
 	s := newStore(db, db, d, words{greatest: "GREATEST", forUpdate: " FOR UPDATE", skipLocked: " SKIP LOCKED", insertOrder: "seq"}, o)
 	if err := s.migrate(ctx); err != nil {
 		s.Close()

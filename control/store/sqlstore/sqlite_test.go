@@ -112,3 +112,39 @@ func TestSQLiteMigration2KeepsTheWorldToken(t *testing.T) {
 		return nil
 	})
 }
+
+// SQLite's refusals are told apart: a taken key is unique (ErrExists), a
+// write lock held by another connection is transient (tried again).
+func TestSQLiteErrorKinds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "control.db")
+	s := openTestSQLite(t, path)
+	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	_, err = other.Exec("INSERT INTO secrets (name, value) VALUES ('a', x'00'), ('a', x'01')")
+	if d := (sqliteDialect{}); err == nil || !d.unique(err) || d.transient(err) {
+		t.Errorf("a taken key: %v, unique %v", err, d.unique(err))
+	}
+	held := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Update(context.Background(), func(store.Writer) error {
+			close(held)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	<-held
+	_, err = other.Begin()
+	if d := (sqliteDialect{}); err == nil || !d.transient(err) || d.unique(err) {
+		t.Errorf("a write while a change holds the lock: %v, transient %v", err, d.transient(err))
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
