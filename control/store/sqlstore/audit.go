@@ -26,7 +26,7 @@ func (t *tx) PutAuditEntry(e audit.Entry) (int64, error) {
 	for _, aid := range aids {
 		args = append(args, aid, id)
 	}
-	_, err = t.exec("INSERT INTO audit_accounts (aid, entry_id) VALUES "+rows(len(aids), "(?, ?)"), args...)
+	_, err = t.exec("INSERT INTO audit_accounts (aid, entry_id) VALUES "+tuples(len(aids), "(?, ?)"), args...)
 	return id, t.fail(err, what)
 }
 

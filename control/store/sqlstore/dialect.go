@@ -70,10 +70,10 @@ func numbered(q string) string {
 }
 
 // marks is n placeholders separated by commas: an IN (…) list.
-func marks(n int) string { return rows(n, "?") }
+func marks(n int) string { return tuples(n, "?") }
 
-// rows is n times row, separated by commas: the rows of a VALUES list.
-func rows(n int, row string) string {
+// tuples is n times row, separated by commas: the rows of a VALUES list.
+func tuples(n int, row string) string {
 	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }
 

@@ -230,7 +230,7 @@ func counters(t conn, now time.Time, keys, sorted []string) ([]oauth.Counter, er
 	if len(sorted) == 0 {
 		return cur, nil
 	}
-	if _, err := t.exec("INSERT INTO throttle (key, n, first, last, expires_at) VALUES "+rows(len(sorted), "(?, 0, 0, 0, 0)")+
+	if _, err := t.exec("INSERT INTO throttle (key, n, first, last, expires_at) VALUES "+tuples(len(sorted), "(?, 0, 0, 0, 0)")+
 		" ON CONFLICT (key) DO NOTHING", anyArgs(sorted)...); err != nil {
 		return nil, err
 	}

@@ -153,7 +153,7 @@ func (t *tx) bumpVersions() (store.Change, error) {
 		for _, topic := range rest[:n] {
 			args = append(args, topic, int64(ch.Version))
 		}
-		if _, err := t.exec("INSERT INTO topics (topic, version) VALUES "+rows(n, "(?, ?)")+
+		if _, err := t.exec("INSERT INTO topics (topic, version) VALUES "+tuples(n, "(?, ?)")+
 			" ON CONFLICT (topic) DO UPDATE SET version = excluded.version", args...); err != nil {
 			return store.Change{}, t.fail(err, "store: topics")
 		}

@@ -91,12 +91,12 @@ func LikeEscape(s string) string {
 }
 
 // Row is one row to scan: a single-row query's answer, or a result set
-// at its current row (database/sql's and pgx's alike).
+// at its current row.
 type Row interface {
 	Scan(dest ...any) error
 }
 
-// Rows is a result set (*sql.Rows, pgx.Rows); its caller closes it.
+// Rows is a result set (*sql.Rows); its caller closes it.
 type Rows interface {
 	Row
 	Next() bool
