@@ -1,11 +1,12 @@
-package pgstore
+-- The postgres schema of runos-control at commit 19c5c2a (before sqlstore):
+-- its migrations 1 to 2 as control/store/pgstore/migrations.go had them, and their bookkeeping.
+-- sqlstore's upgrade test makes a database from it and opens it.
 
-// migrations are numbered from 1 and applied in order at start, each in its
-// own transaction, under an advisory lock so that replicas starting
-// together migrate once. Never edit one that shipped: append a new one.
-// Times are Unix nanoseconds (0: none), as in sqlitestore.
-var migrations = []string{
-	1: `
+CREATE TABLE schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	applied_at BIGINT NOT NULL);
+
+-- migration 1
 CREATE TABLE meta (
 	id      INTEGER PRIMARY KEY CHECK (id = 1),
 	version BIGINT NOT NULL
@@ -228,7 +229,8 @@ CREATE TABLE audit_accounts (
 	entry_id BIGINT NOT NULL REFERENCES audit_log(id) ON DELETE CASCADE,
 	PRIMARY KEY (aid, entry_id)
 );
-`,
-	// 2: a VPN service's relay URL override (issue 14).
-	2: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
-}
+INSERT INTO schema_migrations (version, applied_at) VALUES (1, 0);
+
+-- migration 2
+ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';
+INSERT INTO schema_migrations (version, applied_at) VALUES (2, 0);

@@ -1,10 +1,12 @@
-package sqlitestore
+-- The sqlite schema of runos-control at commit 19c5c2a (before sqlstore):
+-- its migrations 1 to 5 as control/store/sqlitestore/migrations.go had them, and their bookkeeping.
+-- sqlstore's upgrade test makes a database from it and opens it.
 
-// migrations are numbered from 1 and applied in order, each in its own
-// transaction, recorded in schema_migrations. Never edit one that shipped:
-// append a new one.
-var migrations = []string{
-	1: `
+CREATE TABLE schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	applied_at INTEGER NOT NULL);
+
+-- migration 1
 CREATE TABLE meta (
 	id      INTEGER PRIMARY KEY CHECK (id = 1),
 	version INTEGER NOT NULL
@@ -159,11 +161,9 @@ CREATE TABLE oauth_device_codes (
 	interval_ns      INTEGER NOT NULL,
 	last_poll        INTEGER NOT NULL
 ) WITHOUT ROWID;
-`,
-	// 2: devices, sessions and tokens an operator manages, and the audit
-	// log (issue 12). The world file's operator token becomes the
-	// account's first API token, named world-file.
-	2: `
+INSERT INTO schema_migrations (version, applied_at) VALUES (1, 0);
+
+-- migration 2
 ALTER TABLE devices ADD COLUMN last_seen INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE devices ADD COLUMN last_handshake INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE devices ADD COLUMN revoked_at INTEGER NOT NULL DEFAULT 0;
@@ -214,14 +214,13 @@ CREATE TABLE audit_accounts (
 	entry_id INTEGER NOT NULL REFERENCES audit_log(id) ON DELETE CASCADE,
 	PRIMARY KEY (aid, entry_id)
 ) WITHOUT ROWID;
-`,
-	// 3: when a node's gateway last started (issue 10): devices handshake
-	// again at once when the serving one restarts.
-	3: `ALTER TABLE nodes ADD COLUMN gateway_started INTEGER NOT NULL DEFAULT 0;`,
-	// 4: several replicas (issue 13): topics read by version after a lost
-	// notification, a shared secret, the slow-down counters, indexes for
-	// purging expired grants and re-arming install timeouts.
-	4: `
+INSERT INTO schema_migrations (version, applied_at) VALUES (2, 0);
+
+-- migration 3
+ALTER TABLE nodes ADD COLUMN gateway_started INTEGER NOT NULL DEFAULT 0;
+INSERT INTO schema_migrations (version, applied_at) VALUES (3, 0);
+
+-- migration 4
 CREATE INDEX topics_version ON topics(version);
 
 CREATE TABLE secrets (
@@ -241,7 +240,8 @@ CREATE INDEX throttle_expiry ON throttle(expires_at);
 CREATE INDEX oauth_codes_expiry ON oauth_codes(expires_at);
 CREATE INDEX oauth_device_codes_expiry ON oauth_device_codes(expires_at);
 CREATE INDEX services_installing ON services(state) WHERE state = 'installing';
-`,
-	// 5: a VPN service's relay URL override (issue 14).
-	5: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
-}
+INSERT INTO schema_migrations (version, applied_at) VALUES (4, 0);
+
+-- migration 5
+ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';
+INSERT INTO schema_migrations (version, applied_at) VALUES (5, 0);

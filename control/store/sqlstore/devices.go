@@ -1,21 +1,15 @@
-package sqlitestore
+package sqlstore
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/runos/vpn/control/model"
-	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
-func isNotFound(err error) bool {
-	return errors.Is(err, sql.ErrNoRows) || errors.Is(err, store.ErrNotFound)
-}
-
-const deviceCols = "id, user, name, os, public_key, addr_index, address, session_id, created_at, last_seen, last_handshake, revoked_at, revoked_by"
+const deviceCols = "id, email, name, os, public_key, addr_index, address, session_id, created_at, last_seen, last_handshake, revoked_at, revoked_by"
 
 func scanDevice(row sqlcol.Row) (model.Device, error) {
 	var d model.Device
@@ -33,30 +27,31 @@ func scanDevice(row sqlcol.Row) (model.Device, error) {
 }
 
 func (t *tx) Device(id string) (model.Device, error) {
-	d, err := scanDevice(t.q.QueryRowContext(t.ctx, "SELECT "+deviceCols+" FROM devices WHERE id = ?", id))
-	return d, one(err, "device "+id)
+	d, err := scanDevice(t.row("SELECT "+deviceCols+" FROM devices WHERE id = ?", id))
+	return d, t.one(err, "device "+id)
 }
 
 func (t *tx) DeviceByKey(publicKey string) (model.Device, error) {
-	d, err := scanDevice(t.q.QueryRowContext(t.ctx, "SELECT "+deviceCols+" FROM devices WHERE public_key = ?", publicKey))
-	return d, one(err, "device with that public key")
+	d, err := scanDevice(t.row("SELECT "+deviceCols+" FROM devices WHERE public_key = ?", publicKey))
+	return d, t.one(err, "device with that public key")
 }
 
 func (t *tx) DevicesOfSession(sessionID string) ([]model.Device, error) {
-	return list(t, "devices of session", scanDevice, "SELECT "+deviceCols+" FROM devices WHERE session_id = ? ORDER BY id", sessionID)
+	return list(t.conn, "devices of session", scanDevice, "SELECT "+deviceCols+" FROM devices WHERE session_id = ? ORDER BY id", sessionID)
 }
 
 func (t *tx) DeviceClusters(deviceID string) ([]string, error) {
-	return list(t, "clusters of device "+deviceID, sqlcol.String, "SELECT cid FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
+	return list(t.conn, "clusters of device "+deviceID, sqlcol.String, "SELECT cid FROM memberships WHERE device_id = ? ORDER BY cid", deviceID)
 }
 
 func (t *tx) FreeDeviceAddrIndex(lo, hi int) (int, error) {
-	return freeIndex(t, "devices", "addr_index", lo, hi)
+	return t.freeIndex("devices", "addr_index", lo, hi)
 }
 
 func (t *tx) CountDevices() (int, error) {
 	var n int
-	return n, t.q.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM devices").Scan(&n)
+	err := t.row("SELECT COUNT(*) FROM devices").Scan(&n)
+	return n, t.fail(err, "count devices")
 }
 
 func deviceArgs(d model.Device) []any {
@@ -65,31 +60,24 @@ func deviceArgs(d model.Device) []any {
 }
 
 func (t *tx) PutDevice(d model.Device) error {
-	_, err := t.exec("INSERT INTO devices ("+deviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", append([]any{d.ID}, deviceArgs(d)...)...)
-	return constraint(err, "device "+d.ID)
+	return t.insert("device "+d.ID, "INSERT INTO devices ("+deviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", append([]any{d.ID}, deviceArgs(d)...)...)
 }
 
 func (t *tx) UpdateDevice(d model.Device) error {
-	res, err := t.exec(`UPDATE devices SET user = ?, name = ?, os = ?, public_key = ?, addr_index = ?, address = ?,
-		session_id = ?, created_at = ?, last_seen = ?, last_handshake = ?, revoked_at = ?, revoked_by = ? WHERE id = ?`, append(deviceArgs(d), d.ID)...)
-	return mustAffect(res, err, "device "+d.ID)
+	return t.update("device "+d.ID, `UPDATE devices SET email = ?, name = ?, os = ?, public_key = ?, addr_index = ?, address = ?,
+		session_id = ?, created_at = ?, last_seen = ?, last_handshake = ?, revoked_at = ?, revoked_by = ? WHERE id = ?`,
+		append(deviceArgs(d), d.ID)...)
 }
 
 func (t *tx) JoinCluster(deviceID, cid string) (bool, error) {
-	res, err := t.exec("INSERT OR IGNORE INTO memberships (device_id, cid) VALUES (?, ?)", deviceID, cid)
-	if err != nil {
-		return false, fmt.Errorf("join %s to %s: %w", deviceID, cid, err)
-	}
-	n, err := res.RowsAffected()
+	res, err := t.exec("INSERT INTO memberships (device_id, cid) VALUES (?, ?) ON CONFLICT DO NOTHING", deviceID, cid)
+	n, err := t.affected(res, err, fmt.Sprintf("join %s to %s", deviceID, cid))
 	return n > 0, err
 }
 
 func (t *tx) LeaveCluster(deviceID, cid string) (bool, error) {
 	res, err := t.exec("DELETE FROM memberships WHERE device_id = ? AND cid = ?", deviceID, cid)
-	if err != nil {
-		return false, fmt.Errorf("leave %s from %s: %w", deviceID, cid, err)
-	}
-	n, err := res.RowsAffected()
+	n, err := t.affected(res, err, fmt.Sprintf("leave %s from %s", deviceID, cid))
 	return n > 0, err
 }
 
@@ -100,7 +88,7 @@ const peersFrom = `FROM memberships m
 		WHERE m.cid = ? AND d.revoked_at = 0 AND s.state = 'live' AND s.expires_at > ?`
 
 func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
-	return list(t, "peers of "+cid, func(r sqlcol.Row) (model.Peer, error) {
+	return list(t.conn, "peers of "+cid, func(r sqlcol.Row) (model.Peer, error) {
 		var p model.Peer
 		var addr string
 		err := r.Scan(&p.DeviceID, &p.PublicKey, &addr)
@@ -111,15 +99,13 @@ func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
 
 func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
 	var n int
-	if err := t.q.QueryRowContext(t.ctx, `SELECT COUNT(*) `+peersFrom, cid, sqlcol.Nanos(now)).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count peers of %s: %w", cid, err)
-	}
-	return n, nil
+	err := t.row(`SELECT COUNT(*) `+peersFrom, cid, sqlcol.Nanos(now)).Scan(&n)
+	return n, t.fail(err, "count peers of "+cid)
 }
 
 // Sessions.
 
-const sessionCols = "id, token_hash, user, client_id, state, created_at, expires_at, ended_at"
+const sessionCols = "id, token_hash, email, client_id, state, created_at, expires_at, ended_at"
 
 func scanSession(row sqlcol.Row) (model.Session, error) {
 	var s model.Session
@@ -130,59 +116,42 @@ func scanSession(row sqlcol.Row) (model.Session, error) {
 }
 
 func (t *tx) Session(id string) (model.Session, error) {
-	s, err := scanSession(t.q.QueryRowContext(t.ctx, "SELECT "+sessionCols+" FROM sessions WHERE id = ?", id))
-	return s, one(err, "session "+id)
+	s, err := scanSession(t.row("SELECT "+sessionCols+" FROM sessions WHERE id = ?", id))
+	return s, t.one(err, "session "+id)
 }
 
 func (t *tx) SessionByToken(hash string) (model.Session, error) {
-	s, err := scanSession(t.q.QueryRowContext(t.ctx, "SELECT "+sessionCols+" FROM sessions WHERE token_hash = ?", hash))
-	return s, one(err, "session")
+	s, err := scanSession(t.row("SELECT "+sessionCols+" FROM sessions WHERE token_hash = ?", hash))
+	return s, t.one(err, "session")
 }
 
 func (t *tx) LiveSessionsExpiringBy(at time.Time) ([]model.Session, error) {
-	return list(t, "expiring sessions", scanSession,
+	return list(t.conn, "expiring sessions", scanSession,
 		"SELECT "+sessionCols+" FROM sessions WHERE state = 'live' AND expires_at <= ? ORDER BY expires_at", sqlcol.Nanos(at))
 }
 
 func (t *tx) NextExpiry() (time.Time, bool, error) {
-	var n sql.NullInt64
-	if err := t.q.QueryRowContext(t.ctx, "SELECT MIN(expires_at) FROM sessions WHERE state = 'live'").Scan(&n); err != nil {
-		return time.Time{}, false, fmt.Errorf("next session expiry: %w", err)
-	}
-	if !n.Valid {
-		return time.Time{}, false, nil
-	}
-	return sqlcol.Time(n.Int64), true, nil
+	n, ok, err := t.nanos("next session expiry", "SELECT MIN(expires_at) FROM sessions WHERE state = 'live'")
+	return sqlcol.Time(n), ok, err
 }
 
 func (t *tx) FirstEnded() (time.Time, bool, error) {
-	var n sql.NullInt64
-	if err := t.q.QueryRowContext(t.ctx, "SELECT MIN(ended_at) FROM sessions WHERE state <> 'live'").Scan(&n); err != nil {
-		return time.Time{}, false, fmt.Errorf("first ended session: %w", err)
-	}
-	if !n.Valid {
-		return time.Time{}, false, nil
-	}
-	return sqlcol.Time(n.Int64), true, nil
+	n, ok, err := t.nanos("first ended session", "SELECT MIN(ended_at) FROM sessions WHERE state <> 'live'")
+	return sqlcol.Time(n), ok, err
 }
 
 func (t *tx) PutSession(s model.Session) error {
-	_, err := t.exec("INSERT INTO sessions ("+sessionCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+	return t.insert("session "+s.ID, "INSERT INTO sessions ("+sessionCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		s.ID, s.TokenHash, s.User, s.ClientID, s.State, sqlcol.Nanos(s.CreatedAt), sqlcol.Nanos(s.ExpiresAt), sqlcol.Nanos(s.EndedAt))
-	return constraint(err, "session "+s.ID)
 }
 
 func (t *tx) UpdateSession(s model.Session) error {
-	res, err := t.exec("UPDATE sessions SET state = ?, expires_at = ?, ended_at = ? WHERE id = ?",
+	return t.update("session "+s.ID, "UPDATE sessions SET state = ?, expires_at = ?, ended_at = ? WHERE id = ?",
 		s.State, sqlcol.Nanos(s.ExpiresAt), sqlcol.Nanos(s.EndedAt), s.ID)
-	return mustAffect(res, err, "session "+s.ID)
 }
 
 func (t *tx) DeleteSessionsEndedBy(at time.Time) (int, error) {
 	res, err := t.exec("DELETE FROM sessions WHERE state <> 'live' AND ended_at <= ?", sqlcol.Nanos(at))
-	if err != nil {
-		return 0, fmt.Errorf("forget old sessions: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := t.affected(res, err, "forget old sessions")
 	return int(n), err
 }

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package sqlitestore
+package sqlstore
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/runos/vpn/control/store"
 )
 
-// TestFilesOwnerOnly: the database and its -wal and -shm files are 0600,
+// TestSQLiteFilesOwnerOnly: the database and its -wal and -shm files are 0600,
 // whatever the umask, also when an older control left them looser.
-func TestFilesOwnerOnly(t *testing.T) {
+func TestSQLiteFilesOwnerOnly(t *testing.T) {
 	old := syscall.Umask(0o022) // the usual: files 0644 unless told otherwise
 	defer syscall.Umask(old)
 	dir := t.TempDir()
@@ -32,7 +32,7 @@ func TestFilesOwnerOnly(t *testing.T) {
 			}
 		}
 	}
-	s := open(t, path)
+	s := openTestSQLite(t, path)
 	n := 0
 	write := func() {
 		t.Helper()
@@ -50,14 +50,14 @@ func TestFilesOwnerOnly(t *testing.T) {
 	if err := os.Chmod(path, 0o644); err != nil { // as an older control left it
 		t.Fatal(err)
 	}
-	s = open(t, path)
+	s = openTestSQLite(t, path)
 	write()
 	check("reopened after a chmod 644")
 }
 
-// TestSynchronousFull: a commit is on disk before Update returns.
-func TestSynchronousFull(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "control.db"))
+// TestSQLiteSynchronousFull: a commit is on disk before Update returns.
+func TestSQLiteSynchronousFull(t *testing.T) {
+	s := openTestSQLite(t, filepath.Join(t.TempDir(), "control.db"))
 	var sync int
 	if err := s.w.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
 		t.Fatalf("synchronous = %d (%v), want 2 (FULL)", sync, err)

@@ -1,4 +1,4 @@
-package pgstore
+package sqlstore
 
 import (
 	"context"
@@ -13,14 +13,13 @@ import (
 	"github.com/runos/vpn/internal/pgtest"
 )
 
-// The store's behaviour is control/store/storetest's, against a real
-// PostgreSQL server started for these tests; this file keeps what is
-// PostgreSQL's own: migrations by several replicas at once, a server that
-// goes away and comes back, and URLs that hold passwords.
+// PostgreSQL's own: the suite against a real server started for these
+// tests, migrations by several replicas at once, a server that goes away
+// and comes back, leases, and URLs that hold passwords.
 
-func openURL(t *testing.T, url string) *Store {
+func openURL(t *testing.T, url string) *Postgres {
 	t.Helper()
-	s, err := Open(context.Background(), url, Options{Now: func() time.Time { return storetest.T0.Add(-4 * time.Hour) }})
+	s, err := OpenPostgres(context.Background(), url, Options{Now: func() time.Time { return storetest.T0.Add(-4 * time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +27,7 @@ func openURL(t *testing.T, url string) *Store {
 	return s
 }
 
-func TestConformance(t *testing.T) {
+func TestPostgresConformance(t *testing.T) {
 	pg := pgtest.Start(t)
 	storetest.Run(t, func(t *testing.T) func(*testing.T) store.Store {
 		url := pg.NewDatabase(t)
@@ -38,14 +37,14 @@ func TestConformance(t *testing.T) {
 
 // Replicas starting together migrate once: the advisory lock makes the
 // others wait and then find nothing to do.
-func TestMigrationsOnceUnderLock(t *testing.T) {
+func TestPostgresMigrationsOnceUnderLock(t *testing.T) {
 	pg := pgtest.Start(t)
 	url := pg.NewDatabase(t)
 	var wg sync.WaitGroup
-	stores := make([]*Store, 4)
+	stores := make([]*Postgres, 4)
 	for i := range stores {
 		wg.Go(func() {
-			s, err := Open(context.Background(), url, Options{})
+			s, err := OpenPostgres(context.Background(), url, Options{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -61,21 +60,21 @@ func TestMigrationsOnceUnderLock(t *testing.T) {
 		defer s.Close()
 	}
 	var n int
-	if err := stores[0].pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM schema_migrations").Scan(&n); err != nil || n != SchemaVersion() {
-		t.Fatalf("schema_migrations rows = %d (%v), want %d", n, err, SchemaVersion())
+	if err := stores[0].w.QueryRow("SELECT COUNT(*) FROM schema_migrations").Scan(&n); err != nil || n != len(pgMigrations)-1 {
+		t.Fatalf("schema_migrations rows = %d (%v), want %d", n, err, len(pgMigrations)-1)
 	}
 	// A database newer than the binary is refused.
-	if _, err := stores[0].pool.Exec(context.Background(), "INSERT INTO schema_migrations VALUES ($1, 0)", SchemaVersion()+1); err != nil {
+	if _, err := stores[0].w.Exec("INSERT INTO schema_migrations VALUES ($1, 0)", len(pgMigrations)-1+1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(context.Background(), url, Options{}); err == nil || !strings.Contains(err.Error(), "newer than this runos-control") {
+	if _, err := OpenPostgres(context.Background(), url, Options{}); err == nil || !strings.Contains(err.Error(), "newer than this runos-control") {
 		t.Fatalf("newer schema: %v", err)
 	}
 }
 
 // A server that stops gives ErrUnavailable, fast; when it is back the same
 // store works again without being reopened.
-func TestServerDownAndBack(t *testing.T) {
+func TestPostgresServerDownAndBack(t *testing.T) {
 	pg := pgtest.Start(t)
 	s := openURL(t, pg.NewDatabase(t))
 	ctx := context.Background()
@@ -111,7 +110,7 @@ func TestServerDownAndBack(t *testing.T) {
 
 // A lease's holder whose connection is cut (its process died, a network
 // fault) loses it, and a waiting replica takes it at once.
-func TestLeaseGoesWithTheConnection(t *testing.T) {
+func TestPostgresLeaseGoesWithTheConnection(t *testing.T) {
 	pg := pgtest.Start(t)
 	url := pg.NewDatabase(t)
 	a, b := openURL(t, url), openURL(t, url)
@@ -129,7 +128,7 @@ func TestLeaseGoesWithTheConnection(t *testing.T) {
 		got <- err
 	}()
 	// Cut the holder's connection from the server's side.
-	if _, err := b.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
+	if _, err := b.w.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`); err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +148,11 @@ func TestRedact(t *testing.T) {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
 	}
-	_, err := Open(context.Background(), "postgres://runos:s3cret@db:notaport/runos", Options{})
+	_, err := OpenPostgres(context.Background(), "postgres://runos:s3cret@db:notaport/runos", Options{})
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("a bad URL's error: %v (must not hold the password)", err)
 	}
-	_, err = Open(context.Background(), "postgres://runos:s3cret@127.0.0.1:1/runos?connect_timeout=2", Options{})
+	_, err = OpenPostgres(context.Background(), "postgres://runos:s3cret@127.0.0.1:1/runos?connect_timeout=2", Options{})
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("an unreachable server's error: %v (want unavailable, without the password)", err)
 	}

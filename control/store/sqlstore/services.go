@@ -1,4 +1,4 @@
-package sqlitestore
+package sqlstore
 
 import (
 	"database/sql"
@@ -17,41 +17,42 @@ func scanService(row sqlcol.Row) (model.Service, error) {
 	var s model.Service
 	var subnet string
 	var created int64
-	var seeded int
 	if err := row.Scan(&s.ID, &s.CID, &s.Name, &s.NodeID, &s.Port, &s.State, &s.Error, &s.PublicKey,
-		&s.SubnetIndex, &subnet, &created, &seeded, &s.RelayURL); err != nil {
+		&s.SubnetIndex, &subnet, &created, &s.Seeded, &s.RelayURL); err != nil {
 		return s, err
 	}
 	s.Subnet, _ = netip.ParsePrefix(subnet)
 	s.CreatedAt = sqlcol.Time(created)
-	s.Seeded = seeded != 0
 	return s, nil
 }
 
 func (t *tx) Service(id string) (model.Service, error) {
-	s, err := scanService(t.q.QueryRowContext(t.ctx, "SELECT "+serviceCols+" FROM services WHERE id = ?", id))
-	return s, one(err, "service "+id)
+	s, err := scanService(t.row("SELECT "+serviceCols+" FROM services WHERE id = ?", id))
+	return s, t.one(err, "service "+id)
 }
 
 func (t *tx) Services(cid string) ([]model.Service, error) {
-	return list(t, "services of "+cid, scanService, "SELECT "+serviceCols+" FROM services WHERE cid = ? ORDER BY id", cid)
+	return list(t.conn, "services of "+cid, scanService, "SELECT "+serviceCols+" FROM services WHERE cid = ? ORDER BY id", cid)
 }
 
 func (t *tx) InstallingServices() ([]model.Service, error) {
-	return list(t, "services installing", scanService, "SELECT "+serviceCols+" FROM services WHERE state = 'installing' ORDER BY id")
+	return list(t.conn, "services installing", scanService, "SELECT "+serviceCols+" FROM services WHERE state = 'installing' ORDER BY id")
 }
 
 func (t *tx) FreeServiceSubnetIndex(lo, hi int) (int, error) {
-	return freeIndex(t, "services", "subnet_index", lo, hi)
+	return t.freeIndex("services", "subnet_index", lo, hi)
 }
 
 // freeIndex finds a free integer in [lo, hi] for table.col (which has a
 // UNIQUE index): one past the highest in use while that fits (one index
-// lookup), else the lowest gap (a scan, only once the pool wrapped).
-func freeIndex(t *tx, table, col string, lo, hi int) (int, error) {
+// lookup), else the lowest gap (a scan, only once the pool wrapped). No
+// other change commits between this read and the insert (Update); the
+// unique index stays as the last word.
+func (t *tx) freeIndex(table, col string, lo, hi int) (int, error) {
+	what := "allocate " + col
 	var top sql.NullInt64
-	if err := t.q.QueryRowContext(t.ctx, fmt.Sprintf("SELECT MAX(%s) FROM %s", col, table)).Scan(&top); err != nil {
-		return 0, fmt.Errorf("allocate %s: %w", col, err)
+	if err := t.row(fmt.Sprintf("SELECT MAX(%s) FROM %s", col, table)).Scan(&top); err != nil {
+		return 0, t.fail(err, what)
 	}
 	if !top.Valid || int(top.Int64) < lo {
 		return lo, nil
@@ -61,35 +62,33 @@ func freeIndex(t *tx, table, col string, lo, hi int) (int, error) {
 	}
 	var n int
 	q := fmt.Sprintf(`SELECT v FROM (
-		SELECT ? AS v WHERE NOT EXISTS (SELECT 1 FROM %[1]s WHERE %[2]s = ?)
+		SELECT CAST(? AS INTEGER) AS v WHERE NOT EXISTS (SELECT 1 FROM %[1]s WHERE %[2]s = ?)
 		UNION ALL
 		SELECT a.%[2]s + 1 FROM %[1]s a WHERE a.%[2]s >= ? AND a.%[2]s < ?
 			AND NOT EXISTS (SELECT 1 FROM %[1]s b WHERE b.%[2]s = a.%[2]s + 1)
-	) ORDER BY v LIMIT 1`, table, col)
-	if err := t.q.QueryRowContext(t.ctx, q, lo, lo, lo, hi).Scan(&n); err != nil {
+	) x ORDER BY v LIMIT 1`, table, col)
+	if err := t.row(q, lo, lo, lo, hi).Scan(&n); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, store.ErrPoolFull
 		}
-		return 0, fmt.Errorf("allocate %s: %w", col, err)
+		return 0, t.fail(err, what)
 	}
 	return n, nil
 }
 
 func serviceArgs(s model.Service) []any {
-	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), sqlcol.Nanos(s.CreatedAt), b2i(s.Seeded), s.RelayURL}
+	return []any{s.CID, s.Name, s.NodeID, s.Port, s.State, s.Error, s.PublicKey, s.SubnetIndex, s.Subnet.String(), sqlcol.Nanos(s.CreatedAt), s.Seeded, s.RelayURL}
 }
 
 func (t *tx) PutService(s model.Service) error {
-	_, err := t.exec("INSERT INTO services ("+serviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	return t.insert("service "+s.ID, "INSERT INTO services ("+serviceCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		append([]any{s.ID}, serviceArgs(s)...)...)
-	return constraint(err, "service "+s.ID)
 }
 
 func (t *tx) UpdateService(s model.Service) error {
-	res, err := t.exec(`UPDATE services SET cid = ?, name = ?, node_id = ?, port = ?, state = ?, error = ?,
+	return t.update("service "+s.ID, `UPDATE services SET cid = ?, name = ?, node_id = ?, port = ?, state = ?, error = ?,
 		public_key = ?, subnet_index = ?, subnet = ?, created_at = ?, seeded = ?, relay_url = ? WHERE id = ?`,
 		append(serviceArgs(s), s.ID)...)
-	return mustAffect(res, err, "service "+s.ID)
 }
 
 // Moves.
@@ -100,12 +99,13 @@ const moveCols = `id, cid, service_id, from_node, target_node, state, error, end
 func scanMove(row sqlcol.Row) (model.Move, error) {
 	var m model.Move
 	var warnings, steps string
-	var started, switched, last, finished int64
+	var prepare, started, switched, last, finished int64
 	if err := row.Scan(&m.ID, &m.CID, &m.ServiceID, &m.FromNodeID, &m.TargetNodeID, &m.State, &m.Error,
-		&m.Endpoint, &m.AddressKind, &warnings, &m.Total, &m.Switched, &m.SwitchMs, &m.PrepareVersion,
+		&m.Endpoint, &m.AddressKind, &warnings, &m.Total, &m.Switched, &m.SwitchMs, &prepare,
 		&started, &switched, &last, &finished, &steps); err != nil {
 		return m, err
 	}
+	m.PrepareVersion = uint64(prepare)
 	m.StartedAt, m.SwitchedAt, m.LastHandshake, m.FinishedAt = sqlcol.Time(started), sqlcol.Time(switched), sqlcol.Time(last), sqlcol.Time(finished)
 	if err := sqlcol.FromJSON(warnings, &m.Warnings); err != nil {
 		return m, err
@@ -114,57 +114,52 @@ func scanMove(row sqlcol.Row) (model.Move, error) {
 }
 
 func (t *tx) Move(id string) (model.Move, error) {
-	m, err := scanMove(t.q.QueryRowContext(t.ctx, "SELECT "+moveCols+" FROM moves WHERE id = ?", id))
-	return m, one(err, "move "+id)
+	m, err := scanMove(t.row("SELECT "+moveCols+" FROM moves WHERE id = ?", id))
+	return m, t.one(err, "move "+id)
 }
 
 func (t *tx) InFlightMove(serviceID string) (model.Move, error) {
-	m, err := scanMove(t.q.QueryRowContext(t.ctx, "SELECT "+moveCols+
+	m, err := scanMove(t.row("SELECT "+moveCols+
 		" FROM moves WHERE service_id = ? AND state IN ('preparing', 'switching') ORDER BY started_at DESC LIMIT 1", serviceID))
-	return m, one(err, "move of service "+serviceID)
+	return m, t.one(err, "move of service "+serviceID)
 }
 
 func (t *tx) LatestMove(serviceID string) (model.Move, error) {
-	m, err := scanMove(t.q.QueryRowContext(t.ctx, "SELECT "+moveCols+
-		" FROM moves WHERE service_id = ? ORDER BY started_at DESC, rowid DESC LIMIT 1", serviceID))
-	return m, one(err, "latest move of service "+serviceID)
+	m, err := scanMove(t.row("SELECT "+moveCols+
+		" FROM moves WHERE service_id = ? ORDER BY started_at DESC, "+t.s.sql.insertOrder+" DESC LIMIT 1", serviceID))
+	return m, t.one(err, "latest move of service "+serviceID)
 }
 
 func (t *tx) InFlightMoves() ([]model.Move, error) {
-	return list(t, "moves in flight", scanMove, "SELECT "+moveCols+" FROM moves WHERE state IN ('preparing', 'switching') ORDER BY started_at")
+	return list(t.conn, "moves in flight", scanMove, "SELECT "+moveCols+" FROM moves WHERE state IN ('preparing', 'switching') ORDER BY started_at")
 }
 
 func moveArgs(m model.Move) []any {
 	return []any{m.CID, m.ServiceID, m.FromNodeID, m.TargetNodeID, m.State, m.Error, m.Endpoint, m.AddressKind,
-		sqlcol.JSON(sqlcol.NonNil(m.Warnings)), m.Total, m.Switched, m.SwitchMs, m.PrepareVersion,
+		sqlcol.JSON(sqlcol.NonNil(m.Warnings)), m.Total, m.Switched, m.SwitchMs, int64(m.PrepareVersion),
 		sqlcol.Nanos(m.StartedAt), sqlcol.Nanos(m.SwitchedAt), sqlcol.Nanos(m.LastHandshake), sqlcol.Nanos(m.FinishedAt), sqlcol.JSON(m.Steps)}
 }
 
 func (t *tx) PutMove(m model.Move) error {
-	_, err := t.exec("INSERT INTO moves ("+moveCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	return t.insert("move "+m.ID, "INSERT INTO moves ("+moveCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		append([]any{m.ID}, moveArgs(m)...)...)
-	return constraint(err, "move "+m.ID)
 }
 
 func (t *tx) UpdateMove(m model.Move) error {
-	res, err := t.exec(`UPDATE moves SET cid = ?, service_id = ?, from_node = ?, target_node = ?, state = ?, error = ?,
+	return t.update("move "+m.ID, `UPDATE moves SET cid = ?, service_id = ?, from_node = ?, target_node = ?, state = ?, error = ?,
 		endpoint = ?, address_kind = ?, warnings = ?, total = ?, switched = ?, switch_ms = ?, prepare_version = ?,
 		started_at = ?, switched_at = ?, last_handshake = ?, finished_at = ?, steps = ? WHERE id = ?`,
 		append(moveArgs(m), m.ID)...)
-	return mustAffect(res, err, "move "+m.ID)
 }
 
 func (t *tx) MoveSwitched(moveID, publicKey string) (bool, error) {
-	var n int
-	err := t.q.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM move_switched WHERE move_id = ? AND public_key = ?", moveID, publicKey).Scan(&n)
-	return n > 0, err
+	var ok bool
+	err := t.row("SELECT EXISTS (SELECT 1 FROM move_switched WHERE move_id = ? AND public_key = ?)", moveID, publicKey).Scan(&ok)
+	return ok, t.fail(err, "move "+moveID)
 }
 
 func (t *tx) AddMoveSwitched(moveID, publicKey string) (bool, error) {
-	res, err := t.exec("INSERT OR IGNORE INTO move_switched (move_id, public_key) VALUES (?, ?)", moveID, publicKey)
-	if err != nil {
-		return false, fmt.Errorf("move %s: %w", moveID, err)
-	}
-	n, err := res.RowsAffected()
+	res, err := t.exec("INSERT INTO move_switched (move_id, public_key) VALUES (?, ?) ON CONFLICT DO NOTHING", moveID, publicKey)
+	n, err := t.affected(res, err, "move "+moveID)
 	return n > 0, err
 }

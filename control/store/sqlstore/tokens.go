@@ -1,4 +1,4 @@
-package sqlitestore
+package sqlstore
 
 import (
 	"github.com/runos/vpn/control/model"
@@ -16,17 +16,17 @@ func scanToken(row sqlcol.Row) (model.APIToken, error) {
 }
 
 func (t *tx) APIToken(id string) (model.APIToken, error) {
-	k, err := scanToken(t.q.QueryRowContext(t.ctx, "SELECT "+tokenCols+" FROM api_tokens WHERE id = ?", id))
-	return k, one(err, "token "+id)
+	k, err := scanToken(t.row("SELECT "+tokenCols+" FROM api_tokens WHERE id = ?", id))
+	return k, t.one(err, "token "+id)
 }
 
 func (t *tx) APITokenByHash(hash string) (model.APIToken, error) {
-	k, err := scanToken(t.q.QueryRowContext(t.ctx, "SELECT "+tokenCols+" FROM api_tokens WHERE token_hash = ?", hash))
-	return k, one(err, "operator token")
+	k, err := scanToken(t.row("SELECT "+tokenCols+" FROM api_tokens WHERE token_hash = ?", hash))
+	return k, t.one(err, "operator token")
 }
 
 func (t *tx) APITokens(aid string) ([]model.APIToken, error) {
-	return list(t, "tokens of "+aid, scanToken, "SELECT "+tokenCols+" FROM api_tokens WHERE aid = ? ORDER BY created_at, rowid", aid)
+	return list(t.conn, "tokens of "+aid, scanToken, "SELECT "+tokenCols+" FROM api_tokens WHERE aid = ? ORDER BY created_at, "+t.s.sql.insertOrder, aid)
 }
 
 func tokenArgs(k model.APIToken) []any {
@@ -34,12 +34,11 @@ func tokenArgs(k model.APIToken) []any {
 }
 
 func (t *tx) PutAPIToken(k model.APIToken) error {
-	_, err := t.exec("INSERT INTO api_tokens ("+tokenCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", append([]any{k.ID}, tokenArgs(k)...)...)
-	return constraint(err, "token "+k.Name)
+	return t.insert("token "+k.Name, "INSERT INTO api_tokens ("+tokenCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		append([]any{k.ID}, tokenArgs(k)...)...)
 }
 
 func (t *tx) UpdateAPIToken(k model.APIToken) error {
-	res, err := t.exec(`UPDATE api_tokens SET aid = ?, name = ?, token_hash = ?, created_at = ?, created_by = ?, expires_at = ?,
+	return t.update("token "+k.ID, `UPDATE api_tokens SET aid = ?, name = ?, token_hash = ?, created_at = ?, created_by = ?, expires_at = ?,
 		last_used = ?, revoked_at = ?, revoked_by = ? WHERE id = ?`, append(tokenArgs(k), k.ID)...)
-	return mustAffect(res, err, "token "+k.ID)
 }

@@ -1,4 +1,4 @@
-package sqlitestore
+package sqlstore
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 func BenchmarkCommitSession(b *testing.B) {
 	for _, mode := range []string{"FULL", "NORMAL"} {
 		b.Run(mode, func(b *testing.B) {
-			s, err := Open(context.Background(), filepath.Join(b.TempDir(), "control.db"), nil)
+			s, err := OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "control.db"), Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
