@@ -39,6 +39,7 @@ import (
 //	GET    /v1/devices/{id}/map[?since=&wait=|&stream=1]
 //	GET    /v1/gateway/map[?since=&wait=|&stream=1]    enrollment token
 //	POST   /v1/gateway/report                          enrollment token
+//	POST   /v1/devices/{id}/clusters/{cid}/relay-ticket
 //	POST   /v1/gateway/relay-check                     enrollment token
 //	PUT    /v1/clusters/{cid}/services/wireguard/{id}/relay
 //
@@ -315,6 +316,13 @@ func (c *Client) GatewayMap(ctx context.Context, since uint64, wait time.Duratio
 // GatewayReport sends a heartbeat with the gateway's facts.
 func (c *Client) GatewayReport(ctx context.Context, r GatewayReport) error {
 	return c.Do(ctx, http.MethodPost, "/v1/gateway/report", r, nil)
+}
+
+// RelayTicket asks control for the ticket the device shows the relay of
+// cid's VPN node.
+func (c *Client) RelayTicket(ctx context.Context, deviceID, cid string) (*RelayTicket, error) {
+	var out RelayTicket
+	return &out, c.Do(ctx, http.MethodPost, "/v1/devices/"+esc(deviceID)+"/clusters/"+esc(cid)+"/relay-ticket", nil, &out)
 }
 
 // RelayCheck asks control whether a device may open a relay stream to this

@@ -36,6 +36,7 @@ const (
 	CodeRefused        = "refused"         // an operator rule refuses it (409)
 	CodeConflict       = "conflict"        // state does not allow it right now (409)
 	CodeUnavailable    = "unavailable"     // a dependency (gateway) is not there (503)
+	CodeTooMany        = "too_many"        // the caller holds its allowance of streams and long-polls (429)
 )
 
 func (e *Error) Error() string {
@@ -396,12 +397,23 @@ type GatewayReport struct {
 	Inside *ClusterInside `json:"inside,omitempty"`
 }
 
+// RelayTicket is POST /v1/devices/{id}/clusters/{cid}/relay-ticket: what
+// a device shows the relay of the node serving the cluster's VPN, instead
+// of its session token. It is good for that device, cluster and node
+// only, until ExpiresAt (minutes), and only while the device's session is
+// live; control signs it, so any replica checks it.
+type RelayTicket struct {
+	Ticket    string    `json:"ticket"`
+	NodeID    string    `json:"nodeId"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
 // RelayCheckRequest is POST /v1/gateway/relay-check: the gateway of the
 // node serving a cluster's VPN asks whether a device may open a relay
-// stream to it, with what the device presented (its session token and
+// stream to it, with what the device presented (its relay ticket and
 // public key). The gateway keeps neither.
 type RelayCheckRequest struct {
-	Token     string `json:"token"`
+	Ticket    string `json:"ticket"`
 	PublicKey string `json:"publicKey"`
 }
 

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -27,17 +28,44 @@ const RelayIngress = "{ingress}"
 
 // CheckRelayURL returns an error unless s is a usable relay URL override:
 // "" (the default), or https://host[:port]/path with no user, query or
-// fragment, where host may be RelayIngress.
+// fragment, where host may be RelayIngress. Where the host must be is
+// control's to check (it must be the hosting node's ingress address, or a
+// name that resolves to it).
 func CheckRelayURL(s string) error {
 	if s == "" {
 		return nil
 	}
-	u, err := url.Parse(strings.ReplaceAll(s, RelayIngress, "192.0.2.1"))
-	if err != nil || u.Scheme != "https" || u.Host == "" || u.Opaque != "" {
-		return fmt.Errorf("relay URL %q: want https://host[:port]/path (host may be %s)", s, RelayIngress)
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("relay URL %q: want https://host[:port]/path with no user, query or fragment", s)
+	_, err := ParseRelayURL(strings.ReplaceAll(s, RelayIngress, "192.0.2.1"))
+	if err != nil {
+		return fmt.Errorf("%w (host may be %s)", err, RelayIngress)
 	}
 	return nil
+}
+
+// ParseRelayURL is the one check of a relay URL as devices are given it:
+// https://host[:port]/path with no user, query or fragment.
+func ParseRelayURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.Hostname() == "" || u.Opaque != "" {
+		return nil, fmt.Errorf("relay URL %q: want https://host[:port]/path", s)
+	}
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("relay URL %q: want https://host[:port]/path with no user, query or fragment", s)
+	}
+	return u, nil
+}
+
+// RelayHostIs checks that relay URL u is on the VPN node at addr: its host
+// is addr itself, or a name (which whoever dials or accepts it must find
+// resolves to addr). A relay on any other address would be handed the
+// device's relay ticket and its traffic.
+func RelayHostIs(u *url.URL, addr netip.Addr) (name string, err error) {
+	h := u.Hostname()
+	if a, perr := netip.ParseAddr(h); perr == nil {
+		if a.Unmap() != addr.Unmap() {
+			return "", fmt.Errorf("relay %s is on %s, not the VPN node's address %s", u.Redacted(), a, addr)
+		}
+		return "", nil
+	}
+	return h, nil
 }

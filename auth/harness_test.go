@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/control/oauth"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/control/controltest"
 	"github.com/runos/vpn/vpnd/localapi"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/cli/config"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/cli/config"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/localapi"
 )

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/runos/vpn/api"
-	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/localapi/vpnup"
 )
 
 // The decision is vpnup's (tested there); the CLI adds how to choose.

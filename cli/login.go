@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/cli/config"
-	"github.com/runos/vpn/api"
 )
 
 // EnvToken is the operator token for the operator verbs, before the stored one.

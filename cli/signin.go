@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/cli/config"
-	"github.com/runos/vpn/api"
 )
 
 // signIn runs the browser sign-in (or, with noBrowser or no browser to

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runos/vpn/api"
-	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/localapi/vpnup"
 )
 
 // defaultConnectTimeout bounds the wait for a handshake (--timeout).

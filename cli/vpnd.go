@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/cli/config"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/cli/config"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/installer"
 	"github.com/runos/vpn/internal/version"

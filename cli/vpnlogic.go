@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/localapi/vpnup"
 )
 
 // chooseHint adds to up's "choose a cluster" how to choose from the

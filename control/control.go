@@ -19,19 +19,13 @@ import (
 	"time"
 
 	"github.com/runos/vpn/api"
-	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/clock"
-	"github.com/runos/vpn/control/console"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/metrics"
-	"github.com/runos/vpn/control/notify"
-	"github.com/runos/vpn/control/oauth"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/reqid"
-	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/server"
 	"github.com/runos/vpn/control/store"
-	"github.com/runos/vpn/internal/secretfile"
 )
 
 // Config is runos-control's configuration (its flags).
@@ -74,6 +68,16 @@ type Config struct {
 
 	Logger *slog.Logger
 	Clock  clock.Clock // nil: the real clock
+
+	// Slow clients (docs/internals.md "Slow clients"): a request's body
+	// must arrive within BodyTimeout of its headers (0: 10s); one address
+	// holds at most MaxConnsPerAddr connections at once (0: 512; -1: no
+	// cap), TrustedProxies exempt (behind a balancer every connection
+	// comes from it: the balancer limits its clients); one token holds at
+	// most MaxHeldPerToken streams and long-polls (0: 100).
+	BodyTimeout     time.Duration
+	MaxConnsPerAddr int
+	MaxHeldPerToken int
 
 	// Ready, when set, is called with the URL once control is serving.
 	Ready func(url string)
@@ -149,6 +153,54 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	log, clk := cfg.fillDefaults()
+	services, err := pool.NewServices(cfg.ServicePool)
+	if err != nil {
+		return fmt.Errorf("--service-pool: %w", err)
+	}
+	tlsCfg, err := loadTLS(cfg)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, &cfg, clk.Now, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	a := &assembly{cfg: cfg, log: log, clk: clk, st: st}
+	if err := a.importSeed(ctx, services); err != nil {
+		return err
+	}
+	if a.hub, err = newHub(ctx, st); err != nil {
+		return err
+	}
+	if cfg.OnHub != nil {
+		cfg.OnHub(a.hub)
+	}
+	stopListening, err := a.listenToReplicas(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopListening()
+	stopMetrics, err := a.startMetrics()
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	if err := a.startAPI(ctx); err != nil {
+		return err
+	}
+	defer a.api.Close()
+	mux, err := a.routes(ctx)
+	if err != nil {
+		return err
+	}
+	return a.serve(ctx, mux, tlsCfg)
+}
+
+// fillDefaults fills in what cfg leaves unset, and returns the logger and
+// the clock to use.
+func (cfg *Config) fillDefaults() (*slog.Logger, clock.Clock) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -173,138 +225,25 @@ func Run(ctx context.Context, cfg Config) error {
 	if !cfg.ServicePool.IsValid() {
 		cfg.ServicePool = netip.MustParsePrefix(api.DefaultServicePool)
 	}
-	services, err := pool.NewServices(cfg.ServicePool)
-	if err != nil {
-		return fmt.Errorf("--service-pool: %w", err)
-	}
+	return log, clk
+}
 
-	var tlsCfg *tls.Config
-	if !cfg.InsecureHTTP {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			return fmt.Errorf("load --tls-cert %s / --tls-key %s: %w", cfg.TLSCert, cfg.TLSKey, err)
-		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+// loadTLS is the HTTPS configuration, nil for plain HTTP.
+func loadTLS(cfg Config) (*tls.Config, error) {
+	if cfg.InsecureHTTP {
+		return nil, nil
 	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("load --tls-cert %s / --tls-key %s: %w", cfg.TLSCert, cfg.TLSKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
 
-	st, err := openStore(ctx, &cfg, clk.Now, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if cfg.Seed != "" {
-		// It holds passwords and tokens: one other users can read is refused.
-		data, err := secretfile.Read(cfg.Seed)
-		if err != nil {
-			return fmt.Errorf("--seed: %w", err)
-		}
-		w, err := seed.Parse(data)
-		if err != nil {
-			return fmt.Errorf("--seed %s: %w", cfg.Seed, err)
-		}
-		sum, err := seed.Import(ctx, st, w, seed.Options{Services: services, BcryptCost: cfg.BcryptCost, Now: clk.Now()})
-		if err != nil {
-			return fmt.Errorf("--seed %s: %w", cfg.Seed, err)
-		}
-		log.Info("world file imported", "file", cfg.Seed, "created", sum.Created, "existing", sum.Existing)
-	}
-	h, err := newHub(ctx, st)
-	if err != nil {
-		return err
-	}
-	if cfg.OnHub != nil {
-		cfg.OnHub(h)
-	}
-	var listening func() bool
-	if st.pg != nil {
-		// Other replicas' changes reach this one's hub; it is ready once
-		// it listens (readyz).
-		l := notify.New(notify.Config{Connect: st.pg.Conn, Store: st, Hub: h, Origin: st.pg.Origin(), Logger: log})
-		lctx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
-		done, heard := make(chan struct{}), make(chan struct{})
-		go func() { defer close(done); l.Run(lctx, func() { close(heard) }) }()
-		defer func() { stopListening(); <-done }()
-		listening = l.Connected
-		// Serve once listening (a balancer would not send anything
-		// before readyz says so anyway); a listener that cannot connect
-		// yet keeps trying, and readyz says not ready meanwhile.
-		select {
-		case <-heard:
-		case <-time.After(cfg.StoreWait):
-			log.Warn("not listening for other replicas' changes yet; serving, not ready")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	var mets *metrics.Control
-	var sst store.Store = st
-	var srvMetrics server.Metrics
-	var oaMetrics oauth.Metrics
-	if cfg.MetricsAddr != "" || cfg.MetricsListener != nil {
-		mets = metrics.New(st, clk.Now)
-		sst = mets.Store(st)
-		h.ObserveFanOut(mets.FanOut)
-		srvMetrics, oaMetrics = mets, mets
-		stop, err := serveMetrics(cfg, mets, log)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	api, err := server.New(server.Config{
-		Store: sst, Hub: h, Clock: clk, Logger: log, Metrics: srvMetrics, Shared: st.pg != nil,
-		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
-		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
-		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
-		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams,
-	})
-	if err != nil {
-		return err
-	}
-	defer api.Close()
-	if err := api.Start(ctx); err != nil {
-		return err
-	}
-	// The login pages' CSRF secret is the store's: a form served by one
-	// replica is accepted by another.
-	secret, err := st.Secret(ctx, "csrf", 32)
-	if err != nil {
-		return fmt.Errorf("login pages' secret: %w", err)
-	}
-	oa, err := oauth.New(oauth.Config{Issuer: cfg.Issuer, Backend: api, Store: st.Grants(), Logger: log, Now: clk.Now, Metrics: oaMetrics, Secret: secret})
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", api.Handler())
-	// The sign-in's audit entry names the address it came from.
-	withSource := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		oa.Handler().ServeHTTP(w, r.WithContext(audit.WithSource(r.Context(), r.RemoteAddr)))
-	})
-	mux.Handle("/oauth/", withSource)
-	mux.Handle("/.well-known/", oa.Handler())
-	con, err := console.New(console.Config{Issuer: cfg.Issuer, API: api.Handler(), OAuth: withSource, Hub: h, Logger: log, Now: clk.Now})
-	if err != nil {
-		return err
-	}
-	mux.Handle("/console", con.Handler())
-	mux.Handle("/console/", con.Handler())
-	mux.HandleFunc("GET /healthz", healthz)
-	mux.Handle("GET /readyz", readyz(st.Ping, listening))
-
-	ln := cfg.Listener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
-		}
-	}
-	srv := &http.Server{
-		// The request id first: it copies the request to carry the id, and
-		// the metrics must see the request the API's mux then labels with
-		// its route pattern (a copy made above them would keep only "/v1/").
-		// The replica's name and the client's address behind a balancer
-		// come before both.
-		Handler:           replicaHeader(cfg.ReplicaName, behindProxies(cfg.TrustedProxies, reqid.Handler(mets.Wrap(mux)))),
+// newHTTPServer is control's HTTP server around its mux.
+func newHTTPServer(cfg Config, mux http.Handler, mets *metrics.Control, tlsCfg *tls.Config, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           outer(cfg, tlsCfg != nil, reqid.Handler(mets.Wrap(mux))),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -317,39 +256,25 @@ func Run(ctx context.Context, cfg Config) error {
 		// write on HTTP/1.1 alike).
 		HTTP2: &http.HTTP2Config{SendPingTimeout: time.Minute, PingTimeout: 15 * time.Second, WriteByteTimeout: 30 * time.Second},
 	}
-	errc := make(chan error, 1)
-	go func() {
-		if tlsCfg != nil {
-			errc <- srv.ServeTLS(ln, "", "")
-		} else {
-			errc <- srv.Serve(ln)
-		}
-	}()
-	storeURL := cfg.Store
-	if storeURL == "" {
-		storeURL = "sqlite:" + cfg.DB
+}
+
+// outer is what every request passes before the mux. The request id
+// first (inner): it copies the request to carry the id, and the metrics
+// must see the request the API's mux then labels with its route pattern (a
+// copy made above them would keep only "/v1/"). The replica's name and the
+// client's address behind a balancer come before both, the body's
+// deadline and HSTS before anything.
+func outer(cfg Config, https bool, inner http.Handler) http.Handler {
+	h := replicaHeader(cfg.ReplicaName, behindProxies(cfg.TrustedProxies, inner))
+	d := cfg.BodyTimeout
+	if d <= 0 {
+		d = defaultBodyTimeout
 	}
-	log.Info("runos-control serving", "url", cfg.Issuer, "listen", ln.Addr().String(), "store", RedactStore(storeURL), "tls", tlsCfg != nil)
-	if cfg.Serving != nil {
-		cfg.Serving(api)
+	h = bodyDeadline(d, h)
+	if https {
+		h = hsts(h)
 	}
-	if cfg.Ready != nil {
-		cfg.Ready(cfg.Issuer)
-	}
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("runos-control shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	api.Close()
-	// Long-polls would hold Shutdown for minutes: close what is still open.
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	return nil
+	return h
 }
 
 // newHub starts the hub from the versions in the store.

@@ -19,9 +19,9 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/auth/formlogin"
-	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/server"
 	"github.com/runos/vpn/internal/testcert"
 )

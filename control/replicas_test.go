@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/internal/pgtest"
 	"github.com/runos/vpn/internal/syncbuf"

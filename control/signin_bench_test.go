@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/auth"
 )
 
 // BenchmarkSignInUnderDeviceCodeFlood (issue 11): the latency of a whole

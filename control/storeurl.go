@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/control/store"
-	"github.com/runos/vpn/control/store/pgstore"
-	"github.com/runos/vpn/control/store/sqlitestore"
+	"github.com/runos/vpn/control/store/sqlstore"
 )
 
 // Store URLs (--store, RUNOS_STORE): sqlite:PATH, the embedded default
@@ -43,7 +42,7 @@ func RedactStore(u string) string {
 	case err != nil:
 		return "(invalid store URL)"
 	case kind == "postgres":
-		return pgstore.Redact(rest)
+		return sqlstore.Redact(rest)
 	}
 	return u
 }
@@ -51,7 +50,7 @@ func RedactStore(u string) string {
 // opened is the store and, for PostgreSQL, what notify needs of it.
 type opened struct {
 	store.Store
-	pg *pgstore.Store // nil on SQLite
+	pg *sqlstore.Postgres // nil on SQLite
 }
 
 // Stats is the store's counts for metrics (both stores have them).
@@ -69,13 +68,16 @@ func openStore(ctx context.Context, cfg *Config, now func() time.Time, log *slog
 		return opened{}, err
 	}
 	if kind == "sqlite" {
-		st, err := sqlitestore.Open(ctx, rest, now)
-		return opened{Store: st}, err
+		st, err := sqlstore.OpenSQLite(ctx, rest, sqlstore.Options{Now: now})
+		if err != nil {
+			return opened{}, err
+		}
+		return opened{Store: st}, nil
 	}
 	// Replicas starting together, or before the database: retry a while.
 	deadline := time.Now().Add(cfg.StoreWait)
 	for {
-		st, err := pgstore.Open(ctx, rest, pgstore.Options{Now: now, AppName: cfg.ReplicaName})
+		st, err := sqlstore.OpenPostgres(ctx, rest, sqlstore.Options{Now: now, AppName: cfg.ReplicaName})
 		if err == nil {
 			return opened{Store: st, pg: st}, nil
 		}

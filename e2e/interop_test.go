@@ -16,9 +16,9 @@ import (
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/auth/formlogin"
-	"github.com/runos/vpn/api"
 )
 
 // laptopNet is an HTTP client for a sign-in run from this test process as

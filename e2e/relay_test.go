@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runos/vpn/internal/relaywire"
 	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
 )
@@ -158,6 +159,26 @@ func TestRelayWhenUDPIsBlocked(t *testing.T) {
 	}
 	if total < len(body) {
 		t.Fatalf("the relay recorded %d bytes in %d streams: the page did not go through it", total, len(recs))
+	}
+	// What the relay was shown: a relay ticket, never the session token
+	// (a full API credential).
+	tok := w.laptopPrefs(laptop).AccessToken
+	reqs, _ := filepath.Glob(filepath.Join(w.lab.RelayRecordDir("ky3-n1"), "request-*.txt"))
+	tickets := 0
+	for _, f := range reqs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok == "" || strings.Contains(string(b), tok) || strings.Contains(strings.ToLower(string(b)), "authorization:") {
+			t.Errorf("the relay was shown the session token (or an Authorization header) in %s:\n%s", filepath.Base(f), b)
+		}
+		if strings.Contains(string(b), relaywire.HeaderTicket+": rt1.") {
+			tickets++
+		}
+	}
+	if tickets == 0 {
+		t.Errorf("the relay recorded %d requests, none with a relay ticket", len(reqs))
 	}
 
 	// UDP comes back: direct within 10 s, nothing typed.

@@ -19,8 +19,8 @@ import (
 	"golang.org/x/oauth2"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
 )

@@ -17,8 +17,8 @@ import (
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/control/controltest"
 	"github.com/runos/vpn/vpnd/localapi"
 )

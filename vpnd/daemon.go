@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/runos/vpn/api"
@@ -73,9 +72,9 @@ type daemon struct {
 
 	ctx         context.Context // the daemon's lifetime
 	wakeRead    chan struct{}
-	wakePending chan struct{}           // something was added to the pending changes (pending.go)
-	sendingMu   sync.Mutex              // held while a pending change is sent to control
-	relayToken  *atomic.Pointer[string] // the session's token, for the relays; nil in tests without one
+	wakePending chan struct{} // something was added to the pending changes (pending.go)
+	sendingMu   sync.Mutex    // held while a pending change is sent to control
+	relay       *relayTickets // asks control for relay tickets with the session; nil in tests without one
 
 	mu       sync.Mutex
 	in       state.Inputs
@@ -153,14 +152,12 @@ func (d *daemon) updateLocked() {
 	if !d.in.SignedIn() && d.sess != nil {
 		d.stopSyncLocked() // lapsed on the local clock: stop talking to control with it
 	}
-	if d.relayToken != nil {
-		tok := ""
+	if d.relay != nil {
+		var c relayCreds
 		if d.in.SignedIn() {
-			tok = d.in.Prefs.AccessToken
+			c = relayCreds{apiURL: d.in.Prefs.APIURL, token: d.in.Prefs.AccessToken, deviceID: d.in.Prefs.DeviceID}
 		}
-		if cur := d.relayToken.Load(); cur == nil || *cur != tok {
-			d.relayToken.Store(&tok)
-		}
+		d.relay.set(c)
 	}
 	d.publishLocked(state.Derive(&d.in))
 }

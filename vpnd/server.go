@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/internal/httpjson"
 	"github.com/runos/vpn/internal/version"
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/vpnd/access"
@@ -39,103 +40,146 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, callerKey{}, access.Caller{Cred: cred, Err: err})
 }
 
+// handler is the local API: each route a method below, every request
+// first through guard.
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		st := s.forCaller(s.d.Status(), r)
-		st.Metrics = s.d.metrics()
-		writeJSON(w, st)
-	})
-	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) {
-		// The log names users, devices and addresses: for those who may
-		// steer the daemon, like the log file the service keeps.
-		if d := s.policy.Decide(callerOf(r)); !d.Control {
-			writeErr(w, errf(http.StatusForbidden, localapi.CodeForbidden, d.Hint, "the daemon's log is for those who may steer it: %s", d.Reason))
-			return
-		}
-		writeJSON(w, logs(s.logs))
-	})
-	mux.HandleFunc("POST /v1/probe", func(w http.ResponseWriter, r *http.Request) {
-		var req localapi.ProbeRequest
-		err := decodeBody(r.Body, &req)
-		if err == nil {
-			err = api.CheckCID(req.CID)
-		}
-		if err != nil {
-			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
-			return
-		}
-		res, aerr := s.d.probe(r.Context(), req)
-		if aerr != nil {
-			writeErr(w, aerr)
-			return
-		}
-		writeJSON(w, res)
-	})
-	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, localapi.Version{Version: version.Version, Commit: version.Commit, Date: version.Date})
-	})
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/logs", s.showLogs)
+	mux.HandleFunc("POST /v1/probe", s.probe)
+	mux.HandleFunc("GET /v1/version", s.version)
 	mux.HandleFunc("GET /v1/watch", s.watch)
-	mux.HandleFunc("POST /v1/session", func(w http.ResponseWriter, r *http.Request) {
-		req, err := parseSessionRequest(r.Body, s.d.allowHTTP)
-		if err != nil {
-			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
-			return
-		}
-		var refuse func(from, to string) *apiError // nil: the caller may change control
-		if !s.policy.Decide(callerOf(r)).ChangeControl {
-			refuse = func(from, to string) *apiError {
-				ref := s.policy.ChangeControlRefusal(from, to)
-				return &apiError{status: ref.Status, e: api.Error{Code: ref.Code, Message: ref.Message, Hint: ref.Hint}}
-			}
-		}
-		s.answer(w, r)(s.d.setSession(r.Context(), req, refuse))
-	})
-	mux.HandleFunc("DELETE /v1/session", func(w http.ResponseWriter, r *http.Request) {
-		s.answer(w, r)(s.d.endSession(r.Context()))
-	})
-	mux.HandleFunc("POST /v1/connect", func(w http.ResponseWriter, r *http.Request) {
-		req, err := parseConnectRequest(r.Body)
-		if err != nil {
-			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
-			return
-		}
-		if req.Default != "" && api.CheckCID(req.Default) != nil {
-			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "default: %v", api.CheckCID(req.Default)))
-			return
-		}
-		s.answer(w, r)(s.d.connectAs(r.Context(), req.CID, req.Default))
-	})
-	mux.HandleFunc("POST /v1/disconnect", func(w http.ResponseWriter, r *http.Request) {
-		req, err := parseConnectRequest(r.Body)
-		if err != nil {
-			writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
-			return
-		}
-		s.answer(w, r)(s.d.disconnect(r.Context(), req.CID))
-	})
-	mux.HandleFunc("GET /v1/devices", func(w http.ResponseWriter, r *http.Request) {
-		ds, aerr := s.d.myDevices(r.Context())
-		if aerr != nil {
-			writeErr(w, aerr)
-			return
-		}
-		writeJSON(w, ds)
-	})
-	mux.HandleFunc("DELETE /v1/devices/{id}", func(w http.ResponseWriter, r *http.Request) {
-		s.answer(w, r)(s.d.removeDevice(r.Context(), r.PathValue("id")))
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeErr(w, errf(http.StatusNotFound, localapi.CodeNotFound, "see the routes in vpnd/localapi", "no route %s %s", r.Method, r.URL.Path))
-	})
+	mux.HandleFunc("POST /v1/session", s.setSession)
+	mux.HandleFunc("DELETE /v1/session", s.endSession)
+	mux.HandleFunc("POST /v1/connect", s.connect)
+	mux.HandleFunc("POST /v1/disconnect", s.disconnect)
+	mux.HandleFunc("GET /v1/devices", s.devices)
+	mux.HandleFunc("DELETE /v1/devices/{id}", s.removeDevice)
+	mux.HandleFunc("/", s.noRoute)
+	return s.guard(mux)
+}
+
+// guard refuses what the caller may not do before any route runs, and
+// bounds every request's body.
+func (s *server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ref := s.policy.Check(r, callerOf(r)); ref != nil {
-			writeErr(w, &apiError{status: ref.Status, e: api.Error{Code: ref.Code, Message: ref.Message, Hint: ref.Hint}})
+			writeErr(w, refusal(ref))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		mux.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
+}
+
+// refusal is the access policy's refusal as the API's error.
+func refusal(ref *access.Refusal) *apiError {
+	return &apiError{status: ref.Status, e: api.Error{Code: ref.Code, Message: ref.Message, Hint: ref.Hint}}
+}
+
+func (s *server) status(w http.ResponseWriter, r *http.Request) {
+	st := s.forCaller(s.d.Status(), r)
+	st.Metrics = s.d.metrics()
+	writeJSON(w, st)
+}
+
+func (s *server) showLogs(w http.ResponseWriter, r *http.Request) {
+	// The log names users, devices and addresses: for those who may
+	// steer the daemon, like the log file the service keeps.
+	if d := s.policy.Decide(callerOf(r)); !d.Control {
+		writeErr(w, errf(http.StatusForbidden, localapi.CodeForbidden, d.Hint, "the daemon's log is for those who may steer it: %s", d.Reason))
+		return
+	}
+	writeJSON(w, logs(s.logs))
+}
+
+func (s *server) probe(w http.ResponseWriter, r *http.Request) {
+	var req localapi.ProbeRequest
+	err := decodeBody(r.Body, &req)
+	if err == nil {
+		err = api.CheckCID(req.CID)
+	}
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	res, aerr := s.d.probe(r.Context(), req)
+	if aerr != nil {
+		writeErr(w, aerr)
+		return
+	}
+	writeJSON(w, res)
+}
+
+func (s *server) version(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, localapi.Version{Version: version.Version, Commit: version.Commit, Date: version.Date})
+}
+
+func (s *server) setSession(w http.ResponseWriter, r *http.Request) {
+	req, err := parseSessionRequest(r.Body, s.d.allowHTTP)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	var refuse func(from, to string) *apiError // nil: the caller may change control
+	if !s.policy.Decide(callerOf(r)).ChangeControl {
+		refuse = func(from, to string) *apiError {
+			return refusal(s.policy.ChangeControlRefusal(from, to))
+		}
+	}
+	s.answer(w, r)(s.d.setSession(r.Context(), req, refuse))
+}
+
+func (s *server) endSession(w http.ResponseWriter, r *http.Request) {
+	s.answer(w, r)(s.d.endSession(r.Context()))
+}
+
+// connect joins the cluster, recording the CLI's default cluster when the
+// request names one (issue 21).
+func (s *server) connect(w http.ResponseWriter, r *http.Request) {
+	req, err := parseConnectRequest(r.Body)
+	if err == nil && req.Default != "" {
+		if e := api.CheckCID(req.Default); e != nil {
+			err = fmt.Errorf("default: %w", e)
+		}
+	}
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	s.answer(w, r)(s.d.connectAs(r.Context(), req.CID, req.Default))
+}
+
+func (s *server) disconnect(w http.ResponseWriter, r *http.Request) {
+	s.onCluster(w, r, s.d.disconnect)
+}
+
+// onCluster does act on the cluster the request names, and answers with
+// the status after it.
+func (s *server) onCluster(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, cid string) (localapi.Status, *apiError)) {
+	req, err := parseConnectRequest(r.Body)
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	s.answer(w, r)(act(r.Context(), req.CID))
+}
+
+func (s *server) devices(w http.ResponseWriter, r *http.Request) {
+	ds, aerr := s.d.myDevices(r.Context())
+	if aerr != nil {
+		writeErr(w, aerr)
+		return
+	}
+	writeJSON(w, ds)
+}
+
+func (s *server) removeDevice(w http.ResponseWriter, r *http.Request) {
+	s.answer(w, r)(s.d.removeDevice(r.Context(), r.PathValue("id")))
+}
+
+func (s *server) noRoute(w http.ResponseWriter, r *http.Request) {
+	writeErr(w, errf(http.StatusNotFound, localapi.CodeNotFound, "see the routes in vpnd/localapi", "no route %s %s", r.Method, r.URL.Path))
 }
 
 // callerOf is who sent r: the kernel's word, read once per connection.
@@ -204,15 +248,20 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// badRequest answers that the request itself is wrong, and why.
+func badRequest(w http.ResponseWriter, err error) {
+	writeErr(w, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err))
+}
+
+// writeJSON answers 200 with v, or 500 if v cannot be encoded.
 func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+	if err := httpjson.Write(w, http.StatusOK, v); err != nil {
+		writeErr(w, errf(http.StatusInternalServerError, "internal", "", "the answer could not be encoded: %v", err))
+	}
 }
 
 func writeErr(w http.ResponseWriter, e *apiError) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.status)
-	_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: &e.e})
+	_ = httpjson.Write(w, e.status, api.ErrorBody{Error: &e.e}) // strings and a time: they encode
 }
 
 // decodeBody reads one JSON object and nothing after it. Unknown fields

@@ -19,7 +19,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/runos/vpn/api"
@@ -118,19 +117,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	caFile := cfg.CAFile
-	// The engine asks the daemon for the session's token (the relay checks
-	// it with control) and tells it of path changes: both through values
-	// made before the daemon, which needs the engine.
-	relayToken := new(atomic.Pointer[string])
+	// The engine asks control for relay tickets with the daemon's session
+	// (the relay checks the ticket with control) and tells the daemon of
+	// path changes: both through values made before the daemon, which
+	// needs the engine.
+	relay := &relayTickets{connect: func(apiURL, token string) (*api.Client, error) {
+		return api.NewClient(apiURL, token, caFile, api.AllowHTTP(cfg.AllowHTTP))
+	}}
 	wakeRead := make(chan struct{}, 1)
 	eng, err := tunnel.NewWith(cfg.Interface, key, log, tunnel.Options{
 		MTU: cfg.MTU, RelayTLS: sync.OnceValues(func() (*tls.Config, error) { return relayTLS(caFile) }),
-		RelayToken: func() string {
-			if t := relayToken.Load(); t != nil {
-				return *t
-			}
-			return ""
-		},
+		RelayTicket: relay.ticket,
 		OnPathChange: func() {
 			select {
 			case wakeRead <- struct{}{}:
@@ -158,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &daemon{
 		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
 		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
-		ctx: dctx, wakeRead: wakeRead, wakePending: make(chan struct{}, 1), relayToken: relayToken, counts: newCounters(time.Now()),
+		ctx: dctx, wakeRead: wakeRead, wakePending: make(chan struct{}, 1), relay: relay, counts: newCounters(time.Now()),
 		allowHTTP: cfg.AllowHTTP, longPoll: cfg.LongPoll,
 		newControl: func(apiURL, token string) (control, error) {
 			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/control"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/control"
 	"github.com/runos/vpn/internal/version"
 )
 
@@ -133,6 +133,9 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 	f.DurationVar(&cfg.DeviceIdleTTL, "device-idle-ttl", 30*24*time.Hour, "a device with no live session and no handshake this long is deleted and its address reused")
 	f.DurationVar(&cfg.StreamHeartbeat, "stream-heartbeat", 15*time.Second, "a push stream quiet this long gets a heartbeat (keep it under the idle timeout of any proxy in front of control)")
 	f.BoolVar(&cfg.NoStreams, "no-streams", false, "answer push-stream requests as long-polls, as controls before streams did (for a proxy that buffers answers); clients fall back and warn")
+	f.DurationVar(&cfg.BodyTimeout, "body-timeout", 10*time.Second, "a request's body must arrive whole within this of its headers, else its connection is cut (long-polls and streams carry none)")
+	f.IntVar(&cfg.MaxConnsPerAddr, "max-conns-per-addr", 512, "connections one client address may hold at once; past it new ones are closed at once (-1: no cap). --trusted-proxy addresses are exempt: limit clients at the balancer")
+	f.IntVar(&cfg.MaxHeldPerToken, "max-streams-per-token", 100, "push streams and long-polls one token may hold at once; the next is answered 429")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd

@@ -5,10 +5,10 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/desktop/app"
-	"github.com/runos/vpn/internal/vpnup"
+	"github.com/runos/vpn/vpnd/localapi/vpnup"
 )
 
 // signIn is the browser sign-in as this user: the authorization-code grant

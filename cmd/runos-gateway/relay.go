@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/gateway/relay"
+	"github.com/runos/vpn/internal/connlimit"
 )
 
 // serveRelay listens on --relay-listen with TLS and serves the relay until
@@ -38,9 +40,15 @@ func serveRelay(ctx context.Context, f flags, bind *relay.Bind, client *api.Clie
 	if err != nil {
 		return nil, fmt.Errorf("--relay-listen %s: %w", f.relayListen, err)
 	}
+	// Connections per address are capped before TLS (the streams per
+	// device address again in the handler, which sees the address behind
+	// the node's ingress too): one host cannot pin the relay with
+	// connections it never finishes. The ingress on loopback is exempt.
+	ln = connlimit.Listen(ln, connlimit.Config{PerAddr: 2 * relay.DefaultMaxPerAddr, Log: log, What: "relay",
+		Exempt: func(a netip.Addr) bool { return cert == nil && a.IsLoopback() }})
 	h := &relay.Server{Bind: bind, Log: log, Serving: bind.Serving, RecordDir: f.relayRecord, BehindProxy: cert == nil,
-		Check: func(ctx context.Context, token string, key wgtypes.Key) (string, error) {
-			ok, err := client.RelayCheck(ctx, api.RelayCheckRequest{Token: token, PublicKey: key.String()})
+		Check: func(ctx context.Context, ticket string, key wgtypes.Key) (string, error) {
+			ok, err := client.RelayCheck(ctx, api.RelayCheckRequest{Ticket: ticket, PublicKey: key.String()})
 			var ae *api.Error
 			if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
 				// Control refused this gateway's own token: not the device's fault.

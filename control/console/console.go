@@ -29,7 +29,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -72,9 +71,15 @@ type Console struct {
 
 // New checks cfg and returns the console.
 func New(cfg Config) (*Console, error) {
-	iss, err := url.Parse(strings.TrimRight(cfg.Issuer, "/"))
-	if err != nil || (iss.Scheme != "https" && iss.Scheme != "http") || iss.Host == "" {
-		return nil, fmt.Errorf("console: issuer %q: want control's https://host[:port]", cfg.Issuer)
+	// The one check of a control URL; plain http:// only reaches here
+	// when control itself was started with --insecure-http (its Check).
+	base, err := api.ParseControlURL(cfg.Issuer, true)
+	if err != nil {
+		return nil, fmt.Errorf("console: issuer: %w", err)
+	}
+	iss, err := url.Parse(base)
+	if err != nil {
+		return nil, fmt.Errorf("console: issuer %q: %w", cfg.Issuer, err)
 	}
 	if cfg.API == nil || cfg.OAuth == nil || cfg.Hub == nil {
 		return nil, errors.New("console: Config needs the API, the OAuth server and the hub")

@@ -2,7 +2,6 @@ package console
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/control/token"
 )
 
 // The console's session is a cookie holding the access token of the
@@ -76,16 +76,10 @@ func (c *Console) checkPost(r *http.Request, session string) error {
 	return nil
 }
 
-func random() string {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 // login starts the authorization-code sign-in with PKCE: state and
 // verifier go in a short-lived cookie, the browser to the login page.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	state, verifier := random(), oauth2.GenerateVerifier()
+	state, verifier := token.New(), oauth2.GenerateVerifier()
 	c.setCookie(w, "runos-console-login", state+"."+verifier, int(loginTTL/time.Second))
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, c.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), http.StatusSeeOther)

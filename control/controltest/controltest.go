@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/control"
-	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/internal/syncbuf"
 	"github.com/runos/vpn/internal/testcert"
 )

@@ -31,11 +31,11 @@ type Listener struct {
 
 // Config configures a Listener.
 type Config struct {
-	// Connect opens the dedicated connection (pgstore.Store.Conn).
+	// Connect opens the dedicated connection (sqlstore.Postgres.Conn).
 	Connect func(context.Context) (*pgx.Conn, error)
 	Store   store.Store // read to catch up after a reconnect
 	Hub     *hub.Hub
-	// Origin is this replica's store instance (pgstore.Store.Origin): its
+	// Origin is this replica's store instance (sqlstore.Postgres.Origin): its
 	// own changes are published to the hub by the server after each commit.
 	Origin string
 	Logger *slog.Logger

@@ -10,7 +10,7 @@ import (
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/notify"
 	"github.com/runos/vpn/control/store"
-	"github.com/runos/vpn/control/store/pgstore"
+	"github.com/runos/vpn/control/store/sqlstore"
 	"github.com/runos/vpn/internal/pgtest"
 )
 
@@ -63,7 +63,7 @@ func FuzzParse(f *testing.F) {
 
 // replica is one replica's store, hub and listener.
 type replica struct {
-	st  *pgstore.Store
+	st  *sqlstore.Postgres
 	hub *hub.Hub
 	l   *notify.Listener
 }
@@ -71,7 +71,7 @@ type replica struct {
 func startReplica(t *testing.T, url string) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := pgstore.Open(ctx, url, pgstore.Options{AppName: "test-replica"})
+	st, err := sqlstore.OpenPostgres(ctx, url, sqlstore.Options{AppName: "test-replica"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -212,7 +212,7 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 		var err error
 		good, err = s.cfg.Backend.CheckPassword(r.Context(), username, password)
 		if err != nil {
-			id := s.internal(r, "check password", err, "user", username)
+			id := s.internal(r, "check password", err, "typed", s.typed(username))
 			again(http.StatusInternalServerError, "RunOS could not check your password right now (request "+id+"). Try again in a moment.")
 			return "", false
 		}
@@ -220,7 +220,7 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 	if !good {
 		// Counted already, when the attempt reserved its place.
 		s.cfg.Metrics.Refused("wrong_password")
-		s.log.Info("oauth: wrong password", "user", username, "addr", r.RemoteAddr)
+		s.log.Info("oauth: wrong password", "typed", s.typed(username), "addr", r.RemoteAddr)
 		again(http.StatusOK, "Wrong email or password.")
 		return "", false
 	}
@@ -235,7 +235,7 @@ func (s *Server) checkLogin(w http.ResponseWriter, r *http.Request, now time.Tim
 func (s *Server) slowDown(w http.ResponseWriter, r *http.Request, now time.Time, username string, again func(int, string)) (*attempt, bool) {
 	wait, a, err := s.reserve(r.Context(), username, r.RemoteAddr, now)
 	if err != nil {
-		s.log.Error("oauth: count a sign-in attempt", "user", username, "err", err)
+		s.log.Error("oauth: count a sign-in attempt", "typed", s.typed(username), "err", err)
 		again(http.StatusServiceUnavailable, "RunOS cannot check sign-ins right now. Try again in a moment.")
 		return nil, true
 	}
@@ -244,7 +244,7 @@ func (s *Server) slowDown(w http.ResponseWriter, r *http.Request, now time.Time,
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
 	s.cfg.Metrics.Refused("throttled")
-	s.log.Info("oauth: sign-in slowed down", "user", username, "addr", r.RemoteAddr, "wait", wait)
+	s.log.Info("oauth: sign-in slowed down", "typed", s.typed(username), "addr", r.RemoteAddr, "wait", wait)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	again(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-in attempts. Wait %s and try again.", plural(secs, "second")))
 	return nil, true

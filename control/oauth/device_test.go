@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runos/vpn/auth/formlogin"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/auth/formlogin"
 )
 
 func TestUserCodes(t *testing.T) {

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// Sign-in attempts slow down per user and per source address, in counters
+// Sign-in attempts slow down per user at a source address and per source
+// address, in counters
 // the GrantStore keeps (the database, shared by every replica), so parallel
 // guesses sent to several replicas count as one stream.
 //
@@ -17,6 +18,11 @@ import (
 // both under one lock), and is refunded if the password was right. Thirty
 // wrong passwords sent at once thus get the free attempts and no more: the
 // others are refused before any password is checked.
+//
+// The user's counter is kept per address too: guesses at alice's password
+// from elsewhere slow down that elsewhere, never alice at her own address
+// (a known email must not be enough to lock its owner out). An address
+// guessing many users is still slowed by its own counter.
 
 // throttlePolicy says when wrong passwords slow down. After free failures
 // for a key, the next attempt must wait base after the last failure, and
@@ -56,9 +62,12 @@ func (p throttlePolicy) wait(c Counter, free int, now time.Time) time.Duration {
 	return until.Sub(now)
 }
 
-// userKey folds case and surrounding space, so that a guesser cannot get
-// fresh attempts by spelling the same account differently.
-func userKey(user string) string { return "u:" + strings.ToLower(strings.TrimSpace(user)) }
+// userKey is a user at an address (addrOf). It folds case and surrounding
+// space, so that a guesser cannot get fresh attempts by spelling the same
+// account differently.
+func userKey(user, remoteAddr string) string {
+	return "u:" + strings.ToLower(strings.TrimSpace(user)) + "@" + addrOf(remoteAddr)
+}
 
 // addrKey is the client's address from RemoteAddr; IPv6 clients are keyed
 // by their /64, which one host usually holds whole.
@@ -84,7 +93,7 @@ func addrOf(remoteAddr string) string {
 // attempt is one sign-in attempt holding its place in the counters.
 type attempt struct {
 	s          *Server
-	user, addr string
+	user, addr string    // their counters' keys; user "" when none
 	at         time.Time // when it was counted
 	addrLast   time.Time // the address's last failure before it
 }
@@ -97,7 +106,7 @@ func (s *Server) reserve(ctx context.Context, user, remoteAddr string, now time.
 	keys := []string{addrKey(remoteAddr)}
 	free := []int{s.pol.addrFree}
 	if user != "" {
-		keys = append(keys, userKey(user))
+		keys = append(keys, userKey(user, remoteAddr))
 		free = append(free, s.pol.userFree)
 	}
 	var wait time.Duration
@@ -122,7 +131,11 @@ func (s *Server) reserve(ctx context.Context, user, remoteAddr string, now time.
 	if err != nil || wait > 0 {
 		return wait, nil, err
 	}
-	return 0, &attempt{s: s, user: user, addr: keys[0], at: now, addrLast: addrLast}, nil
+	a := &attempt{s: s, addr: keys[0], at: now, addrLast: addrLast}
+	if user != "" {
+		a.user = keys[1]
+	}
+	return 0, a, nil
 }
 
 // ok settles a right attempt: the user's failures are forgotten, and the
@@ -132,7 +145,7 @@ func (s *Server) reserve(ctx context.Context, user, remoteAddr string, now time.
 func (a *attempt) ok(ctx context.Context, now time.Time) {
 	keys := []string{a.addr}
 	if a.user != "" {
-		keys = append(keys, userKey(a.user))
+		keys = append(keys, a.user)
 	}
 	err := a.s.cfg.Store.Count(ctx, now, keys, func(cur []Counter) []Counter {
 		next := []Counter{cur[0]}

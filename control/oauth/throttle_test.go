@@ -3,6 +3,7 @@ package oauth
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/internal/syncbuf"
 )
 
 func TestThrottlePolicy(t *testing.T) {
@@ -62,8 +64,9 @@ func isSlowed(p testPage) bool {
 
 func TestSlowDownPerUser(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.UserFailures = 3; c.AddrFailures = 1000 })
-	// Each wrong password from a different address: only the user counts.
-	addr := func(i int) string { return "192.0.2." + string(rune('1'+i)) + ":1000" }
+	// Wrong passwords for one user from one address (each from another
+	// port: a new connection): the user's count there slows them down.
+	addr := func(i int) string { return "192.0.2.1:" + string(rune('1'+i)) + "000" }
 	for i := range 3 {
 		if p := h.attempt(testUser, "wrong", addr(i)); p.status != 200 {
 			t.Fatalf("failure %d: %d", i+1, p.status)
@@ -146,9 +149,8 @@ func TestSlowDownPerAddress(t *testing.T) {
 }
 
 // The check and the count are one step: of 30 wrong passwords sent at once
-// (each from its own address), the 5 a user is allowed reach the password
-// check and the others are refused before it, so the real user is not
-// locked out by guesses that were never counted.
+// (from one address), the 5 a user is allowed there reach the password
+// check and the others are refused before it.
 func TestParallelWrongPasswordsCheckOnlyTheFree(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.UserFailures = 5; c.AddrFailures = 1000 })
 	const n = 30
@@ -158,7 +160,7 @@ func TestParallelWrongPasswordsCheckOnlyTheFree(t *testing.T) {
 	h.backend.mu.Unlock()
 	pages := make(chan testPage, n)
 	for i := range n {
-		go func() { pages <- h.attempt(testUser, "wrong", fmt.Sprintf("192.0.2.%d:1000", i+1)) }()
+		go func() { pages <- h.attempt(testUser, "wrong", fmt.Sprintf("192.0.2.1:%d", 1000+i)) }()
 	}
 	// Every attempt is now either inside the check (held there) or answered.
 	checking, slowed := 0, 0
@@ -236,5 +238,57 @@ func TestDeviceCodeThrottledPerAddress(t *testing.T) {
 	h.clock.Advance(10 * time.Minute) // every code expired
 	if resp, body := ask("203.0.113.7:4"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("after the codes expired: %d %s", resp.StatusCode, body)
+	}
+}
+
+// Someone else's guesses never lock a user out: wrong passwords for alice
+// from other addresses (one, or many) slow those addresses down, and alice
+// signing in from her own goes through at once. The guessing address
+// stays slowed for every user.
+func TestOthersGuessesDoNotLockTheUser(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.UserFailures = 3; c.AddrFailures = 20 })
+	const attacker = "203.0.113.9:4444"
+	for i := range 3 {
+		if p := h.attempt(testUser, "guess", attacker); p.status != 200 {
+			t.Fatalf("guess %d: %d", i+1, p.status)
+		}
+	}
+	if p := h.attempt(testUser, "guess", attacker); !isSlowed(p) {
+		t.Fatalf("a fourth guess from the same address: %d, want slowed", p.status)
+	}
+	for i := range 10 {
+		if p := h.attempt(testUser, "guess", fmt.Sprintf("198.51.100.%d:1", i+1)); p.status != 200 {
+			t.Fatalf("guess from address %d: %d", i+1, p.status)
+		}
+	}
+	if p := h.attempt(testUser, testPassword, "192.0.2.77:5000"); p.status != http.StatusFound {
+		t.Fatalf("alice from her own address after others' guesses: %d %s", p.status, p.body)
+	}
+}
+
+// Nothing typed into the sign-in form reaches the log: people type their
+// password into the email field, and a failed (or slowed) sign-in logs a
+// keyed digest of what was typed at most.
+func TestFailedSignInLogsNoFormText(t *testing.T) {
+	var log syncbuf.Buffer
+	h := newHarness(t, func(c *Config) {
+		c.UserFailures = 1
+		c.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	const typed, pw = "MySecretPassw0rd!", "another-secret-typed"
+	if p := h.attempt(typed, pw, "192.0.2.5:1"); p.status != 200 {
+		t.Fatalf("wrong password: %d", p.status)
+	}
+	if p := h.attempt(typed, pw, "192.0.2.5:2"); !isSlowed(p) {
+		t.Fatalf("second wrong password: %d, want slowed", p.status)
+	}
+	out := log.String()
+	if !strings.Contains(out, "wrong password") || !strings.Contains(out, "slowed down") {
+		t.Fatalf("the failures were not logged at all:\n%s", out)
+	}
+	for _, s := range []string{typed, strings.ToLower(typed), pw} {
+		if strings.Contains(out, s) {
+			t.Fatalf("the log holds %q typed into the form:\n%s", s, out)
+		}
 	}
 }

@@ -64,10 +64,21 @@ func RelayURL(n model.Node, svc model.Service) string {
 	if a.Is6() {
 		host = "[" + host + "]"
 	}
+	def := "https://" + host + relaywire.Path
 	if svc.RelayURL == "" {
-		return "https://" + host + relaywire.Path
+		return def
 	}
-	return strings.ReplaceAll(svc.RelayURL, api.RelayIngress, host)
+	out := strings.ReplaceAll(svc.RelayURL, api.RelayIngress, host)
+	// An override on an address that is not this node's (set before a
+	// move, or before the ingress changed) is never given: the device
+	// would hand that host its relay ticket and its traffic. A name is
+	// given; the daemon dials it only if it resolves to the node.
+	if u, err := api.ParseRelayURL(out); err != nil {
+		return def
+	} else if _, err := api.RelayHostIs(u, a); err != nil {
+		return def
+	}
+	return out
 }
 
 // ingressSource says where a node's ingress address comes from.

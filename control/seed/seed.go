@@ -49,151 +49,176 @@ func Parse(data []byte) (api.World, error) {
 
 // Validate reports every problem in w (nil if none).
 func Validate(w api.World) error {
-	v := &validator{}
-	aids := map[string]bool{}
-	tokens := map[string]string{}
-	token := func(where, tok string) {
-		if len(tok) < MinTokenLen {
-			v.add("%s: token too short (at least %d characters)", where, MinTokenLen)
-			return
-		}
-		if prev, ok := tokens[tok]; ok {
-			v.add("%s: same token as %s (every token must be unique)", where, prev)
-			return
-		}
-		tokens[tok] = where
-	}
+	v := &validator{aids: map[string]bool{}, tokens: map[string]string{}, emails: map[string]bool{}, cids: map[string]bool{}, serviceIDs: map[string]bool{}}
 	for i, a := range w.Accounts {
-		where := fmt.Sprintf("accounts[%d] (%s)", i, a.AID)
-		if !isLabel(a.AID) {
-			v.add("%s: invalid aid %q: an aid is 1 to 63 lowercase letters, digits and inner hyphens", where, a.AID)
-		}
-		if aids[a.AID] {
-			v.add("%s: duplicate aid %q", where, a.AID)
-		}
-		aids[a.AID] = true
-		if a.OperatorToken != "" {
-			token(where+": operatorToken", a.OperatorToken)
-		}
+		v.account(fmt.Sprintf("accounts[%d] (%s)", i, a.AID), a)
 	}
-	emails := map[string]bool{}
 	for i, u := range w.Users {
-		where := fmt.Sprintf("users[%d] (%s)", i, u.Email)
-		if at := strings.Index(u.Email, "@"); at <= 0 || at == len(u.Email)-1 || strings.ContainsAny(u.Email, " \t\r\n") {
-			v.add("%s: invalid email %q", where, u.Email)
-		}
-		key := strings.ToLower(u.Email)
-		if emails[key] {
-			v.add("%s: duplicate email %q", where, u.Email)
-		}
-		emails[key] = true
-		switch {
-		case (u.Password == "") == (u.PasswordHash == ""):
-			v.add("%s: give exactly one of password and passwordHash", where)
-		case u.PasswordHash != "":
-			if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil || !strings.HasPrefix(u.PasswordHash, "$2") {
-				v.add("%s: passwordHash is not a bcrypt hash ($2a$/$2b$…)", where)
-			}
-		case len(u.Password) > 72:
-			v.add("%s: password longer than 72 bytes (bcrypt's limit)", where)
-		}
-		if len(u.Accounts) == 0 {
-			v.add("%s: belongs to no account", where)
-		}
-		for _, aid := range u.Accounts {
-			if !aids[aid] {
-				v.add("%s: unknown account %q", where, aid)
-			}
-		}
+		v.user(fmt.Sprintf("users[%d] (%s)", i, u.Email), u)
 	}
-	cids := map[string]bool{}
-	serviceIDs := map[string]bool{}
 	for i, c := range w.Clusters {
-		where := fmt.Sprintf("clusters[%d] (%s)", i, c.CID)
-		if err := api.CheckCID(c.CID); err != nil {
-			v.add("%s: %v", where, err)
-		}
-		if cids[c.CID] {
-			v.add("%s: duplicate cid %q", where, c.CID)
-		}
-		cids[c.CID] = true
-		if !aids[c.AID] {
-			v.add("%s: unknown account %q", where, c.AID)
-		}
-		if !isDomain(c.DomainRoot) {
-			v.add("%s: invalid domainRoot %q", where, c.DomainRoot)
-		}
-		switch c.UserVPN {
-		case api.UserVPNNone, api.UserVPNWireGuard:
-		case api.UserVPNNetBird:
-			if c.VPNService != nil {
-				v.add("%s: userVpn is netbird and a WireGuard vpnService is set: WireGuard and NetBird are mutually exclusive", where)
-			}
-		default:
-			v.add("%s: userVpn %q: want \"wireguard\", \"netbird\" or nothing", where, c.UserVPN)
-		}
-		domains := map[string]bool{}
-		for _, d := range c.CustomDomains {
-			n := model.NormalizeDomain(d)
-			if !isDomain(n) {
-				v.add("%s: invalid custom domain %q", where, d)
-			}
-			if domains[n] {
-				v.add("%s: duplicate custom domain %q", where, d)
-			}
-			domains[n] = true
-		}
-		nids := map[string]bool{}
-		for j, n := range c.Nodes {
-			nw := fmt.Sprintf("%s: nodes[%d] (%s)", where, j, n.NID)
-			if !isLabel(n.NID) {
-				v.add("%s: invalid nid %q: a nid is 1 to 63 lowercase letters, digits and inner hyphens", nw, n.NID)
-			}
-			if nids[n.NID] {
-				v.add("%s: duplicate nid %q", nw, n.NID)
-			}
-			nids[n.NID] = true
-			if len(n.Roles) == 0 {
-				v.add("%s: no roles (want control-plane, worker or both)", nw)
-			}
-			seen := map[string]bool{}
-			for _, r := range n.Roles {
-				if r != api.RoleControlPlane && r != api.RoleWorker {
-					v.add("%s: unknown role %q (want control-plane or worker)", nw, r)
-				}
-				if seen[r] {
-					v.add("%s: role %q twice", nw, r)
-				}
-				seen[r] = true
-			}
-			checkIP(v, nw+": ingressIp", n.IngressIP)
-			checkIP(v, nw+": publicIp", n.PublicIP)
-			token(nw+": enrollmentToken", n.EnrollmentToken)
-		}
-		if s := c.VPNService; s != nil {
-			sw := where + ": vpnService"
-			if !isLabel(s.ID) {
-				v.add("%s: invalid id %q", sw, s.ID)
-			}
-			if serviceIDs[s.ID] {
-				v.add("%s: duplicate service id %q", sw, s.ID)
-			}
-			serviceIDs[s.ID] = true
-			if !nids[s.NodeID] {
-				v.add("%s: VPN service on unknown node %q", sw, s.NodeID)
-			}
-			if s.Port < 0 || s.Port > 65535 {
-				v.add("%s: port %d out of range", sw, s.Port)
-			}
-			if err := api.CheckRelayURL(s.RelayURL); err != nil {
-				v.add("%s: %v", sw, err)
-			}
-		}
+		v.cluster(fmt.Sprintf("clusters[%d] (%s)", i, c.CID), c)
 	}
 	return v.err()
 }
 
-func checkIP(v *validator, where, s string) {
+// validator collects a world file's problems, and what it has seen so far
+// of what must be unique across the file (or be declared before its use:
+// accounts before the users and clusters in them).
+type validator struct {
+	errs       []error
+	aids       map[string]bool
+	tokens     map[string]string // token → where it was first
+	emails     map[string]bool   // lowercase
+	cids       map[string]bool
+	serviceIDs map[string]bool
+}
+
+func (v *validator) account(where string, a api.WorldAccount) {
+	if !isLabel(a.AID) {
+		v.add("%s: invalid aid %q: an aid is 1 to 63 lowercase letters, digits and inner hyphens", where, a.AID)
+	}
+	v.unique(v.aids, a.AID, "%s: duplicate aid %q", where, a.AID)
+	if a.OperatorToken != "" {
+		v.token(where+": operatorToken", a.OperatorToken)
+	}
+}
+
+// token checks an operator or enrollment token: long enough, and unique.
+func (v *validator) token(where, tok string) {
+	if len(tok) < MinTokenLen {
+		v.add("%s: token too short (at least %d characters)", where, MinTokenLen)
+		return
+	}
+	if prev, ok := v.tokens[tok]; ok {
+		v.add("%s: same token as %s (every token must be unique)", where, prev)
+		return
+	}
+	v.tokens[tok] = where
+}
+
+func (v *validator) user(where string, u api.WorldUser) {
+	if at := strings.Index(u.Email, "@"); at <= 0 || at == len(u.Email)-1 || strings.ContainsAny(u.Email, " \t\r\n") {
+		v.add("%s: invalid email %q", where, u.Email)
+	}
+	v.unique(v.emails, strings.ToLower(u.Email), "%s: duplicate email %q", where, u.Email)
+	v.password(where, u)
+	if len(u.Accounts) == 0 {
+		v.add("%s: belongs to no account", where)
+	}
+	for _, aid := range u.Accounts {
+		if !v.aids[aid] {
+			v.add("%s: unknown account %q", where, aid)
+		}
+	}
+}
+
+// password checks that a user has one password or bcrypt hash, and that
+// bcrypt can take it.
+func (v *validator) password(where string, u api.WorldUser) {
+	switch {
+	case (u.Password == "") == (u.PasswordHash == ""):
+		v.add("%s: give exactly one of password and passwordHash", where)
+	case u.PasswordHash != "":
+		if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil || !strings.HasPrefix(u.PasswordHash, "$2") {
+			v.add("%s: passwordHash is not a bcrypt hash ($2a$/$2b$…)", where)
+		}
+	case len(u.Password) > 72:
+		v.add("%s: password longer than 72 bytes (bcrypt's limit)", where)
+	}
+}
+
+func (v *validator) cluster(where string, c api.WorldCluster) {
+	if err := api.CheckCID(c.CID); err != nil {
+		v.add("%s: %v", where, err)
+	}
+	v.unique(v.cids, c.CID, "%s: duplicate cid %q", where, c.CID)
+	if !v.aids[c.AID] {
+		v.add("%s: unknown account %q", where, c.AID)
+	}
+	if !isDomain(c.DomainRoot) {
+		v.add("%s: invalid domainRoot %q", where, c.DomainRoot)
+	}
+	v.userVPN(where, c)
+	v.customDomains(where, c.CustomDomains)
+	nids := map[string]bool{}
+	for j, n := range c.Nodes {
+		v.node(fmt.Sprintf("%s: nodes[%d] (%s)", where, j, n.NID), n, nids)
+	}
+	if s := c.VPNService; s != nil {
+		v.vpnService(where+": vpnService", *s, nids)
+	}
+}
+
+// userVPN checks the cluster's choice of user VPN against its service.
+func (v *validator) userVPN(where string, c api.WorldCluster) {
+	switch c.UserVPN {
+	case api.UserVPNNone, api.UserVPNWireGuard:
+	case api.UserVPNNetBird:
+		if c.VPNService != nil {
+			v.add("%s: userVpn is netbird and a WireGuard vpnService is set: WireGuard and NetBird are mutually exclusive", where)
+		}
+	default:
+		v.add("%s: userVpn %q: want \"wireguard\", \"netbird\" or nothing", where, c.UserVPN)
+	}
+}
+
+func (v *validator) customDomains(where string, ds []string) {
+	seen := map[string]bool{}
+	for _, d := range ds {
+		n := model.NormalizeDomain(d)
+		if !isDomain(n) {
+			v.add("%s: invalid custom domain %q", where, d)
+		}
+		v.unique(seen, n, "%s: duplicate custom domain %q", where, d)
+	}
+}
+
+// node checks one node of a cluster; nids is the cluster's nodes so far.
+func (v *validator) node(where string, n api.WorldNode, nids map[string]bool) {
+	if !isLabel(n.NID) {
+		v.add("%s: invalid nid %q: a nid is 1 to 63 lowercase letters, digits and inner hyphens", where, n.NID)
+	}
+	v.unique(nids, n.NID, "%s: duplicate nid %q", where, n.NID)
+	v.roles(where, n.Roles)
+	v.ip(where+": ingressIp", n.IngressIP)
+	v.ip(where+": publicIp", n.PublicIP)
+	v.token(where+": enrollmentToken", n.EnrollmentToken)
+}
+
+func (v *validator) roles(where string, roles []string) {
+	if len(roles) == 0 {
+		v.add("%s: no roles (want control-plane, worker or both)", where)
+	}
+	seen := map[string]bool{}
+	for _, r := range roles {
+		if r != api.RoleControlPlane && r != api.RoleWorker {
+			v.add("%s: unknown role %q (want control-plane or worker)", where, r)
+		}
+		v.unique(seen, r, "%s: role %q twice", where, r)
+	}
+}
+
+// vpnService checks a cluster's WireGuard service; nids is the cluster's
+// nodes, one of which must serve it.
+func (v *validator) vpnService(where string, s api.WorldVPNService, nids map[string]bool) {
+	if !isLabel(s.ID) {
+		v.add("%s: invalid id %q", where, s.ID)
+	}
+	v.unique(v.serviceIDs, s.ID, "%s: duplicate service id %q", where, s.ID)
+	if !nids[s.NodeID] {
+		v.add("%s: VPN service on unknown node %q", where, s.NodeID)
+	}
+	if s.Port < 0 || s.Port > 65535 {
+		v.add("%s: port %d out of range", where, s.Port)
+	}
+	if err := api.CheckRelayURL(s.RelayURL); err != nil {
+		v.add("%s: %v", where, err)
+	}
+}
+
+// ip checks an optional address a device would dial.
+func (v *validator) ip(where, s string) {
 	if s == "" {
 		return
 	}
@@ -207,7 +232,14 @@ func checkIP(v *validator, where, s string) {
 	}
 }
 
-type validator struct{ errs []error }
+// unique marks key seen, saying the problem (format, args) if it already
+// was.
+func (v *validator) unique(seen map[string]bool, key string, format string, args ...any) {
+	if seen[key] {
+		v.add(format, args...)
+	}
+	seen[key] = true
+}
 
 func (v *validator) add(format string, args ...any) {
 	v.errs = append(v.errs, fmt.Errorf(format, args...))

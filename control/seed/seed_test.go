@@ -14,7 +14,7 @@ import (
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/store"
-	"github.com/runos/vpn/control/store/sqlitestore"
+	"github.com/runos/vpn/control/store/sqlstore"
 	"github.com/runos/vpn/control/token"
 )
 
@@ -109,7 +109,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 
 func openStore(t *testing.T) store.Store {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "control.db"), nil)
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "control.db"), sqlstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -243,6 +243,7 @@ func (s *Server) withAuth(h func(http.ResponseWriter, *http.Request, *principal)
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, e := s.authenticate(r.Context(), r)
 		if e != nil {
+			refuseBeforeBody(w, r)
 			writeError(w, e)
 			return
 		}
@@ -251,10 +252,22 @@ func (s *Server) withAuth(h func(http.ResponseWriter, *http.Request, *principal)
 			ok = ok || p.kind == k
 		}
 		if !ok {
+			refuseBeforeBody(w, r)
 			writeError(w, wrongKind(p.kind))
 			return
 		}
 		h(w, r, p)
+	}
+}
+
+// refuseBeforeBody makes a refusal answer at once: over HTTP/1.x, net/http
+// would first read what is left of the request's body (up to 256 KB) to
+// keep the connection, and a body that never comes would hold the answer
+// and the connection. The connection is closed instead; nothing of the
+// body is read.
+func refuseBeforeBody(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
 	}
 }
 
@@ -286,7 +299,8 @@ func (s *Server) CheckPassword(ctx context.Context, email, password string) (boo
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("check password of %s: %w", email, err)
+		// Not naming what was typed as the email: it may be a password.
+		return false, fmt.Errorf("check a password: %w", err)
 	}
 	if hash == "" {
 		_ = bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))

@@ -282,7 +282,6 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principa
 // answers 401 session_expired), and any change of a joined cluster (a move).
 func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
-	s.markSeen(r.Context(), id, s.now())
 	s.longPoll(w, r, "device_map", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		de, err := s.deviceState(ctx, id)
 		if err != nil {
@@ -295,6 +294,9 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 		if de.dev.Revoked() {
 			return doc{}, errDeviceRevoked(de.dev.RevokedAt)
 		}
+		// Its contact counts once it is known to be the caller's own
+		// (written at most every seenEvery, however often it wakes).
+		s.markSeen(ctx, id, s.now())
 		m := &deviceMapWire{Version: max(de.version, p.sesVer), Device: de.json, Session: p.sesJSON,
 			Clusters: make([]json.RawMessage, 0, len(de.cids))}
 		topics := make([]*hub.Topic, 0, 2+len(de.cids)) // room for the caller's own topic

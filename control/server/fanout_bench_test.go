@@ -41,7 +41,7 @@ import (
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/store"
-	"github.com/runos/vpn/control/store/sqlitestore"
+	"github.com/runos/vpn/control/store/sqlstore"
 	"github.com/runos/vpn/control/token"
 	"github.com/runos/vpn/internal/testcert"
 	"github.com/runos/vpn/internal/testenv"
@@ -98,7 +98,7 @@ func BenchmarkMoveFanOut(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
 
-	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "control.db"), nil)
+	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, "control.db"), sqlstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,7 +31,7 @@ import (
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/store"
-	"github.com/runos/vpn/control/store/pgstore"
+	"github.com/runos/vpn/control/store/sqlstore"
 	"github.com/runos/vpn/internal/pgtest"
 	"github.com/runos/vpn/internal/testcert"
 	"github.com/runos/vpn/internal/testenv"
@@ -72,7 +72,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	dbURL := pg.NewDatabase(b)
-	st, err := pgstore.Open(ctx, dbURL, pgstore.Options{AppName: "bench"})
+	st, err := sqlstore.OpenPostgres(ctx, dbURL, sqlstore.Options{AppName: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 }
 
 // TestFanOutReplicaHelper is one control replica of
-// BenchmarkMoveFanOutReplicas, in its own process: pgstore, the hub fed by
+// BenchmarkMoveFanOutReplicas, in its own process: sqlstore on PostgreSQL, the hub fed by
 // control/notify, the API over HTTPS on loopback. It answers "watchers" on
 // stdin with its parked long-polls and held streams; it skips unless
 // started by it.
@@ -297,7 +297,7 @@ func TestFanOutReplicaHelper(t *testing.T) {
 	testenv.OnlyAsHelper(t, "RUNOS_FANOUT_REPLICA", "BenchmarkMoveFanOutReplicas's own processes")
 	raiseNoFile(t, 0) // its share of the devices, or after a kill more: as many as it gets
 	ctx := context.Background()
-	st, err := pgstore.Open(ctx, os.Getenv("RUNOS_FANOUT_STORE"), pgstore.Options{AppName: os.Getenv("RUNOS_FANOUT_NAME")})
+	st, err := sqlstore.OpenPostgres(ctx, os.Getenv("RUNOS_FANOUT_STORE"), sqlstore.Options{AppName: os.Getenv("RUNOS_FANOUT_NAME")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/store"
-	"github.com/runos/vpn/control/store/sqlitestore"
+	"github.com/runos/vpn/control/store/sqlstore"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -88,7 +88,7 @@ func newEnv(t testing.TB, mutate ...func(*Config)) *env {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	dbPath := filepath.Join(t.TempDir(), "control.db")
-	st, err := sqlitestore.Open(ctx, dbPath, clk.Now)
+	st, err := sqlstore.OpenSQLite(ctx, dbPath, sqlstore.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,10 +48,16 @@ const recheckEvery = time.Second
 // With ?stream=1 the same document is pushed on one long-lived answer
 // instead (serveStream, push.go).
 func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, kind string, p *principal, load func(ctx context.Context, p *principal) (doc, *api.Error)) {
-	if s.wantsStream(r) {
-		s.serveStream(w, r, kind, p, load)
+	release, e := s.hold(r, kind, p)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
+	if s.wantsStream(r) {
+		s.serveStream(w, r, kind, p, load, release)
+		return
+	}
+	defer release()
 	since, wait, e := pollParams(r)
 	if e != nil {
 		writeError(w, e)

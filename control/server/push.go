@@ -26,7 +26,16 @@ func (s *Server) wantsStream(r *http.Request) bool {
 // refusals answer as a long-poll's do; after that a refusal (the session
 // ended or lapsed, the device was revoked, an operator token revoked) is
 // the stream's last event.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind string, p *principal, load func(ctx context.Context, p *principal) (doc, *api.Error)) {
+//
+// release gives the stream's place in the caller's allowance back
+// (holds.go): when it ends, which on HTTP/1.1 is after Serve returns.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind string, p *principal, load func(ctx context.Context, p *principal) (doc, *api.Error), release func()) {
+	settled := false
+	defer func() {
+		if !settled {
+			release()
+		}
+	}()
 	since, _, e := pollParams(r)
 	if e != nil {
 		writeError(w, e)
@@ -47,8 +56,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind string
 		writeError(w, s.internal(ctx, "encode stream document", err))
 		return
 	}
+	held := s.cfg.Metrics.StreamHeld(kind)
 	o := stream.Options{Event: kind, Since: since, Recheck: s.callerTopic(p) == nil, RequestID: reqid.From(ctx),
-		Done:    s.cfg.Metrics.StreamHeld(kind),
+		Done:    func() { held(); release() },
 		Dropped: func(reason string) { s.cfg.Metrics.StreamDropped(kind, reason) }}
 	if kind == api.EventDeviceMap {
 		// A device that streams talks to control all the time: its last
@@ -57,6 +67,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind string
 		id := r.PathValue("id")
 		o.Beat = func() { s.markSeen(context.Background(), id, s.now()) }
 	}
+	settled = true // Done releases it
 	s.streams.Serve(w, r, first, &pollSource{s: s, p: p, load: load}, o)
 }
 

@@ -33,6 +33,7 @@ func (s *Server) routes() {
 	m.HandleFunc("PUT /v1/devices/{id}/clusters/{cid}", s.withAuth(s.handleJoin, users...))
 	m.HandleFunc("DELETE /v1/devices/{id}/clusters/{cid}", s.withAuth(s.handleLeave, users...))
 	m.HandleFunc("GET /v1/devices/{id}/map", s.withAuth(s.handleDeviceMap, users...))
+	m.HandleFunc("POST /v1/devices/{id}/clusters/{cid}/relay-ticket", s.withAuth(s.handleRelayTicket, users...))
 
 	// Who is on the VPN, and how to throw them off (access.go of api).
 	m.HandleFunc("GET /v1/devices", s.withAuth(s.handleDevices, people...))

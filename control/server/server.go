@@ -8,9 +8,11 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -21,6 +23,7 @@ import (
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/relayticket"
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
@@ -54,6 +57,16 @@ type Config struct {
 	StreamHeartbeat    time.Duration
 	StreamWriteTimeout time.Duration
 	NoStreams          bool
+	// RelaySecret signs relay tickets (relay.go); replicas must share it
+	// (control takes it from the store). nil: 32 random bytes.
+	RelaySecret []byte
+	// Resolve looks a relay URL's host name up (an operator's override
+	// must resolve to the node's ingress address); nil: the system's
+	// resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// MaxHeldPerToken bounds the streams and long-polls one token holds
+	// at once (holds.go); 0: 100.
+	MaxHeldPerToken int
 	// Shared says other replicas commit to the same store (PostgreSQL):
 	// the replica holding the timers' lease then learns of their sessions,
 	// moves and services from the hub (control/notify feeds it).
@@ -100,7 +113,9 @@ type Server struct {
 	used     *throttle  // operator tokens' last use, written at most once a minute
 	seen     *throttle  // devices' last contact, written at most every seenEvery
 	hs       handshakes // the handshakes last written, per cluster and key
-	pool     poolWatch  // whether the device pool's near-full warning was logged
+	held     holds      // streams and long-polls held, per token and device
+	tickets  *relayticket.Signer
+	pool     poolWatch // whether the device pool's near-full warning was logged
 
 	// upSince is when this server came up: heartbeats could not arrive
 	// before it (rules.Heartbeats).
@@ -144,6 +159,22 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.MoveDeadline, 30*time.Second)
 	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
 	setDefault(&cfg.DeviceIdleTTL, 30*24*time.Hour)
+	if cfg.RelaySecret == nil {
+		cfg.RelaySecret = make([]byte, 32)
+		_, _ = rand.Read(cfg.RelaySecret)
+	}
+	tickets, err := relayticket.New(cfg.RelaySecret)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Resolve == nil {
+		cfg.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if cfg.MaxHeldPerToken <= 0 {
+		cfg.MaxHeldPerToken = defaultMaxHeldPerToken
+	}
 	if cfg.MaxDevicesPerUser <= 0 {
 		cfg.MaxDevicesPerUser = 20
 	}
@@ -173,6 +204,7 @@ func New(cfg Config) (*Server, error) {
 		used:    newThrottle(usedEvery, 10_000),
 		seen:    newThrottle(seenEvery, 200_000),
 		hs:      handshakes{m: map[string]time.Time{}},
+		tickets: tickets,
 	}
 	s.rearm.wake = make(chan struct{}, 1)
 	s.streams = stream.New(stream.Config{Hub: cfg.Hub, Clock: cfg.Clock, Logger: cfg.Logger,

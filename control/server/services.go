@@ -98,6 +98,11 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 		writeError(w, errInvalid("relayUrl: %v (--relay-url)", err))
 		return
 	}
+	target, e := s.relayNode(r, p, r.PathValue("cid"), req.TargetNodeID, req.RelayURL)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	if req.Port == 0 {
 		req.Port = api.DefaultVPNPort
 	}
@@ -109,7 +114,7 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 		if err != nil {
 			return err
 		}
-		target, err := node(tx, c.CID, req.TargetNodeID)
+		target, err := sameNode(tx, target, req.RelayURL)
 		if err != nil {
 			return err
 		}
@@ -173,15 +178,40 @@ func (s *Server) handleSetRelay(w http.ResponseWriter, r *http.Request, p *princ
 		writeError(w, errInvalid("relayUrl: %v", err))
 		return
 	}
-	var out api.VPNService
-	now := s.now()
-	err := s.update(r.Context(), func(tx store.Writer) error {
-		c, err := cluster(tx, p, r.PathValue("cid"), true)
+	cid, id := r.PathValue("cid"), r.PathValue("id")
+	var nid string
+	if err := s.st.View(r.Context(), func(rd store.Reader) error {
+		c, err := cluster(rd, p, cid, true)
 		if err != nil {
 			return err
 		}
-		svc, err := service(tx, c.CID, r.PathValue("id"))
+		svc, err := service(rd, c.CID, id)
+		nid = svc.NodeID
+		return err
+	}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	host, e := s.relayNode(r, p, cid, nid, req.RelayURL)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var out api.VPNService
+	now := s.now()
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		c, err := cluster(tx, p, cid, true)
 		if err != nil {
+			return err
+		}
+		svc, err := service(tx, c.CID, id)
+		if err != nil {
+			return err
+		}
+		if svc.NodeID != host.NID {
+			return errConflict("the service moved while its relay URL was checked", "try again")
+		}
+		if _, err := sameNode(tx, host, req.RelayURL); err != nil {
 			return err
 		}
 		svc.RelayURL = req.RelayURL
@@ -198,6 +228,39 @@ func (s *Server) handleSetRelay(w http.ResponseWriter, r *http.Request, p *princ
 	}
 	s.log.Info("VPN service relay set", "cid", out.CID, "service", out.ID, "relayUrl", out.RelayURL, "relay", out.Relay)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// relayNode reads node nid of cid (the caller must operate cid) and checks
+// the relay URL override raw against it, outside any transaction: the
+// check may ask DNS. sameNode then makes sure, inside the change, that the
+// node's address did not change meanwhile.
+func (s *Server) relayNode(r *http.Request, p *principal, cid, nid, raw string) (model.Node, *api.Error) {
+	var n model.Node
+	err := s.st.View(r.Context(), func(rd store.Reader) error {
+		if _, err := cluster(rd, p, cid, true); err != nil {
+			return err
+		}
+		var err error
+		n, err = node(rd, cid, nid)
+		return err
+	})
+	if err != nil {
+		return n, s.asError(r.Context(), err)
+	}
+	return n, s.checkRelayOverride(r.Context(), raw, n)
+}
+
+// sameNode reads checked's node again in tx: with a relay override, its
+// ingress address must be the one the override was checked against.
+func sameNode(tx store.Reader, checked model.Node, raw string) (model.Node, error) {
+	n, err := node(tx, checked.CID, checked.NID)
+	if err != nil || raw == "" {
+		return n, err
+	}
+	if n.Ingress() != checked.Ingress() {
+		return n, errConflict(fmt.Sprintf("%s's ingress address changed while the relay URL was checked", n.NID), "try again")
+	}
+	return n, nil
 }
 
 // installTimeout marks an added service failed when its gateway did not

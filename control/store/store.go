@@ -1,9 +1,9 @@
 // Package store is the interface between control's logic and its database.
 // The logic (control/server) composes small typed reads and writes inside
 // one transaction per change; the store knows SQL and nothing of the rules.
-// control/store/sqlitestore is the embedded SQLite implementation (one
-// replica), control/store/pgstore the PostgreSQL one (several replicas,
-// DESIGN.md "Scale"); control/store/storetest is the suite both pass.
+// control/store/sqlstore implements it on SQL, one code for an embedded
+// SQLite file (one replica) and PostgreSQL (several replicas, DESIGN.md
+// "Scale"); control/store/storetest is the suite both dialects pass.
 //
 // Versions: every Update that touched a topic (or asked its CommitVersion)
 // bumps the global version once and records it as the version of each

@@ -17,8 +17,8 @@ import (
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/desktop/menu"
 	"github.com/runos/vpn/internal/backoff"
-	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/localapi/vpnup"
 )
 
 // Daemon is the part of localapi.Client the app uses.

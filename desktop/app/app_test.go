@@ -14,8 +14,8 @@ import (
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/desktop/internal/fakevpnd"
 	"github.com/runos/vpn/desktop/menu"
-	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/localapi/vpnup"
 )
 
 // recorder is a Renderer that keeps every menu it is given.

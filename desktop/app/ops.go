@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/runos/vpn/desktop/menu"
-	"github.com/runos/vpn/internal/vpnup"
 	"github.com/runos/vpn/vpnd/localapi"
+	"github.com/runos/vpn/vpnd/localapi/vpnup"
 )
 
 // do runs one operation against the daemon; st is the latest status the

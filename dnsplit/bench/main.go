@@ -272,7 +272,7 @@ func run(duration time.Duration, rate, rounds, names int) (*Result, error) {
 	_ = os.WriteFile(cluster, []byte(cb.String()), 0o644)
 
 	res := &Result{
-		Command:  "sudo go run ./dnsplit/bench " + strings.Join(os.Args[1:], " "),
+		Command:  "sudo go run ./dnsplit/bench " + strings.Join(portableArgs(os.Args[1:]), " "),
 		When:     time.Now().UTC(),
 		CPUs:     runtime.NumCPU(),
 		Kernel:   firstLine(exec.Command("uname", "-r")),
@@ -459,4 +459,23 @@ func firstLine(cmd *exec.Cmd) string {
 	out, _ := cmd.Output()
 	l, _, _ := strings.Cut(string(out), "\n")
 	return l
+}
+
+// portableArgs is the command's arguments as the result records them: an
+// absolute path (the -out file) is cut to its base name, so that a result
+// committed to the repository carries no path of the machine it ran on.
+func portableArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		name, val, isFlag := strings.Cut(a, "=")
+		switch {
+		case filepath.IsAbs(a):
+			out[i] = filepath.Base(a)
+		case isFlag && filepath.IsAbs(val):
+			out[i] = name + "=" + filepath.Base(val)
+		default:
+			out[i] = a
+		}
+	}
+	return out
 }

@@ -1,10 +1,11 @@
 // Package relay is the gateway's side of the relay: WireGuard over HTTPS for
 // laptops whose network lets nothing but TCP 443 through. A device opens
 // an authenticated stream (server.go) and sends the same WireGuard
-// datagrams over it that it would send over UDP; Bind hands them to the
-// node's one wireguard-go server next to the UDP ones and sends its
-// answers back the way each peer last came. Keys, allowed IPs, handshakes
-// and `wg show` are the same for relayed and direct peers.
+// datagrams over it that it would send over UDP; Bind (the WireGuard
+// host's wghost.Bind with this package's policy) hands them to the node's
+// one wireguard-go server next to the UDP ones and sends its answers back
+// the way each peer last came. Keys, allowed IPs, handshakes and `wg show`
+// are the same for relayed and direct peers.
 //
 // The stream is a WebSocket (github.com/coder/websocket) rather than an
 // HTTP/2 stream: in production it is reached through the node's ingress on
@@ -14,7 +15,8 @@
 // corporate and hotel proxies a relay exists for pass WebSockets far more
 // often than bidirectional HTTP/2; and it is the library the project
 // already chose. Inside it, internal/relaywire frames the datagrams so
-// that one WebSocket message carries a whole batch.
+// that one WebSocket message carries a whole batch (wghost.Stream, the
+// same framing the daemon's end writes).
 //
 // The relay carries ciphertext only: it never holds a key and cannot read
 // or make a packet the peers would accept. It is not a general proxy:
@@ -30,30 +32,31 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/runos/vpn/internal/relaywire"
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/runos/vpn/wghost"
 )
 
-// Bind is a conn.Bind that serves UDP through wireguard-go's own Bind and,
-// next to it, the relay streams attached to it.
+// Bind is the node's wghost.Bind: UDP through wireguard-go's own Bind and,
+// next to it, the relay streams attached to it. Its policy (Route) sends
+// each answer the way its peer last came: a relay Endpoint is a stream,
+// any other endpoint is UDP.
 type Bind struct {
-	inner conn.Bind
-	log   *slog.Logger
-	in    *relaywire.Inbox // from every stream to wireguard-go
+	*wghost.Bind
+	log *slog.Logger
 
 	nextID atomic.Uint64
 
 	mu      sync.Mutex
 	streams map[uint64]*stream
-	closed  chan struct{} // closed by Close: the relay ReceiveFunc of the last Open returns
 }
 
-var _ conn.Bind = (*Bind)(nil)
-
-// NewBind wraps inner (conn.NewDefaultBind() in production).
-func NewBind(inner conn.Bind, log *slog.Logger) *Bind {
-	return &Bind{inner: inner, log: log, in: relaywire.NewInbox(), streams: map[uint64]*stream{}}
+// NewBind wraps udp (conn.NewDefaultBind() in production).
+func NewBind(udp conn.Bind, log *slog.Logger) *Bind {
+	b := &Bind{log: log, streams: map[uint64]*stream{}}
+	b.Bind = wghost.NewBind(udp, b)
+	return b
 }
 
 // Endpoint is a relay stream as wireguard-go sees it: the peer's endpoint
@@ -74,37 +77,11 @@ func (e *Endpoint) DstToBytes() []byte  { b, _ := e.remote.MarshalBinary(); retu
 func (e *Endpoint) DstIP() netip.Addr   { return e.remote.Addr() }
 func (e *Endpoint) SrcIP() netip.Addr   { return netip.Addr{} }
 
-// Open opens the UDP sockets and adds a receive function for the relay.
-func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
-	fns, actual, err := b.inner.Open(port)
-	if err != nil {
-		return nil, 0, err
-	}
-	closed := make(chan struct{})
-	b.mu.Lock()
-	b.closed = closed
-	b.mu.Unlock()
-	return append(fns, b.in.ReceiveFunc(closed)), actual, nil
-}
-
-// Close closes the UDP sockets and ends the relay's receive function; the
-// streams stay (wireguard-go closes and re-opens its Bind when the port
-// changes), and their datagrams wait for the next Open.
-func (b *Bind) Close() error {
-	b.mu.Lock()
-	if b.closed != nil {
-		close(b.closed)
-		b.closed = nil
-	}
-	b.mu.Unlock()
-	return b.inner.Close()
-}
-
-// Send sends to a relay stream or, for any other endpoint, over UDP.
-func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
+// Route sends to a relay stream or, for any other endpoint, over UDP.
+func (b *Bind) Route(udp conn.Bind, bufs [][]byte, ep conn.Endpoint) error {
 	e, ok := ep.(*Endpoint)
 	if !ok {
-		return b.inner.Send(bufs, ep)
+		return udp.Send(bufs, ep)
 	}
 	b.mu.Lock()
 	s := b.streams[e.id]
@@ -115,17 +92,9 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	return s.send(bufs)
 }
 
-func (b *Bind) SetMark(mark uint32) error                     { return b.inner.SetMark(mark) }
-func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) { return b.inner.ParseEndpoint(s) }
-func (b *Bind) BatchSize() int                                { return b.inner.BatchSize() }
-
 // Serving reports whether wireguard-go has the Bind open: the node serves
 // a VPN server (the relay refuses streams otherwise).
-func (b *Bind) Serving() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed != nil
-}
+func (b *Bind) Serving() bool { return b.IsOpen() }
 
 // Streams is how many relay streams are attached.
 func (b *Bind) Streams() int {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -20,10 +22,11 @@ import (
 	"github.com/runos/vpn/internal/relaywire"
 )
 
-// Checker asks control whether the device with key, presenting token (its
-// session's access token), may use this node's relay; it returns the
-// device's id. A refusal is an *api.Error (passed on to the device).
-type Checker func(ctx context.Context, token string, key wgtypes.Key) (deviceID string, err error)
+// Checker asks control whether the device with key, presenting ticket (a
+// relay ticket control issued it for this node), may use this node's
+// relay; it returns the device's id. A refusal is an *api.Error (passed on
+// to the device).
+type Checker func(ctx context.Context, ticket string, key wgtypes.Key) (deviceID string, err error)
 
 // Server is the HTTP handler of the relay: it authenticates a device with
 // control, upgrades the request to a WebSocket and attaches the stream to
@@ -36,19 +39,32 @@ type Server struct {
 	// refuses streams while it does not (they would reach nothing).
 	Serving func() bool
 	Log     *slog.Logger
-	// RecordDir, when set, receives every stream's bytes (the hidden
-	// --relay-record flag of runos-gateway, for the end-to-end test that
-	// the relay carries ciphertext only).
+	// RecordDir, when set, receives every stream's bytes and every
+	// request's headers (the hidden --relay-record flag of runos-gateway,
+	// for the end-to-end tests that the relay carries ciphertext only and
+	// is never shown a session token).
 	RecordDir string
 	// BehindProxy: requests come through the node's ingress (on
 	// loopback), which names the device in X-Forwarded-For.
 	BehindProxy bool
+	// MaxPerAddr bounds the streams one device address (remote) holds at
+	// once; past it a request is answered 429 before control is asked.
+	// 0: DefaultMaxPerAddr.
+	MaxPerAddr int
+
+	perAddr addrCount
+	reqs    atomic.Uint64 // requests recorded
 }
+
+// DefaultMaxPerAddr is the streams one address may hold: a device holds
+// one per cluster whose UDP is blocked; a NAT may hide a few devices.
+const DefaultMaxPerAddr = 64
 
 // checkTimeout bounds the question to control.
 const checkTimeout = 10 * time.Second
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.recordRequest(r)
 	if r.URL.Path != relaywire.Path {
 		refuse(w, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound,
 			Message: "no such path on the RunOS relay: it serves " + relaywire.Path + " only"})
@@ -63,9 +79,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "this node does not serve the cluster's VPN now", Hint: "the device map names the node that does"})
 		return
 	}
-	token := bearer(r)
-	if token == "" {
-		refuse(w, &api.Error{Status: http.StatusUnauthorized, Code: api.CodeUnauthorized, Message: "no bearer token: the relay takes the device's session"})
+	if r.Header.Get("Authorization") != "" {
+		// A session token is a full API credential: it is never passed
+		// on, nor logged.
+		refuse(w, &api.Error{Status: http.StatusBadRequest, Code: api.CodeInvalid,
+			Message: "the relay takes a relay ticket (" + relaywire.HeaderTicket + "), never a session token",
+			Hint:    "update runos: this version sends its session to the relay"})
+		return
+	}
+	ticket := r.Header.Get(relaywire.HeaderTicket)
+	if ticket == "" {
+		refuse(w, &api.Error{Status: http.StatusUnauthorized, Code: api.CodeUnauthorized,
+			Message: "no relay ticket: the relay takes the ticket control issues the device (" + relaywire.HeaderTicket + ")"})
 		return
 	}
 	key, err := wgtypes.ParseKey(r.Header.Get(relaywire.HeaderDeviceKey))
@@ -75,8 +100,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	remote := s.remote(r)
+	max := s.MaxPerAddr
+	if max <= 0 {
+		max = DefaultMaxPerAddr
+	}
+	if !s.perAddr.take(remote.Addr(), max) {
+		s.Log.Info("relay: refused a stream: its address holds its allowance", "remote", remote.Addr().String(), "max", max)
+		refuse(w, &api.Error{Status: http.StatusTooManyRequests, Code: api.CodeTooMany,
+			Message: fmt.Sprintf("this address holds %d relay streams already", max), Hint: "close some, then retry"})
+		return
+	}
+	defer s.perAddr.give(remote.Addr())
 	cctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
-	device, err := s.Check(cctx, token, key)
+	device, err := s.Check(cctx, ticket, key)
 	cancel()
 	if err != nil {
 		var ae *api.Error
@@ -102,8 +138,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, stop := context.WithCancel(r.Context())
 	defer stop()
 	ep := &Endpoint{id: s.Bind.nextID.Add(1), key: key, remote: remote}
-	st := newStream(s.Bind, ep, device, websocket.NetConn(ctx, c, websocket.MessageBinary), s.tap(ep))
-	defer st.tap.Close()
+	t := s.tap(ep)
+	defer t.Close()
+	st := newStream(s.Bind, ep, device, websocket.NetConn(ctx, c, websocket.MessageBinary), t)
 	s.Bind.attach(st)
 	s.Log.Info("relay: stream opened", "device", device, "key", key.String(), "remote", remote.String(), "stream", ep.id)
 	start := time.Now()
@@ -124,6 +161,21 @@ func closeReason(err error) string {
 	return err.Error()
 }
 
+// recordRequest writes r's request line and headers to RecordDir, when
+// set, as the relay saw them.
+func (s *Server) recordRequest(r *http.Request) {
+	if s.RecordDir == "" {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s\n", r.Method, r.URL.RequestURI(), r.Proto)
+	_ = r.Header.Write(&b)
+	name := filepath.Join(s.RecordDir, fmt.Sprintf("request-%d.txt", s.reqs.Add(1)))
+	if err := os.WriteFile(name, []byte(b.String()), 0o600); err != nil {
+		s.Log.Warn("relay: cannot record a request", "err", err)
+	}
+}
+
 // tap opens the recording of a stream when RecordDir is set.
 func (s *Server) tap(ep *Endpoint) *tap {
 	if s.RecordDir == "" {
@@ -137,12 +189,33 @@ func (s *Server) tap(ep *Endpoint) *tap {
 	return &tap{w: f}
 }
 
-func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
+// addrCount counts the streams per device address.
+type addrCount struct {
+	mu sync.Mutex
+	n  map[netip.Addr]int
+}
+
+func (c *addrCount) take(a netip.Addr, max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[netip.Addr]int{}
 	}
-	return ""
+	if c.n[a] >= max {
+		return false
+	}
+	c.n[a]++
+	return true
+}
+
+func (c *addrCount) give(a netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[a] <= 1 {
+		delete(c.n, a)
+	} else {
+		c.n[a]--
+	}
 }
 
 // refuse answers with control's error shape, so the device's message is

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +20,12 @@ import (
 	"github.com/runos/vpn/internal/relaywire"
 )
 
-func testServer(t *testing.T, serving bool) (*httptest.Server, *Bind, wgtypes.Key) {
+func testServer(t *testing.T, serving bool, tune ...func(*Server)) (*httptest.Server, *Bind, wgtypes.Key) {
 	t.Helper()
 	k, _ := wgtypes.GeneratePrivateKey()
 	good := k.PublicKey()
 	b := NewBind(conn.NewStdNetBind(), slog.New(slog.DiscardHandler))
-	srv := httptest.NewTLSServer(&Server{Bind: b, Log: slog.New(slog.DiscardHandler), Serving: func() bool { return serving },
+	rs := &Server{Bind: b, Log: slog.New(slog.DiscardHandler), Serving: func() bool { return serving },
 		Check: func(_ context.Context, token string, key wgtypes.Key) (string, error) {
 			switch {
 			case token == "down":
@@ -35,15 +36,21 @@ func testServer(t *testing.T, serving bool) (*httptest.Server, *Bind, wgtypes.Ke
 				return "", &api.Error{Status: 403, Code: api.CodeForbidden, Message: "this public key is not the device of this sign-in"}
 			}
 			return "dev-1", nil
-		}})
+		}}
+	for _, f := range tune {
+		f(rs)
+	}
+	srv := httptest.NewTLSServer(rs)
 	t.Cleanup(srv.Close)
 	return srv, b, good
 }
 
-func dial(srv *httptest.Server, path, token, key string) (*websocket.Conn, *http.Response, error) {
+func dial(srv *httptest.Server, path, ticket, key string) (*websocket.Conn, *http.Response, error) {
 	hdr := http.Header{}
-	if token != "" {
-		hdr.Set("Authorization", "Bearer "+token)
+	if strings.HasPrefix(ticket, "Bearer ") {
+		hdr.Set("Authorization", ticket) // what a daemon before tickets sent
+	} else if ticket != "" {
+		hdr.Set(relaywire.HeaderTicket, ticket)
 	}
 	hdr.Set(relaywire.HeaderDeviceKey, key)
 	return websocket.Dial(context.Background(), srv.URL+path, &websocket.DialOptions{
@@ -58,7 +65,8 @@ func TestRelayRefusals(t *testing.T) {
 		code             string
 	}{
 		"other path":      {"/", "tok", key.String(), 404, api.CodeNotFound},
-		"no token":        {relaywire.Path, "", key.String(), 401, api.CodeUnauthorized},
+		"no ticket":       {relaywire.Path, "", key.String(), 401, api.CodeUnauthorized},
+		"a session token": {relaywire.Path, "Bearer tok", key.String(), 400, api.CodeInvalid},
 		"bad key":         {relaywire.Path, "tok", "nonsense", 400, api.CodeInvalid},
 		"expired session": {relaywire.Path, "old", key.String(), 403, api.CodeSessionExpired},
 		"another's key":   {relaywire.Path, "tok", wgtypes.Key{1}.String(), 403, api.CodeForbidden},
@@ -111,5 +119,36 @@ func TestRelayStreamsFollowThePeers(t *testing.T) {
 	}
 	if !strings.Contains(srv.URL, "https://") {
 		t.Fatal("the relay is not TLS")
+	}
+}
+
+// TestRelayStreamsPerAddress: one device address holds at most MaxPerAddr
+// streams; the next is answered 429 before control is asked.
+func TestRelayStreamsPerAddress(t *testing.T) {
+	var asked atomic.Int32
+	srv, b, key := testServer(t, true, func(s *Server) {
+		s.MaxPerAddr = 2
+		check := s.Check
+		s.Check = func(ctx context.Context, tk string, k wgtypes.Key) (string, error) {
+			asked.Add(1)
+			return check(ctx, tk, k)
+		}
+	})
+	for range 2 {
+		c, _, err := dial(srv, relaywire.Path, "tok", key.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Streams() != 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // attach happens in the handler, after the upgrade answered
+	}
+	if _, resp, err := dial(srv, relaywire.Path, "tok", key.String()); err == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a third stream from one address: %v", err)
+	}
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("control was asked %d times, want 2 (not for the refused one)", n)
 	}
 }

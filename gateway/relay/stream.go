@@ -6,25 +6,16 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/runos/vpn/internal/relaywire"
+	"github.com/runos/vpn/wghost"
 )
-
-// writeTimeout bounds a write to a stream: a device that stops reading
-// loses its stream rather than holding wireguard-go's sender.
-const writeTimeout = 10 * time.Second
 
 // stream is one device's relay connection.
 type stream struct {
 	b      *Bind
 	ep     *Endpoint
 	device string
-	c      net.Conn
-	tap    *tap // nil unless recording (tests)
-
-	wmu  sync.Mutex
-	wbuf []byte
+	ws     *wghost.Stream
 
 	rx, tx atomic.Uint64 // datagram bytes, for the log
 
@@ -33,54 +24,32 @@ type stream struct {
 	err  error
 }
 
+// newStream frames datagrams over c, recorded by t when it is set.
 func newStream(b *Bind, ep *Endpoint, device string, c net.Conn, t *tap) *stream {
-	return &stream{b: b, ep: ep, device: device, c: c, tap: t, done: make(chan struct{})}
+	if t != nil {
+		c = &tappedConn{Conn: c, t: t}
+	}
+	return &stream{b: b, ep: ep, device: device, ws: wghost.NewStream(c), done: make(chan struct{})}
 }
 
-// send frames bufs into one message.
 func (s *stream) send(bufs [][]byte) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	b := s.wbuf[:0]
-	var err error
-	n := 0
-	for _, p := range bufs {
-		if b, err = relaywire.AppendFrame(b, relaywire.FrameData, p); err != nil {
-			return err
-		}
-		n += len(p)
-	}
-	s.wbuf = b
-	_ = s.c.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := s.c.Write(b); err != nil {
+	n, err := s.ws.Send(bufs)
+	if err != nil {
 		s.close(err)
 		return err
 	}
 	s.tx.Add(uint64(n))
-	s.tap.write(b)
 	return nil
 }
 
 // readLoop hands every datagram of the stream to wireguard-go until the
 // stream ends; it returns why.
 func (s *stream) readLoop() error {
-	var src io.Reader = s.c
-	if s.tap != nil {
-		src = io.TeeReader(s.c, s.tap)
+	err := s.ws.Receive(s.b.Bind, s.ep, s.done, func(p []byte) { s.rx.Add(uint64(len(p))) })
+	if errors.Is(err, wghost.ErrDone) {
+		return s.err
 	}
-	r := relaywire.NewReader(src)
-	for {
-		buf := s.b.in.Buffer()
-		n, err := r.ReadData(*buf)
-		if err != nil {
-			s.b.in.Drop(buf)
-			return err
-		}
-		s.rx.Add(uint64(n))
-		if !s.b.in.Put(buf, n, s.ep, s.done) {
-			return s.err
-		}
-	}
+	return err
 }
 
 // close ends the stream once, recording the first reason.
@@ -91,7 +60,7 @@ func (s *stream) close(why error) {
 		}
 		s.err = why
 		close(s.done)
-		_ = s.c.Close()
+		_ = s.ws.Close()
 	})
 }
 
@@ -102,11 +71,6 @@ func (s *stream) close(why error) {
 type tap struct {
 	mu sync.Mutex
 	w  io.WriteCloser
-}
-
-func (t *tap) Write(p []byte) (int, error) {
-	t.write(p)
-	return len(p), nil
 }
 
 func (t *tap) write(p []byte) {
@@ -125,4 +89,24 @@ func (t *tap) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.w.Close()
+}
+
+// tappedConn is a stream's connection with its bytes recorded both ways.
+type tappedConn struct {
+	net.Conn
+	t *tap
+}
+
+func (c *tappedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.t.write(p[:n])
+	return n, err
+}
+
+func (c *tappedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err == nil {
+		c.t.write(p[:n])
+	}
+	return n, err
 }

@@ -1,7 +1,8 @@
-// Package wgserver is the cluster's WireGuard VPN server on a node: one
-// wireguard-go device on a TUN interface, with the standard UAPI socket (so
-// the stock `wg show` reads it), configured through wgctrl, carrying the
-// server's address and routing the device pool through itself.
+// Package wgserver is the cluster's WireGuard VPN server on a node: the
+// WireGuard host (wghost: a wireguard-go device on a TUN interface, with
+// the standard UAPI socket so the stock `wg show` reads it) with the
+// devices as its peers, carrying the server's address and routing the
+// device pool through itself.
 //
 // A Server is opened once and then follows Apply calls for as long as the
 // node serves: peers, port, address and routes change in place, so the
@@ -10,7 +11,6 @@
 package wgserver
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,14 +19,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runos/vpn/api"
-	"github.com/runos/vpn/platform"
 	"golang.zx2c4.com/wireguard/conn"
-	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
-	"golang.zx2c4.com/wireguard/tun"
-	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/wghost"
 )
 
 // Peer is a device the server accepts.
@@ -59,16 +57,12 @@ type State struct {
 // Traffic is a peer's byte counters, as the device keeps them.
 type Traffic struct{ Rx, Tx int64 }
 
-// Server is one serving WireGuard interface. Its methods may be called from
-// several goroutines.
+// Server is one serving WireGuard interface (a wghost.Host). Its methods
+// may be called from several goroutines.
 type Server struct {
-	name string
-	log  *slog.Logger
-
-	dev   *device.Device
-	uapi  net.Listener
-	wg    *wgctrl.Client
-	tnet  platform.TunnelNet
+	host  *wghost.Host
+	name  string
+	log   *slog.Logger
 	index int
 
 	mu    sync.Mutex
@@ -80,60 +74,26 @@ type Server struct {
 // UAPI socket, and a wgctrl client on it. It is down and has no peers until
 // the first Apply. On error nothing is left behind.
 func Open(name string, key wgtypes.Key, log *slog.Logger) (*Server, error) {
-	return OpenWithBind(name, key, conn.NewDefaultBind(), log)
+	return OpenWithBind(name, key, nil, log)
 }
 
 // OpenWithBind is Open with the Bind wireguard-go runs on (gateway/relay's,
-// which adds the relay streams to UDP).
-func OpenWithBind(name string, key wgtypes.Key, bind conn.Bind, log *slog.Logger) (_ *Server, err error) {
-	tdev, err := tun.CreateTUN(name, device.DefaultMTU)
+// which adds the relay streams to UDP; nil: UDP only).
+func OpenWithBind(name string, key wgtypes.Key, bind conn.Bind, log *slog.Logger) (*Server, error) {
+	h, err := wghost.Open(wghost.Config{Name: name, Key: key, Bind: bind, Log: log})
 	if err != nil {
-		return nil, fmt.Errorf("create interface %s: %w", name, err)
-	}
-	if real, err := tdev.Name(); err == nil {
-		name = real
-	}
-	s := &Server{name: name, log: log, names: map[wgtypes.Key]string{}}
-	s.dev = device.NewDevice(tdev, bind, wgLogger(log))
-	defer func() {
-		if err != nil {
-			s.Close()
-		}
-	}()
-	if s.uapi, err = listenUAPI(name); err != nil {
-		return nil, fmt.Errorf("interface %s: UAPI socket: %w", name, err)
-	}
-	go s.serveUAPI()
-	if s.wg, err = wgctrl.New(); err != nil {
-		return nil, fmt.Errorf("interface %s: wgctrl: %w", name, err)
-	}
-	if err = s.wg.ConfigureDevice(name, wgtypes.Config{PrivateKey: &key}); err != nil {
-		return nil, fmt.Errorf("interface %s: set private key: %w", name, err)
-	}
-	if s.tnet, err = platform.OpenTunnelNet(name); err != nil {
 		return nil, err
 	}
-	ifc, err := net.InterfaceByName(name)
+	ifc, err := net.InterfaceByName(h.Name())
 	if err != nil {
-		return nil, fmt.Errorf("interface %s: %w", name, err)
+		_ = h.Close()
+		return nil, fmt.Errorf("interface %s: %w", h.Name(), err)
 	}
-	s.index = ifc.Index
-	return s, nil
+	return &Server{host: h, name: h.Name(), log: log, index: ifc.Index, names: map[wgtypes.Key]string{}}, nil
 }
 
 // Name is the interface's name.
 func (s *Server) Name() string { return s.name }
-
-// serveUAPI answers `wg` and wgctrl on the UAPI socket until it is closed.
-func (s *Server) serveUAPI() {
-	for {
-		c, err := s.uapi.Accept()
-		if err != nil {
-			return
-		}
-		go s.dev.IpcHandle(c)
-	}
-}
 
 // Apply makes the server match spec: port and peers through wgctrl (peers
 // added, changed and removed one by one, never replaced wholesale), then
@@ -142,17 +102,17 @@ func (s *Server) serveUAPI() {
 func (s *Server) Apply(spec Spec) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, err := s.wg.Device(s.name)
+	d, err := s.host.Device()
 	if err != nil {
-		return fmt.Errorf("interface %s: read device: %w", s.name, err)
+		return err
 	}
-	changes := peerChanges(d.Peers, spec.Peers)
+	changes := wghost.Diff(wghost.PeersOf(d), peers(spec.Peers))
 	cfg := wgtypes.Config{Peers: changes, ReplacePeers: false}
 	if d.ListenPort != spec.Port {
 		cfg.ListenPort = &spec.Port
 	}
 	if cfg.ListenPort != nil || len(cfg.Peers) > 0 {
-		if err := s.wg.ConfigureDevice(s.name, cfg); err != nil {
+		if err := s.host.Configure(cfg); err != nil {
 			s.bound = false
 			if cfg.ListenPort != nil && strings.Contains(err.Error(), fmt.Sprintf("errno=%d", ipc.IpcErrorPortInUse)) {
 				return fmt.Errorf("interface %s: UDP port %d is already in use on this node (another program holds it)", s.name, spec.Port)
@@ -161,20 +121,20 @@ func (s *Server) Apply(spec Spec) error {
 		}
 	}
 	s.logChanges(changes, spec.Peers)
-	if err := s.tnet.SetAddresses([]netip.Prefix{spec.Address}); err != nil {
+	if err := s.host.Net().SetAddresses([]netip.Prefix{spec.Address}); err != nil {
 		return err
 	}
-	if err := s.tnet.Up(); err != nil {
+	if err := s.host.Net().Up(); err != nil {
 		return err
 	}
 	// The TUN's up event brings the device up too, but asynchronously;
 	// doing it here makes a failed bind (port taken) an error of this call.
-	if err := s.dev.Up(); err != nil {
+	if err := s.host.Up(); err != nil {
 		s.bound = false
 		return fmt.Errorf("interface %s: listen on UDP port %d: %w", s.name, spec.Port, err)
 	}
 	s.bound = true
-	if err := s.tnet.SetRoutes([]netip.Prefix{spec.DevicePool}); err != nil {
+	if err := s.host.Net().SetRoutes([]netip.Prefix{spec.DevicePool}); err != nil {
 		return err
 	}
 	return nil
@@ -211,9 +171,9 @@ func (s *Server) State() (State, error) {
 		return st, fmt.Errorf("interface %s: %w", s.name, err)
 	}
 	st.Index = ifc.Index
-	d, err := s.wg.Device(s.name)
+	d, err := s.host.Device()
 	if err != nil {
-		return st, fmt.Errorf("interface %s: read device: %w", s.name, err)
+		return st, err
 	}
 	st.ListenPort = d.ListenPort
 	// wireguard-go zeroes the port when a bind fails, so an up interface
@@ -230,67 +190,26 @@ func (s *Server) State() (State, error) {
 
 // Close removes the interface (its address and routes go with it) and the
 // UAPI socket.
-func (s *Server) Close() error {
-	var errs []error
-	if s.uapi != nil {
-		errs = append(errs, s.uapi.Close())
-	}
-	if s.wg != nil {
-		errs = append(errs, s.wg.Close())
-	}
-	s.dev.Close() // closes the TUN: the kernel deletes the interface
-	return errors.Join(errs...)
-}
+func (s *Server) Close() error { return s.host.Close() }
 
-// peerChanges is the per-peer difference between the device's peers and
-// the wanted ones: additions and allowed-IP changes (ReplaceAllowedIPs, a
-// /32 and a /128 each) and removals. Unchanged peers are not touched, so their
-// sessions are never reset.
-func peerChanges(have []wgtypes.Peer, want []Peer) []wgtypes.PeerConfig {
-	haveBy := make(map[wgtypes.Key]wgtypes.Peer, len(have))
-	for _, p := range have {
-		haveBy[p.PublicKey] = p
-	}
-	var out []wgtypes.PeerConfig
-	wanted := make(map[wgtypes.Key]bool, len(want))
-	for _, p := range want {
-		wanted[p.PublicKey] = true
-		ipns := allowedIPs(p.Address)
-		if h, ok := haveBy[p.PublicKey]; ok && len(h.AllowedIPs) == len(ipns) && sameNet(h.AllowedIPs[0], ipns[0]) && sameNet(h.AllowedIPs[1], ipns[1]) {
-			continue
-		}
-		out = append(out, wgtypes.PeerConfig{PublicKey: p.PublicKey, ReplaceAllowedIPs: true, AllowedIPs: ipns})
-	}
-	for _, h := range have {
-		if !wanted[h.PublicKey] {
-			out = append(out, wgtypes.PeerConfig{PublicKey: h.PublicKey, Remove: true})
-		}
+// peers are the devices as the host's peers: each allowed its one tunnel
+// address, with no endpoint (the device's packets give it) and no
+// keepalive (the devices keep the path open).
+func peers(ps []Peer) []wghost.Peer {
+	out := make([]wghost.Peer, len(ps))
+	for i, p := range ps {
+		out[i] = wghost.Peer{PublicKey: p.PublicKey, AllowedIPs: allowedIPs(p.Address)}
 	}
 	return out
 }
 
-// allowedIPs are a device's tunnel addresses: its IPv4 one, and the IPv6
-// one derived from it (api.DeviceAddr6), the source of what it sends to a
+// allowedIPs are a device's tunnel addresses: its IPv4 one and the IPv6 one
+// derived from it (api.DeviceAddr6), the source of what it sends to a
 // cluster's mapped range (gateway/reach, issue 21).
-func allowedIPs(a netip.Addr) []net.IPNet {
-	return []net.IPNet{hostNet(a), hostNet(api.DeviceAddr6(a.Unmap()))}
-}
-
-func hostNet(a netip.Addr) net.IPNet {
+func allowedIPs(a netip.Addr) []netip.Prefix {
 	a = a.Unmap()
-	return net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
-}
-
-func sameNet(a, b net.IPNet) bool {
-	return a.IP.Equal(b.IP) && a.Mask.String() == b.Mask.String()
-}
-
-// wgLogger sends wireguard-go's own lines to the log at debug level (its
-// errors at warn), tagged so they are told apart from the gateway's.
-func wgLogger(log *slog.Logger) *device.Logger {
-	l := log.With("from", "wireguard-go")
-	return &device.Logger{
-		Verbosef: func(format string, args ...any) { l.Debug(fmt.Sprintf(format, args...)) },
-		Errorf:   func(format string, args ...any) { l.Warn(fmt.Sprintf(format, args...)) },
+	if !a.Is4() {
+		return []netip.Prefix{wghost.HostPrefix(a)}
 	}
+	return []netip.Prefix{wghost.HostPrefix(a), wghost.HostPrefix(api.DeviceAddr6(a))}
 }

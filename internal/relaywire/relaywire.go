@@ -34,12 +34,14 @@ import (
 // device map gives the whole URL (https://<ingress>/runos-vpn/relay).
 const Path = "/runos-vpn/relay"
 
-// Headers of the request that opens a relay stream. The bearer token is
-// the device's session token (Authorization: Bearer …); the gateway asks
-// control whether that session is live and owns the device with this key,
-// joined to the gateway's cluster.
+// Headers of the request that opens a relay stream. The device shows a
+// relay ticket control issued it for this cluster and node (never its
+// session token: the relay and the node's ingress see what it sends);
+// the gateway asks control whether the ticket is good for the device with
+// this key, joined to the gateway's cluster.
 const (
-	HeaderDeviceKey = "Runos-Device-Key" // the device's WireGuard public key, base64
+	HeaderTicket    = "Runos-Relay-Ticket" // api.RelayTicket.Ticket
+	HeaderDeviceKey = "Runos-Device-Key"   // the device's WireGuard public key, base64
 	// Subprotocol names this protocol in Sec-WebSocket-Protocol, so a
 	// stream is never mistaken for any other WebSocket.
 	Subprotocol = "runos-relay.v1"

@@ -1,11 +1,12 @@
-// Package relay is the daemon's conn.Bind: it sends each cluster's
-// WireGuard datagrams over UDP, as wireguard-go's own Bind does, and, when
-// UDP gets no answer, over the relay of the node serving that cluster
-// (WireGuard over HTTPS, see internal/relaywire and gateway/relay). It
-// keeps testing UDP while relayed and goes back to it when a handshake over
-// UDP succeeds. The decision is per cluster (per destination), so one
-// cluster can be relayed while another is direct; it is made by a pure
-// decider (path.go) from what was sent and received and when.
+// Package relay is the daemon's policy of the WireGuard host's Bind
+// (wghost.Bind): it sends each cluster's WireGuard datagrams over UDP, as
+// wireguard-go's own Bind does, and, when UDP gets no answer, over the
+// relay of the node serving that cluster (WireGuard over HTTPS, see
+// internal/relaywire and gateway/relay). It keeps testing UDP while
+// relayed and goes back to it when a handshake over UDP succeeds. The
+// decision is per cluster (per destination), so one cluster can be relayed
+// while another is direct; it is made by a pure decider (path.go) from
+// what was sent and received and when.
 //
 // The relay carries the same ciphertext UDP would: keys, handshakes and
 // `wg show` are wireguard-go's as before. The Bind is not a general proxy
@@ -15,6 +16,7 @@ package relay
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/internal/relaywire"
+	"github.com/runos/vpn/wghost"
 )
 
 // Dest is one cluster's VPN server as the Bind serves it.
@@ -39,9 +42,10 @@ type Config struct {
 	Inner conn.Bind // conn.NewDefaultBind() in production
 	Log   *slog.Logger
 	Key   wgtypes.Key // the device's public key, shown to the relay
-	// Token returns the session's access token, presented to the relay
-	// (which asks control whether it is live).
-	Token func() string
+	// Ticket asks control for the relay ticket of cid's VPN node, which
+	// the relay checks with control. The session's token never goes to a
+	// relay (nor through the node's ingress).
+	Ticket func(ctx context.Context, cid string) (string, error)
 	// TLS returns the configuration that verifies the relays'
 	// certificates; called at the first dial (the system's roots cost
 	// memory a laptop that never needs the relay should not pay).
@@ -54,8 +58,9 @@ type Config struct {
 	OnChange func()
 	Timing   Timing
 	Now      func() time.Time
-	// Dial opens a relay stream; nil: a WebSocket over HTTPS (conn.go).
-	Dial func(ctx context.Context, url string, token string) (Stream, error)
+	// Dial opens a relay stream to to.RelayURL, showing ticket; nil: a
+	// WebSocket over HTTPS to the VPN node's address only (conn.go).
+	Dial func(ctx context.Context, to Dest, ticket string) (Stream, error)
 	// Captive checks for a captive portal in front of the relay's host;
 	// nil: plain HTTP to it (captive.go).
 	Captive func(ctx context.Context, relayURL string) (portal string, found bool)
@@ -68,23 +73,27 @@ type Stream interface {
 	Close() error
 }
 
-// Bind is the daemon's conn.Bind.
+// Bind is the daemon's wghost.Bind: its policy (Route, ObserveUDP) sends
+// each destination's datagrams the way its decider chose, and tells the
+// decider what came back over UDP.
 type Bind struct {
-	cfg   Config
-	log   *slog.Logger
-	inbox *relaywire.Inbox
-	kick  chan struct{}
+	*wghost.Bind
+	cfg  Config
+	log  *slog.Logger
+	kick chan struct{}
 
 	dests atomic.Pointer[map[netip.AddrPort]*dest] // read on every packet; replaced whole by SetDests
 
-	mu     sync.Mutex
-	closed chan struct{} // of the last Open
-	ctx    context.Context
-	stop   context.CancelFunc
-	loop   sync.WaitGroup
+	mu   sync.Mutex // one SetDests at a time
+	ctx  context.Context
+	stop context.CancelFunc
+	loop sync.WaitGroup
 }
 
-var _ conn.Bind = (*Bind)(nil)
+var (
+	_ conn.Bind          = (*Bind)(nil)
+	_ wghost.UDPObserver = (*Bind)(nil)
+)
 
 // New returns a Bind with no destinations; Stop ends its goroutines.
 func New(cfg Config) *Bind {
@@ -100,10 +109,13 @@ func New(cfg Config) *Bind {
 	if cfg.Rehandshake == nil {
 		cfg.Rehandshake = func(netip.AddrPort) {}
 	}
-	if cfg.Token == nil {
-		cfg.Token = func() string { return "" }
+	if cfg.Ticket == nil {
+		cfg.Ticket = func(context.Context, string) (string, error) {
+			return "", errors.New("no session to ask control for a relay ticket")
+		}
 	}
-	b := &Bind{cfg: cfg, log: cfg.Log, inbox: relaywire.NewInbox(), kick: make(chan struct{}, 1)}
+	b := &Bind{cfg: cfg, log: cfg.Log, kick: make(chan struct{}, 1)}
+	b.Bind = wghost.NewBind(cfg.Inner, b)
 	if b.cfg.Dial == nil {
 		b.cfg.Dial = b.dialWebSocket
 	}
@@ -253,96 +265,53 @@ func (b *Bind) run() {
 	}
 }
 
-// Open opens wireguard-go's UDP sockets and adds the relay's receive
-// function.
-func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
-	fns, actual, err := b.cfg.Inner.Open(port)
-	if err != nil {
-		return nil, 0, err
-	}
-	closed := make(chan struct{})
-	b.mu.Lock()
-	b.closed = closed
-	b.mu.Unlock()
-	for i, fn := range fns {
-		fns[i] = b.observeUDP(fn)
-	}
-	return append(fns, b.inbox.ReceiveFunc(closed)), actual, nil
-}
-
-// Close closes the UDP sockets and the relay's receive function; relay
-// connections stay (wireguard-go closes and re-opens its Bind to rebind).
-func (b *Bind) Close() error {
-	b.mu.Lock()
-	if b.closed != nil {
-		close(b.closed)
-		b.closed = nil
-	}
-	b.mu.Unlock()
-	return b.cfg.Inner.Close()
-}
-
-func (b *Bind) SetMark(mark uint32) error                     { return b.cfg.Inner.SetMark(mark) }
-func (b *Bind) ParseEndpoint(s string) (conn.Endpoint, error) { return b.cfg.Inner.ParseEndpoint(s) }
-func (b *Bind) BatchSize() int                                { return b.cfg.Inner.BatchSize() }
-
-// Send routes bufs to ep over UDP, the relay, or (a probe) UDP only.
-func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
+// Route sends bufs to ep over UDP, the relay, or (a probe) UDP only.
+func (b *Bind) Route(udp conn.Bind, bufs [][]byte, ep conn.Endpoint) error {
 	d := (*b.dests.Load())[addrPortOf(ep)]
 	if d == nil || len(bufs) == 0 {
-		return b.cfg.Inner.Send(bufs, ep)
+		return udp.Send(bufs, ep)
 	}
-	udp, relay := d.route(b.cfg.Now(), bufs)
+	toUDP, toRelay := d.route(b.cfg.Now(), bufs)
 	var err error
-	if udp {
-		err = b.cfg.Inner.Send(bufs, ep)
+	if toUDP {
+		err = udp.Send(bufs, ep)
 	}
-	if relay {
+	if toRelay {
 		err = d.sendRelay(bufs)
 	}
 	return err
 }
 
-// observeUDP wraps a UDP receive function to note what each destination
-// answers.
-func (b *Bind) observeUDP(fn conn.ReceiveFunc) conn.ReceiveFunc {
-	return func(bufs [][]byte, sizes []int, eps []conn.Endpoint) (int, error) {
-		n, err := fn(bufs, sizes, eps)
-		if n == 0 {
-			return n, err
+// ObserveUDP notes what each destination answers over UDP: one note per
+// run of datagrams from the same destination (a batch is mostly one
+// peer's), a handshake response in it, else the type of its first.
+func (b *Bind) ObserveUDP(bufs [][]byte, sizes []int, eps []conn.Endpoint, n int) {
+	dests := *b.dests.Load()
+	if len(dests) == 0 {
+		return
+	}
+	now := b.cfg.Now()
+	var last netip.AddrPort
+	var d *dest
+	typ := byte(0)
+	first := true
+	for i := 0; i < n; i++ {
+		if sizes[i] == 0 {
+			continue
 		}
-		dests := *b.dests.Load()
-		if len(dests) == 0 {
-			return n, err
-		}
-		// One note per run of datagrams from the same destination (a
-		// batch is mostly one peer's): a handshake response in it, else
-		// the type of its first.
-		now := b.cfg.Now()
-		var last netip.AddrPort
-		var d *dest
-		typ := byte(0)
-		flush := func() {
+		t := relaywire.MessageType(bufs[i][:sizes[i]])
+		if ap := addrPortOf(eps[i]); first || ap != last {
 			if d != nil {
 				d.received(now, typ, false)
 			}
+			last, d, typ, first = ap, dests[ap], t, false
 		}
-		first := true
-		for i := 0; i < n; i++ {
-			if sizes[i] == 0 {
-				continue
-			}
-			t := relaywire.MessageType(bufs[i][:sizes[i]])
-			if ap := addrPortOf(eps[i]); first || ap != last {
-				flush()
-				last, d, typ, first = ap, dests[ap], t, false
-			}
-			if t == relaywire.MsgResponse {
-				typ = t
-			}
+		if t == relaywire.MsgResponse {
+			typ = t
 		}
-		flush()
-		return n, err
+	}
+	if d != nil {
+		d.received(now, typ, false)
 	}
 }
 

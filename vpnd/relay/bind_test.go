@@ -77,7 +77,7 @@ type pair struct {
 	checks     atomic.Int32
 }
 
-func newPair(t *testing.T, blocked bool, token string) *pair {
+func newPair(t *testing.T, blocked bool, ticket string) *pair {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	lkey, _ := wgtypes.GeneratePrivateKey()
@@ -96,9 +96,9 @@ func newPair(t *testing.T, blocked bool, token string) *pair {
 	}
 	port := listenPort(t, p.server)
 	srv := httptest.NewTLSServer(&gwrelay.Server{Bind: p.gw, Log: log, Serving: func() bool { return true },
-		Check: func(_ context.Context, token string, key wgtypes.Key) (string, error) {
+		Check: func(_ context.Context, ticket string, key wgtypes.Key) (string, error) {
 			p.checks.Add(1)
-			if token != "tok" || key != lkey.PublicKey() {
+			if ticket != "tok" || key != lkey.PublicKey() {
 				return "", &api.Error{Status: 401, Code: api.CodeUnauthorized, Message: "unknown or revoked token"}
 			}
 			return "dev-1", nil
@@ -112,7 +112,7 @@ func newPair(t *testing.T, blocked bool, token string) *pair {
 	ep := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
 	p.bind = relay.New(relay.Config{
 		Inner: p.udp, Log: log, Key: lkey.PublicKey(),
-		TLS: func() (*tls.Config, error) { return srv.Client().Transport.(*http.Transport).TLSClientConfig, nil }, Token: func() string { return token },
+		TLS: func() (*tls.Config, error) { return srv.Client().Transport.(*http.Transport).TLSClientConfig, nil }, Ticket: func(context.Context, string) (string, error) { return ticket, nil },
 		Rehandshake: func(netip.AddrPort) {
 			if peer := p.laptop.LookupPeer(device.NoisePublicKey(skey.PublicKey())); peer != nil {
 				_ = peer.SendHandshakeInitiation(false)

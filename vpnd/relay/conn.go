@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 
 	"github.com/coder/websocket"
 
@@ -14,22 +17,41 @@ import (
 )
 
 // dialWebSocket opens a relay stream: a WebSocket over HTTPS (HTTP/1.1,
-// the certificate checked against cfg.TLS), authenticated with the
-// session's token and the device's public key.
-func (b *Bind) dialWebSocket(ctx context.Context, url, token string) (Stream, error) {
-	if token == "" {
-		return nil, fmt.Errorf("relay %s: no session to present", url)
+// the certificate checked against cfg.TLS), showing the relay ticket and
+// the device's public key, to the VPN node's own address only. A relay URL
+// on any other address (an IP literal, or a name that resolves elsewhere)
+// is refused before anything is sent: the ticket and the cluster's
+// traffic go to the cluster's node or nowhere.
+func (b *Bind) dialWebSocket(ctx context.Context, to Dest, ticket string) (Stream, error) {
+	url := to.RelayURL
+	if ticket == "" {
+		return nil, fmt.Errorf("relay %s: no relay ticket to present", url)
 	}
 	if b.cfg.TLS == nil {
 		return nil, fmt.Errorf("relay %s: no TLS configuration", url)
+	}
+	hostport, err := onNode(ctx, to)
+	if err != nil {
+		return nil, err
 	}
 	tc, err := b.cfg.TLS()
 	if err != nil {
 		return nil, fmt.Errorf("relay %s: %w", url, err)
 	}
-	tr := &http.Transport{TLSClientConfig: tc.Clone(), Proxy: http.ProxyFromEnvironment}
+	node := to.Endpoint.Addr()
+	tr := &http.Transport{TLSClientConfig: tc.Clone(), Proxy: http.ProxyFromEnvironment,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == hostport {
+				// The name was checked to resolve to the node: dial the
+				// node, whatever DNS says by now.
+				_, port, _ := net.SplitHostPort(addr)
+				addr = net.JoinHostPort(node.String(), port)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}}
 	hdr := http.Header{}
-	hdr.Set("Authorization", "Bearer "+token)
+	hdr.Set(relaywire.HeaderTicket, ticket)
 	hdr.Set(relaywire.HeaderDeviceKey, b.cfg.Key.String())
 	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		HTTPClient:   &http.Client{Transport: tr},
@@ -46,6 +68,37 @@ func (b *Bind) dialWebSocket(ctx context.Context, url, token string) (Stream, er
 	}
 	// The stream lives until closed; its context is the Bind's.
 	return websocket.NetConn(b.ctx, c, websocket.MessageBinary), nil
+}
+
+// onNode checks that to's relay URL is on the VPN node (the endpoint's
+// address): its host is that address, or a name that resolves to it. It
+// returns the URL's host:port as the transport will dial it.
+func onNode(ctx context.Context, to Dest) (hostport string, err error) {
+	u, err := api.ParseRelayURL(to.RelayURL)
+	if err != nil {
+		return "", err
+	}
+	node := to.Endpoint.Addr().Unmap()
+	name, err := api.RelayHostIs(u, node)
+	if err != nil {
+		return "", fmt.Errorf("%w: refused", err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	hostport = net.JoinHostPort(u.Hostname(), port)
+	if name == "" {
+		return hostport, nil
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name)
+	if err != nil {
+		return "", fmt.Errorf("relay %s: %s does not resolve: %w", u.Redacted(), name, err)
+	}
+	if !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return a.Unmap() == node }) {
+		return "", fmt.Errorf("relay %s: %s resolves to %v, not the VPN node's address %s: refused", u.Redacted(), name, addrs, node)
+	}
+	return hostport, nil
 }
 
 // refusal words a failed upgrade: the relay's (or control's) own error

@@ -4,19 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
 
+	"github.com/runos/vpn/internal/backoff"
 	"github.com/runos/vpn/internal/relaywire"
-	"net/netip"
+	"github.com/runos/vpn/wghost"
 )
 
 const (
 	dialTimeout     = 10 * time.Second
-	writeTimeout    = 10 * time.Second
 	minRedial       = 250 * time.Millisecond
 	maxRedial       = 15 * time.Second
 	captiveEvery    = 15 * time.Second // at most one captive-portal check per destination this often
@@ -36,13 +37,10 @@ type dest struct {
 	dec         *decider
 	lastInit    []byte // the last initiation sent, to re-send over the relay
 	pendingInit []byte // to send once the relay connection is up
-	stream      Stream
+	stream      *wghost.Stream
 	relayErr    string
 	captive     string
 	lastCaptive time.Time
-
-	wmu  sync.Mutex // one writer on the stream at a time
-	wbuf []byte
 
 	wanted    chan struct{} // the decider wants the connection (from the Bind's ticks)
 	redialNow chan struct{} // the network changed: dial again at once, whatever the backoff
@@ -196,28 +194,14 @@ func (d *dest) sendRelay(bufs [][]byte) error {
 }
 
 func (d *dest) write(bufs [][]byte) error {
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
 	d.mu.Lock()
 	s := d.stream
 	d.mu.Unlock()
 	if s == nil {
 		return nil
 	}
-	b := d.wbuf[:0]
-	var err error
-	for _, p := range bufs {
-		if b, err = relaywire.AppendFrame(b, relaywire.FrameData, p); err != nil {
-			return err
-		}
-	}
-	d.wbuf = b
-	if dl, ok := s.(interface{ SetWriteDeadline(time.Time) error }); ok {
-		_ = dl.SetWriteDeadline(time.Now().Add(writeTimeout))
-	}
-	if _, err := s.Write(b); err != nil {
-		_ = s.Close() // the reader sees it and drops the connection
-		return fmt.Errorf("relay %s: %w", d.url, err)
+	if _, err := s.Send(bufs); err != nil {
+		return fmt.Errorf("relay %s: %w", d.url, err) // Send closed it: the reader drops the connection
 	}
 	return nil
 }
@@ -226,7 +210,7 @@ func (d *dest) write(bufs [][]byte) error {
 // reads from it until it breaks; it ends when the destination goes.
 func (d *dest) keepRelay() {
 	defer close(d.done)
-	wait := minRedial
+	wait := backoff.New(minRedial, maxRedial)
 	for {
 		select {
 		case <-d.ctx.Done():
@@ -241,7 +225,7 @@ func (d *dest) keepRelay() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(d.ctx, dialTimeout)
-		s, err := d.b.cfg.Dial(ctx, d.url, d.b.cfg.Token())
+		s, err := d.dial(ctx)
 		cancel()
 		if err != nil {
 			if d.ctx.Err() != nil {
@@ -251,20 +235,20 @@ func (d *dest) keepRelay() {
 			select {
 			case <-d.ctx.Done():
 				return
-			case <-time.After(wait):
+			case <-time.After(wait.Next()):
 			case <-d.redialNow: // the network changed: try at once
 			}
-			wait = min(wait*2, maxRedial)
 			select { // then at the next tick that still wants it
 			case <-d.wanted:
 			default:
 			}
 			continue
 		}
-		wait = minRedial
-		d.connected(s)
-		err = d.read(s)
-		d.disconnected(s, err)
+		wait.Reset()
+		ws := wghost.NewStream(s)
+		d.connected(ws)
+		err = d.read(ws)
+		d.disconnected(ws, err)
 		select { // still wanted? the next round decides
 		case d.wanted <- struct{}{}:
 		default:
@@ -272,7 +256,7 @@ func (d *dest) keepRelay() {
 	}
 }
 
-func (d *dest) connected(s Stream) {
+func (d *dest) connected(s *wghost.Stream) {
 	d.mu.Lock()
 	if d.ctx.Err() != nil {
 		d.mu.Unlock()
@@ -291,7 +275,7 @@ func (d *dest) connected(s Stream) {
 	d.b.wake()
 }
 
-func (d *dest) disconnected(s Stream, err error) {
+func (d *dest) disconnected(s *wghost.Stream, err error) {
 	_ = s.Close()
 	d.mu.Lock()
 	d.stream = nil
@@ -348,21 +332,21 @@ func (d *dest) failed(err error) {
 
 // read hands the relay's datagrams to wireguard-go until the connection
 // breaks.
-func (d *dest) read(s Stream) error {
-	r := relaywire.NewReader(s)
-	for {
-		buf := d.b.inbox.Buffer()
-		n, err := r.ReadData(*buf)
-		if err != nil {
-			d.b.inbox.Drop(buf)
-			if d.ctx.Err() != nil {
-				return errors.New("closed")
-			}
-			return err
-		}
-		d.received(d.b.cfg.Now(), relaywire.MessageType((*buf)[:n]), true)
-		if !d.b.inbox.Put(buf, n, d.epInner, d.ctx.Done()) {
-			return errors.New("closed")
-		}
+func (d *dest) read(s *wghost.Stream) error {
+	err := s.Receive(d.b.Bind, d.epInner, d.ctx.Done(), func(p []byte) {
+		d.received(d.b.cfg.Now(), relaywire.MessageType(p), true)
+	})
+	if d.ctx.Err() != nil || errors.Is(err, wghost.ErrDone) {
+		return errors.New("closed")
 	}
+	return err
+}
+
+// dial asks control for a relay ticket, then opens the stream with it.
+func (d *dest) dial(ctx context.Context) (Stream, error) {
+	ticket, err := d.b.cfg.Ticket(ctx, d.cid)
+	if err != nil {
+		return nil, fmt.Errorf("relay ticket for %s: %w", d.cid, err)
+	}
+	return d.b.cfg.Dial(ctx, Dest{CID: d.cid, Endpoint: d.ep, RelayURL: d.url}, ticket)
 }

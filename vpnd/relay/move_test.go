@@ -16,9 +16,10 @@ import (
 // starts on the new node's relay instead of waiting for UDP to fail again.
 func TestMoveWhileRelayedStaysRelayed(t *testing.T) {
 	dialed := make(chan string, 10)
-	b := New(Config{Inner: conn.NewStdNetBind(), Log: slog.New(slog.DiscardHandler), Token: func() string { return "tok" },
-		Dial: func(_ context.Context, url, _ string) (Stream, error) {
-			dialed <- url
+	b := New(Config{Inner: conn.NewStdNetBind(), Log: slog.New(slog.DiscardHandler),
+		Ticket: func(context.Context, string) (string, error) { return "ticket", nil },
+		Dial: func(_ context.Context, to Dest, _ string) (Stream, error) {
+			dialed <- to.RelayURL
 			return nil, errors.New("not in this test")
 		},
 		Captive: func(context.Context, string) (string, bool) { return "", false }})

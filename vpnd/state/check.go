@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"slices"
 
 	"github.com/runos/vpn/api"
@@ -92,7 +91,12 @@ func (c *cluster) parse(t Trust) error {
 		return refusal{fmt.Errorf("control sent subnet %s for %s: %v: refused", sn, c.cc.CID, err)}
 	}
 	c.peer.AllowedIPs = []netip.Prefix{sn}
-	c.peer.Relay = relayURL(v.Relay)
+	relay, err := relayURL(v.Relay, c.peer.Endpoint.Addr())
+	if err != nil {
+		// The relay is a fallback: the cluster stays on UDP, and says why.
+		c.refused = append(c.refused, fmt.Sprintf("control sent a relay %v; not used", err))
+	}
+	c.peer.Relay = relay
 	if v.Address != "" {
 		a, err := netip.ParseAddr(v.Address)
 		if err != nil || !sn.Contains(a) {
@@ -205,13 +209,21 @@ func checkDomain(d string) error {
 	return nil
 }
 
-// relayURL is control's relay URL if it is one the daemon can dial
-// (https://host[:port]/path), else "": the relay is a fallback, so a bad
-// one leaves the cluster on UDP rather than in error.
-func relayURL(s string) string {
-	u, err := url.Parse(s)
-	if s == "" || err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-		return ""
+// relayURL is control's relay URL if it is one the daemon may dial
+// (api.ParseRelayURL) on the VPN node at node: its host is that address,
+// or a name (the dial checks it resolves there). Else "" and why: the
+// device would hand another host its relay ticket and the cluster's
+// traffic.
+func relayURL(s string, node netip.Addr) (string, error) {
+	if s == "" {
+		return "", nil
 	}
-	return s
+	u, err := api.ParseRelayURL(s)
+	if err != nil {
+		return "", err
+	}
+	if _, err := api.RelayHostIs(u, node); err != nil {
+		return "", err
+	}
+	return s, nil
 }

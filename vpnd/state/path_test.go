@@ -152,3 +152,35 @@ func cluster1(st localapi.Status) localapi.ClusterStatus {
 	}
 	return localapi.ClusterStatus{}
 }
+
+// TestRelayOnAnotherHostRefused: a relay URL whose host is an address
+// other than the VPN node's (the endpoint's) is not used, and the
+// cluster's error says so; the cluster stays on UDP. A name is kept: the
+// relay dial checks it resolves to the node.
+func TestRelayOnAnotherHostRefused(t *testing.T) {
+	for relay, want := range map[string]string{
+		"https://203.0.113.66:8443/collect":     "",
+		"https://10.77.0.21:8443/relay":         "https://10.77.0.21:8443/relay",
+		"https://vpn.ky3.example.com/relay":     "https://vpn.ky3.example.com/relay",
+		"https://user@10.77.0.21/relay":         "",
+		"https://10.77.0.21/relay?next=evil":    "",
+		"https://[2001:db8::1]/runos-vpn/relay": "",
+	} {
+		cfg := ky3n1
+		cfg.VPN.Relay = relay
+		in := base()
+		in.Prefs = signedInPrefs("ky3")
+		in.Map = dmap(cfg)
+		p := Want(&in).Tunnel.Peers
+		if len(p) != 1 || p[0].Relay != want {
+			t.Errorf("relay %s: planned %+v, want relay %q", relay, p, want)
+			continue
+		}
+		for _, c := range Derive(&in).Clusters {
+			if c.CID == "ky3" && want == "" && strings.Contains(relay, "203.0.113.66") &&
+				!strings.Contains(c.Error, "not the VPN node's address") {
+				t.Errorf("relay %s: cluster %+v, want its error to say the relay is refused", relay, c)
+			}
+		}
+	}
+}

@@ -1,7 +1,8 @@
-// Package tunnel runs the daemon's WireGuard interface: a TUN device driven
-// by wireguard-go in this process, with the standard UAPI socket (so the
-// stock `wg show wg1` reads it) through which the engine itself configures
-// the device with wgctrl. Apply makes the device match a wgcfg.Config (the
+// Package tunnel runs the daemon's WireGuard interface: the WireGuard host
+// (wghost: a TUN device driven by wireguard-go in this process, with the
+// standard UAPI socket, so the stock `wg show wg1` reads it, through which
+// the engine configures the device with wgctrl) with the clusters' VPN
+// servers as its peers. Apply makes the device match a wgcfg.Config (the
 // device address, one peer and one route per connected cluster), Read
 // reports what the device says (each peer's last handshake and its traffic
 // counters, read through wgctrl, never from wireguard-go's log), and the
@@ -15,28 +16,24 @@ package tunnel
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/runos/vpn/platform"
+	"golang.zx2c4.com/wireguard/tun"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
 	"github.com/runos/vpn/vpnd/relay"
 	"github.com/runos/vpn/vpnd/wgcfg"
-	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/tun"
-	"golang.zx2c4.com/wireguard/wgctrl"
-	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+	"github.com/runos/vpn/wghost"
 )
 
 const (
 	// DefaultMTU is WireGuard's usual MTU over a 1500-byte path.
-	DefaultMTU = 1420
+	DefaultMTU = wghost.DefaultMTU
 	// keepalive keeps NAT mappings open and, because every keepalive goes
 	// through the send path, makes wireguard-go re-handshake every two
 	// minutes: peerUp (a handshake within 180 s) then holds while the
@@ -45,20 +42,17 @@ const (
 	keepalive = 25 * time.Second
 )
 
-// Engine is one running tunnel interface.
+// Engine is one running tunnel interface: a wghost.Host and what the
+// daemon adds to it.
 type Engine struct {
 	log  *slog.Logger
 	name string
 	now  func() time.Time
 	mtu  int
 
-	tun   tun.Device
+	host  *wghost.Host
 	clamp *clampTUN   // the TUN as wireguard-go sees it: clamps TCP MSS to the uplink (mss.go)
 	bind  *relay.Bind // UDP, or a cluster's relay where UDP gets no answer (relay.go)
-	dev   *device.Device
-	uapi  net.Listener
-	wg    *wgctrl.Client
-	net   platform.TunnelNet
 
 	mu      sync.Mutex
 	closed  bool
@@ -86,36 +80,20 @@ func NewWith(name string, key wgtypes.Key, log *slog.Logger, opt Options) (_ *En
 	if e.mtu == 0 {
 		e.mtu = DefaultMTU
 	}
-	e.tun, err = tun.CreateTUN(platform.TunnelDeviceName(name), e.mtu)
-	if err != nil {
-		return nil, fmt.Errorf("create tunnel interface %s: %w", name, err)
-	}
-	if real, nerr := e.tun.Name(); nerr == nil {
-		e.name = real // macOS picks utunN itself
-	}
-	e.clamp = &clampTUN{Device: e.tun}
 	e.bind = e.newBind(key, opt)
-	e.dev = device.NewDevice(e.clamp, e.bind, e.wgLogger(log))
-	e.uapi, err = uapiListen(e.name)
+	e.host, err = wghost.Open(wghost.Config{Name: name, Key: key, MTU: e.mtu, Bind: e.bind, Log: log,
+		WrapTUN: func(t tun.Device) tun.Device {
+			e.clamp = &clampTUN{Device: t}
+			return e.clamp
+		}})
 	if err != nil {
-		return nil, fmt.Errorf("tunnel %s: UAPI socket: %w", e.name, err)
+		return nil, fmt.Errorf("tunnel %s: %w", name, err)
 	}
-	go e.serveUAPI()
-	e.wg, err = wgctrl.New()
-	if err != nil {
-		return nil, fmt.Errorf("tunnel %s: wgctrl: %w", e.name, err)
-	}
-	if err = e.wg.ConfigureDevice(e.name, wgtypes.Config{PrivateKey: &key, ReplacePeers: true}); err != nil {
-		return nil, fmt.Errorf("tunnel %s: set the device key: %w", e.name, err)
-	}
-	if err = e.dev.Up(); err != nil {
+	e.name = e.host.Name() // macOS picks utunN itself
+	if err = e.host.Up(); err != nil {
 		return nil, fmt.Errorf("tunnel %s: bring wireguard up: %w", e.name, err)
 	}
-	e.net, err = platform.OpenTunnelNet(e.name)
-	if err != nil {
-		return nil, err
-	}
-	if err = e.net.Up(); err != nil {
+	if err = e.host.Net().Up(); err != nil {
 		return nil, err
 	}
 	log.Info("tunnel up", "interface", e.name, "publicKey", key.PublicKey().String())
@@ -124,32 +102,6 @@ func NewWith(name string, key wgtypes.Key, log *slog.Logger, opt Options) (_ *En
 
 // Name is the interface's name.
 func (e *Engine) Name() string { return e.name }
-
-func (e *Engine) serveUAPI() {
-	for {
-		c, err := e.uapi.Accept()
-		if err != nil {
-			return
-		}
-		go e.dev.IpcHandle(c)
-	}
-}
-
-// wgLogger sends wireguard-go's chatter to debug and its errors to warn.
-// wireguard-go never logs keys, only peers' abbreviated public keys.
-// Nothing is learnt from the wording: handshakes and traffic are read from
-// the device.
-func (e *Engine) wgLogger(log *slog.Logger) *device.Logger {
-	l := log.With("component", "wireguard")
-	return &device.Logger{
-		Verbosef: func(f string, a ...any) {
-			if l.Enabled(context.Background(), slog.LevelDebug) {
-				l.Debug(fmt.Sprintf(f, a...))
-			}
-		},
-		Errorf: func(f string, a ...any) { l.Warn(fmt.Sprintf(f, a...)) },
-	}
-}
 
 // Apply makes the device match cfg: addresses first (routes need them),
 // then peers in one UAPI transaction (a moved server's old key goes and
@@ -160,66 +112,24 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 	if e.closed {
 		return errors.New("tunnel closed")
 	}
-	if err := e.net.SetAddresses(cfg.Addresses); err != nil {
+	net := e.host.Net()
+	if err := net.SetAddresses(cfg.Addresses); err != nil {
 		return err
 	}
 	// The Bind knows each peer's destination before its first handshake,
 	// so that handshake's answer counts for the path decision.
 	e.bind.SetDests(dests(cfg))
-	dev, err := e.wg.Device(e.name)
+	dev, err := e.host.Device()
 	if err != nil {
-		return fmt.Errorf("read %s: %w", e.name, err)
+		return err
 	}
-	onDevice := map[wgtypes.Key]bool{}
-	for _, p := range dev.Peers {
-		onDevice[p.PublicKey] = true
-	}
-	before := map[wgtypes.Key]wgcfg.Peer{}
-	for _, p := range e.applied.Peers {
-		before[p.PublicKey] = p
-	}
-	want := map[wgtypes.Key]bool{}
-	var pcs []wgtypes.PeerConfig
-	removed := 0
-	for k := range onDevice {
-		if !slices.ContainsFunc(cfg.Peers, func(p wgcfg.Peer) bool { return p.PublicKey == k }) {
-			pcs = append(pcs, wgtypes.PeerConfig{PublicKey: k, Remove: true})
-			removed++
-		}
-	}
-	now := e.now()
-	var added, restarted []string
-	for _, p := range cfg.Peers {
-		want[p.PublicKey] = true
-		old, had := before[p.PublicKey]
-		switch {
-		case !onDevice[p.PublicKey]:
-			pcs = append(pcs, addPeer(p))
-			e.peers[p.PublicKey] = newTracked(now)
-			added = append(added, p.CID)
-		case had && !old.Epoch.Equal(p.Epoch):
-			// The server restarted with the same key and has forgotten
-			// this device's session: a fresh handshake now, not when
-			// WireGuard's timers notice (10-15 s).
-			pcs = append(pcs, e.recreate(p, now)...)
-			restarted = append(restarted, p.CID)
-		case !had || old.Endpoint != p.Endpoint || !slices.Equal(old.AllowedIPs, p.AllowedIPs):
-			pc := addPeer(p)
-			pc.UpdateOnly = true
-			pcs = append(pcs, pc)
-		}
-	}
-	for k := range e.peers {
-		if !want[k] {
-			delete(e.peers, k)
-		}
-	}
+	pcs, added, restarted, removed := e.peerChanges(dev, cfg)
 	if len(pcs) > 0 {
-		if err := e.wg.ConfigureDevice(e.name, wgtypes.Config{Peers: pcs}); err != nil {
+		if err := e.host.Configure(wgtypes.Config{Peers: pcs}); err != nil {
 			return fmt.Errorf("configure peers on %s: %w", e.name, err)
 		}
 	}
-	if err := e.net.SetRoutes(cfg.Routes); err != nil {
+	if err := net.SetRoutes(cfg.Routes); err != nil {
 		return err
 	}
 	if len(added) > 0 || removed > 0 {
@@ -232,23 +142,65 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 	return nil
 }
 
-func addPeer(p wgcfg.Peer) wgtypes.PeerConfig {
-	ka := keepalive
-	return wgtypes.PeerConfig{
-		PublicKey:                   p.PublicKey,
-		Endpoint:                    net.UDPAddrFromAddrPort(p.Endpoint),
-		ReplaceAllowedIPs:           true,
-		AllowedIPs:                  ipNets(p.AllowedIPs),
-		PersistentKeepaliveInterval: &ka,
+// peerChanges is what makes the device's peers cfg's: wghost.Diff against
+// what this engine last applied (an endpoint the device learnt since is no
+// change), and a re-creation of each peer whose server restarted with the
+// same key (a new epoch) and has forgotten this device's session: a fresh
+// handshake now, not when WireGuard's timers notice (10-15 s). It starts
+// tracking added peers and forgets removed ones. e.mu held.
+func (e *Engine) peerChanges(dev *wgtypes.Device, cfg wgcfg.Config) (pcs []wgtypes.PeerConfig, added, restarted []string, removed int) {
+	before := map[wgtypes.Key]wgcfg.Peer{}
+	for _, p := range e.applied.Peers {
+		before[p.PublicKey] = p
 	}
+	have := make([]wghost.Peer, 0, len(dev.Peers))
+	onDevice := map[wgtypes.Key]bool{}
+	for _, p := range dev.Peers {
+		onDevice[p.PublicKey] = true
+		if old, ok := before[p.PublicKey]; ok {
+			have = append(have, hostPeer(old))
+		} else {
+			have = append(have, wghost.PeerOf(p))
+		}
+	}
+	want := make([]wghost.Peer, 0, len(cfg.Peers))
+	byKey := map[wgtypes.Key]wgcfg.Peer{}
+	var restart []wgcfg.Peer
+	for _, p := range cfg.Peers {
+		want = append(want, hostPeer(p))
+		byKey[p.PublicKey] = p
+		if old, had := before[p.PublicKey]; had && onDevice[p.PublicKey] && !old.Epoch.Equal(p.Epoch) {
+			restart = append(restart, p)
+		}
+	}
+	now := e.now()
+	for _, pc := range wghost.Diff(have, want) {
+		switch {
+		case slices.ContainsFunc(restart, func(p wgcfg.Peer) bool { return p.PublicKey == pc.PublicKey }):
+			continue // re-created below
+		case pc.Remove:
+			removed++
+		case !pc.UpdateOnly:
+			e.peers[pc.PublicKey] = newTracked(now)
+			added = append(added, byKey[pc.PublicKey].CID)
+		}
+		pcs = append(pcs, pc)
+	}
+	for _, p := range restart {
+		pcs = append(pcs, e.recreate(p, now)...)
+		restarted = append(restarted, p.CID)
+	}
+	for k := range e.peers {
+		if _, ok := byKey[k]; !ok {
+			delete(e.peers, k)
+		}
+	}
+	return pcs, added, restarted, removed
 }
 
-func ipNets(ps []netip.Prefix) []net.IPNet {
-	out := make([]net.IPNet, len(ps))
-	for i, p := range ps {
-		out[i] = net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-	}
-	return out
+// hostPeer is a cluster's VPN server as the host's peer.
+func hostPeer(p wgcfg.Peer) wghost.Peer {
+	return wghost.Peer{PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs, Keepalive: keepalive}
 }
 
 // Read reports the device as wgctrl reads it.
@@ -259,9 +211,9 @@ func (e *Engine) Read() wgcfg.Report {
 	if e.closed {
 		return r
 	}
-	dev, err := e.wg.Device(e.name)
+	dev, err := e.host.Device()
 	if err != nil {
-		r.Err = fmt.Sprintf("read %s: %v", e.name, err)
+		r.Err = err.Error()
 		return r
 	}
 	r.PublicKey = dev.PublicKey
@@ -291,50 +243,30 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
-	var errs []error
-	if e.wg != nil {
-		if err := e.wg.ConfigureDevice(e.name, wgtypes.Config{ReplacePeers: true}); err != nil {
-			errs = append(errs, fmt.Errorf("remove peers: %w", err))
-		}
+	errs := []error{
+		e.host.Configure(wgtypes.Config{ReplacePeers: true}),
+		e.host.Net().SetRoutes(nil), e.host.Net().SetAddresses(nil),
+		e.close(),
 	}
-	if e.net != nil {
-		errs = append(errs, e.net.SetRoutes(nil), e.net.SetAddresses(nil))
+	if errs[0] != nil {
+		errs[0] = fmt.Errorf("remove peers: %w", errs[0])
 	}
-	errs = append(errs, e.close())
 	e.log.Info("tunnel down", "interface", e.name)
 	return errors.Join(errs...)
 }
 
-// close releases what New made, in reverse; the TUN device goes with the
-// wireguard device (on Linux the interface disappears with its last fd).
+// close releases what NewWith made, in reverse: the host (the TUN device
+// goes with the wireguard device), then the Bind's relay connections.
 func (e *Engine) close() error {
-	var errs []error
+	var err error
 	if e.probe != nil {
 		e.probe.close()
 	}
-	if e.uapi != nil {
-		errs = append(errs, ignoreClosed(e.uapi.Close()))
-	}
-	if e.wg != nil {
-		errs = append(errs, e.wg.Close())
-	}
-	if e.dev != nil {
-		e.dev.Close()
-	} else if e.tun != nil {
-		errs = append(errs, e.tun.Close())
+	if e.host != nil {
+		err = e.host.Close()
 	}
 	if e.bind != nil {
-		e.bind.Stop() // its relay connections
-	}
-	if e.tun != nil {
-		errs = append(errs, platform.DeleteInterface(e.name))
-	}
-	return errors.Join(errs...)
-}
-
-func ignoreClosed(err error) error {
-	if errors.Is(err, net.ErrClosed) {
-		return nil
+		e.bind.Stop()
 	}
 	return err
 }

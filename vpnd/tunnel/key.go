@@ -15,7 +15,7 @@ func (e *Engine) SetPrivateKey(key wgtypes.Key) error {
 	if e.closed {
 		return errors.New("tunnel closed")
 	}
-	if err := e.wg.ConfigureDevice(e.name, wgtypes.Config{PrivateKey: &key}); err != nil {
+	if err := e.host.Configure(wgtypes.Config{PrivateKey: &key}); err != nil {
 		return fmt.Errorf("tunnel %s: set the device key: %w", e.name, err)
 	}
 	e.log.Info("tunnel key replaced", "interface", e.name, "publicKey", key.PublicKey().String())

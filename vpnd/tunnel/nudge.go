@@ -2,13 +2,12 @@ package tunnel
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
-	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/vpnd/wgcfg"
-	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+	"github.com/runos/vpn/wghost"
 )
 
 // A handshake initiation that arrives before the server knows this device
@@ -40,7 +39,7 @@ func (e *Engine) Nudge() {
 	if !due {
 		return
 	}
-	dev, err := e.wg.Device(e.name)
+	dev, err := e.host.Device()
 	if err != nil {
 		return
 	}
@@ -56,7 +55,7 @@ func (e *Engine) Nudge() {
 		}
 		for _, ap := range e.applied.Peers {
 			if ap.PublicKey == p.PublicKey {
-				pcs = append(pcs, wgtypes.PeerConfig{PublicKey: p.PublicKey, Remove: true}, addPeer(ap))
+				pcs = append(pcs, wghost.Recreate(hostPeer(ap))...)
 			}
 		}
 		t.nudges++
@@ -65,7 +64,7 @@ func (e *Engine) Nudge() {
 	if len(pcs) == 0 {
 		return
 	}
-	if err := e.wg.ConfigureDevice(e.name, wgtypes.Config{Peers: pcs}); err != nil {
+	if err := e.host.Configure(wgtypes.Config{Peers: pcs}); err != nil {
 		e.log.Warn("re-create peers for a new handshake", "interface", e.name, "err", err)
 		return
 	}
@@ -103,7 +102,7 @@ func (e *Engine) Rehandshake(keys ...wgtypes.Key) int {
 	if n == 0 {
 		return 0
 	}
-	if err := e.wg.ConfigureDevice(e.name, wgtypes.Config{Peers: pcs}); err != nil {
+	if err := e.host.Configure(wgtypes.Config{Peers: pcs}); err != nil {
 		e.log.Warn("re-handshake", "interface", e.name, "err", err)
 		return 0
 	}
@@ -119,7 +118,7 @@ func (e *Engine) recreate(p wgcfg.Peer, now time.Time) []wgtypes.PeerConfig {
 	} else {
 		e.peers[p.PublicKey] = newTracked(now)
 	}
-	return []wgtypes.PeerConfig{{PublicKey: p.PublicKey, Remove: true}, addPeer(p)}
+	return wghost.Recreate(hostPeer(p))
 }
 
 func containsKey(ks []wgtypes.Key, k wgtypes.Key) bool {
@@ -142,9 +141,5 @@ func (e *Engine) Handshake(key wgtypes.Key) error {
 	if e.closed {
 		return errors.New("tunnel closed")
 	}
-	peer := e.dev.LookupPeer(device.NoisePublicKey(key))
-	if peer == nil {
-		return fmt.Errorf("no peer %s on %s", key, e.name)
-	}
-	return peer.SendHandshakeInitiation(false)
+	return e.host.Handshake(key)
 }

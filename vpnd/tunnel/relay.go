@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"context"
 	"crypto/tls"
 	"net/netip"
 
@@ -14,10 +15,11 @@ import (
 // Options are what NewWith adds to New.
 type Options struct {
 	MTU int // the tunnel's MTU; 0: DefaultMTU
-	// RelayToken returns the session's access token, which the relay of a
-	// cluster's node checks with control; nil: the relay is never used.
-	RelayToken func() string
-	RelayTLS   func() (*tls.Config, error) // verifies the relays' certificates (made at the first dial)
+	// RelayTicket asks control for the relay ticket of a cluster's VPN
+	// node, which that node's relay checks with control; nil: the relay
+	// is never used.
+	RelayTicket func(ctx context.Context, cid string) (string, error)
+	RelayTLS    func() (*tls.Config, error) // verifies the relays' certificates (made at the first dial)
 	// OnPathChange is called when a cluster's path (direct or relay), its
 	// relay connection or a captive portal's finding changes.
 	OnPathChange func()
@@ -27,22 +29,18 @@ type Options struct {
 // cluster's datagrams over UDP or, where UDP gets no answer, over that
 // cluster's relay.
 func (e *Engine) newBind(key wgtypes.Key, opt Options) *relay.Bind {
-	token := opt.RelayToken
-	if token == nil {
-		token = func() string { return "" }
-	}
 	return relay.New(relay.Config{
 		Inner:       conn.NewDefaultBind(),
 		Log:         e.log.With("component", "relay"),
 		Key:         key.PublicKey(),
-		Token:       token,
+		Ticket:      opt.RelayTicket,
 		TLS:         opt.RelayTLS,
 		Rehandshake: e.probeUDP,
 		OnChange:    opt.OnPathChange,
 	})
 }
 
-// dests are the peers as the Bind serves them (no relay without a token
+// dests are the peers as the Bind serves them (no relay without a ticket
 // to show it: then the Bind never falls back).
 func dests(cfg wgcfg.Config) []relay.Dest {
 	out := make([]relay.Dest, 0, len(cfg.Peers))
@@ -97,7 +95,7 @@ func (e *Engine) NetworkChanged() error {
 		return nil
 	}
 	e.mu.Unlock()
-	err := e.dev.BindUpdate()
+	err := e.host.BindUpdate()
 	e.bind.NetworkChanged()
 	e.Rehandshake()
 	return err

@@ -84,7 +84,7 @@ func insideRelease(t *testing.T) {
 	var heapAtWarm uint64
 	for i := 1; i <= rounds; i++ {
 		// The peer as wireguard-go holds it now, nudges included.
-		p := e.dev.LookupPeer(device.NoisePublicKey(s2))
+		p := e.host.WireGuard().LookupPeer(device.NoisePublicKey(s2))
 		if p == nil {
 			t.Fatalf("round %d: xym's peer is not on the device", i)
 		}

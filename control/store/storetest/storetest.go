@@ -1,5 +1,5 @@
 // Package storetest is the one conformance suite of control's stores: every
-// store.Store (sqlitestore on a file, pgstore on a real PostgreSQL server)
+// store.Store (sqlstore on a SQLite file and on a real PostgreSQL server)
 // runs it from its own tests, so both keep the same semantics: versions and
 // topics committed with the change, rollbacks that leave nothing, ErrExists
 // and ErrPoolFull, records that read back as written, peers of live

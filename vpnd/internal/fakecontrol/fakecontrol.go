@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/internal/httpjson"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -527,13 +528,11 @@ func (s *Server) streamMap(w http.ResponseWriter, r *http.Request, tok, id strin
 	}
 }
 
+// writeJSON and writeErr answer as control does (internal/httpjson).
 func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+	_ = httpjson.Write(w, http.StatusOK, v) // the api types it serves encode
 }
 
 func writeErr(w http.ResponseWriter, e *api.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: e})
+	_ = httpjson.Write(w, e.Status, api.ErrorBody{Error: e})
 }

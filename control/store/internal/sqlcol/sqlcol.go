@@ -1,12 +1,10 @@
-// Package sqlcol is what the two SQL stores (pgstore, sqlitestore) share
-// about columns: how a record's Go values are written into them and read
-// back: times as Unix nanoseconds with 0 for none, small lists as JSON
-// text, addresses as text, "" as NULL where a column needs it. Both stores
-// write the same values, so a record reads back the same from either.
-// And scanning a result set row by row.
+// Package sqlcol is how the SQL store (sqlstore) keeps a record's Go values
+// in columns and reads them back: times as Unix nanoseconds with 0 for
+// none, small lists as JSON text, addresses as text, "" as NULL where a
+// column needs it. Both dialects get the same values, so a record reads
+// back the same from either. And scanning a result set row by row.
 //
-// It is not for SQL: each store keeps its own statements, placeholders,
-// types and error mapping.
+// It is not for SQL: statements and dialects are sqlstore's.
 package sqlcol
 
 import (
@@ -93,12 +91,12 @@ func LikeEscape(s string) string {
 }
 
 // Row is one row to scan: a single-row query's answer, or a result set
-// at its current row (database/sql's and pgx's alike).
+// at its current row.
 type Row interface {
 	Scan(dest ...any) error
 }
 
-// Rows is a result set (*sql.Rows, pgx.Rows); its caller closes it.
+// Rows is a result set (*sql.Rows); its caller closes it.
 type Rows interface {
 	Row
 	Next() bool

@@ -1,0 +1,63 @@
+package vpnd
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/runos/vpn/api"
+)
+
+// relayCreds are what a relay ticket is asked for with: the session as the
+// daemon holds it now (zero: signed out). The token goes to control, never
+// to a relay: a relay is shown the ticket control gives for its node.
+type relayCreds struct{ apiURL, token, deviceID string }
+
+// relayTickets asks control for relay tickets on the engine's behalf (the
+// engine is made before the daemon, which keeps the session current here).
+type relayTickets struct {
+	connect func(apiURL, token string) (*api.Client, error)
+
+	mu     sync.Mutex
+	cur    relayCreds
+	client *api.Client // for cur, made at its first ticket
+}
+
+// set makes c the session tickets are asked with.
+func (r *relayTickets) set(c relayCreds) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur != c {
+		r.cur, r.client = c, nil
+	}
+}
+
+// ticket asks control for the relay ticket of cid's VPN node.
+func (r *relayTickets) ticket(ctx context.Context, cid string) (string, error) {
+	cl, deviceID, err := r.clientFor()
+	if err != nil {
+		return "", err
+	}
+	t, err := cl.RelayTicket(ctx, deviceID, cid)
+	if err != nil {
+		return "", err
+	}
+	return t.Ticket, nil
+}
+
+func (r *relayTickets) clientFor() (*api.Client, string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.cur
+	if c.token == "" || c.deviceID == "" {
+		return nil, "", errors.New("not signed in: no relay ticket to ask control for")
+	}
+	if r.client == nil {
+		cl, err := r.connect(c.apiURL, c.token)
+		if err != nil {
+			return nil, "", err
+		}
+		r.client = cl
+	}
+	return r.client, c.deviceID, nil
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package wghost
+
+const raceEnabled = true
