@@ -99,6 +99,7 @@ func TestReachInsideWithOverlap(t *testing.T) {
 	for url, want := range map[string]string{
 		"http://" + svc(ky3) + "/":                                   ky3.Services[0].Body, // raw: the default cluster
 		"http://" + ky3.Nodes[1].InternalIP + "/":                    "cluster=ky3 node=n2",
+		"http://" + ky3.Services[0].PodIP + ":8080/":                 ky3.Services[0].Body, // a pod on another node
 		mappedURL(t, r["ky3"].Mapped, svc(ky3), "80"):                ky3.Services[0].Body,
 		mappedURL(t, r["xym"].Mapped, svc(xym), "80"):                xym.Services[0].Body, // output-hook-only NAT
 		mappedURL(t, r["xym"].Mapped, xym.Nodes[0].InternalIP, "80"): "cluster=xym node=n1",
