@@ -126,6 +126,9 @@ type ClusterDetail struct {
 	Nodes         []Node       `json:"nodes"`
 	VPNServices   []VPNService `json:"vpnServices"`
 	DevicePool    *PoolUsage   `json:"devicePool,omitempty"` // operators only (access.go)
+	// Inside is what its gateways reported lies inside the cluster (nil:
+	// nothing reported yet), with the cluster's mapped range.
+	Inside *ClusterInside `json:"inside,omitempty"`
 }
 
 // Node is a node of a cluster.
@@ -307,6 +310,9 @@ type ClusterConfig struct {
 	Name   string    `json:"name"`
 	Domain string    `json:"domain"`
 	VPN    VPNConfig `json:"vpn"`
+	// Inside is what the device may reach inside the cluster through its
+	// VPN node, and the cluster's mapped range (nil: nothing declared).
+	Inside *ClusterInside `json:"inside,omitempty"`
 }
 
 // SessionInfo describes the sign-in a token belongs to.
@@ -351,6 +357,9 @@ type GatewayService struct {
 	DevicePool string        `json:"devicePool"` // route replies to devices through the interface
 	Domains    []string      `json:"domains"`    // names the cluster DNS answers with Address
 	Peers      []GatewayPeer `json:"peers"`
+	// Inside is the cluster's inside as control keeps it, with Mapped:
+	// the range the gateway translates back (nil: nothing declared).
+	Inside *ClusterInside `json:"inside,omitempty"`
 }
 
 // GatewayMap is GET /v1/gateway/map: what a node's gateway must do.
@@ -383,6 +392,9 @@ type GatewayReport struct {
 	// report of one run): a new value for the hosting node tells its
 	// devices the server restarted.
 	StartedAt time.Time `json:"startedAt,omitzero"`
+	// Inside is what the node's configuration says lies inside the
+	// cluster (nil: not configured); Mapped is never sent.
+	Inside *ClusterInside `json:"inside,omitempty"`
 }
 
 // RelayTicket is POST /v1/devices/{id}/clusters/{cid}/relay-ticket: what

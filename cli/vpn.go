@@ -147,7 +147,7 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 	targets := restored
 	var added []string
 	if cid := plan.Connect; cid != "" {
-		if _, err := d.Connect(ctx, cid); err != nil {
+		if _, err := d.ConnectWith(ctx, localapi.ConnectRequest{CID: cid, Default: e.CID}); err != nil {
 			return stoppedWhile("connecting "+cid, fmt.Errorf("vpn up: connect %s: %w", cid, signedOutHint(err)))
 		}
 		targets, added = append(slices.Clone(restored), cid), []string{cid}
@@ -311,7 +311,11 @@ func (a *app) vpnConnect(ctx context.Context, cid string, f connectFlags) error 
 	}
 	var rollback []string
 	if c := findCluster(st, cid); c == nil || !c.Wanted {
-		if _, err := d.Connect(ctx, cid); err != nil {
+		def := ""
+		if e, err := a.effective(); err == nil {
+			def = e.CID
+		}
+		if _, err := d.ConnectWith(ctx, localapi.ConnectRequest{CID: cid, Default: def}); err != nil {
 			return stoppedWhile("connecting "+cid, fmt.Errorf("connect %s: %w", cid, signedOutHint(err)))
 		}
 		rollback = []string{cid}

@@ -200,6 +200,9 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 		if c.DNS.Server != "" && len(c.DNS.Domains) > 0 {
 			fmt.Fprintf(w, "  %s: DNS %s for %s\n", c.CID, c.DNS.Server, strings.Join(c.DNS.Domains, ", "))
 		}
+		for _, l := range reachLines(c.Reach) {
+			fmt.Fprintf(w, "  %s: %s\n", c.CID, l)
+		}
 		if c.Error != "" {
 			fmt.Fprintf(w, "  %s: %s\n", c.CID, c.Error)
 		}
@@ -232,4 +235,34 @@ func hasWarning(st *localapi.Status, code string) bool {
 		}
 	}
 	return false
+}
+
+// reachLines say what the laptop routes into a cluster beyond its VPN
+// server: raw ranges, shadowed ones and by what, the mapped range.
+func reachLines(r *localapi.ClusterReach) []string {
+	if r == nil {
+		return nil
+	}
+	var out []string
+	if len(r.Routed) > 0 {
+		l := "routes " + strings.Join(r.Routed, ", ")
+		if r.Default {
+			l += " (the default cluster)"
+		}
+		out = append(out, l)
+	}
+	if len(r.Shadowed) > 0 {
+		var sh []string
+		for _, s := range r.Shadowed {
+			sh = append(sh, s.Prefix+" (by "+s.By+")")
+		}
+		out = append(out, "shadowed "+strings.Join(sh, ", "))
+	}
+	if r.Mapped != "" {
+		out = append(out, "mapped "+r.Mapped+": every internal range, by the cluster's names")
+	}
+	for _, x := range r.Refused {
+		out = append(out, "refused "+x)
+	}
+	return out
 }

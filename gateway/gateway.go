@@ -21,6 +21,7 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/gateway/clusterdns"
+	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/gateway/wgserver"
 	"github.com/runos/vpn/internal/backoff"
@@ -43,6 +44,13 @@ type Server interface {
 // DNS is the cluster DNS as the agent drives it (*clusterdns.Server).
 type DNS interface {
 	Set(*clusterdns.Zone) error
+	Close() error
+}
+
+// Reach is the forwarding into the cluster as the agent drives it
+// (*reach.Forwarder).
+type Reach interface {
+	Apply(reach.Spec) error
 	Close() error
 }
 
@@ -76,6 +84,12 @@ type Config struct {
 	PublicIP func() string
 	// Metrics receives what the gateway's metrics count (gateway/metrics); nil: none.
 	Metrics Metrics
+	// Inside is what the node's configuration says lies inside the
+	// cluster, reported to control (empty: nothing declared).
+	Inside api.ClusterInside
+	// Reach forwards devices into the cluster's declared prefixes while
+	// the node serves; nil: no forwarding (devices reach the node only).
+	Reach Reach
 	// Relay, when set, is the Bind the server runs on: UDP and the relay
 	// streams of gateway/relay. The agent keeps its streams to the
 	// server's peers and closes them when it stops serving.
@@ -282,6 +296,14 @@ func (a *agent) reconcile() {
 		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
 		a.log.Warn("cluster dns not serving; will retry", "err", err)
 	}
+	if a.cfg.Reach != nil {
+		spec := p.reach
+		spec.Interface = a.cfg.Interface
+		if err := a.cfg.Reach.Apply(spec); err != nil {
+			a.applyErr = errors.Join(a.applyErr, fmt.Errorf("serve %s: %w", p.cid, err))
+			a.log.Warn("forwarding into the cluster not in place; will retry", "err", err)
+		}
+	}
 	prev := a.applied
 	a.applied = p
 	switch {
@@ -375,6 +397,11 @@ func (a *agent) stopServing(why string) {
 		return
 	}
 	_ = a.cfg.DNS.Close()
+	if a.cfg.Reach != nil {
+		if err := a.cfg.Reach.Close(); err != nil {
+			a.log.Warn("stopping forwarding into the cluster", "err", err)
+		}
+	}
 	a.closeServer()
 	if a.cfg.Relay != nil {
 		a.cfg.Relay.CloseStreams("the node stopped serving: " + why)
@@ -400,6 +427,9 @@ func (a *agent) report() api.GatewayReport {
 		startedAt: a.started,
 		state:     a.state,
 		errs:      []error{a.mapErr, a.applyErr, a.stateErr},
+	}
+	if !a.cfg.Inside.Empty() {
+		in.inside = &a.cfg.Inside
 	}
 	if ip := a.publicIP.Load(); ip != nil {
 		in.publicIP = *ip

@@ -39,6 +39,9 @@ func (l *Lab) procs() []Proc {
 	if l.topo.Replicas > 1 {
 		ps = append(ps, l.balancerProc())
 	}
+	for _, c := range l.topo.Clusters {
+		ps = append(ps, l.insideProcs(c)...)
+	}
 	for _, h := range l.topo.Hosts {
 		if h.Kind != KindNode {
 			continue
@@ -70,6 +73,7 @@ func (l *Lab) gatewayArgv(host string) []string {
 	argv := []string{filepath.Join(l.bin, "runos-gateway"),
 		"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(host),
 		"--state-dir", l.stateDir(host), "--ca-file", l.caFile(), "--relay-listen", relayUpstream}
+	argv = append(argv, insideFlags()...)
 	if l.recordRelay {
 		argv = append(argv, "--relay-record", l.RelayRecordDir(host))
 	}

@@ -196,6 +196,12 @@ func (d *daemon) signedIn() (*syncSession, string, *apiError) {
 // connect joins cid and answers once control accepted the join, with the
 // peer already configured when control's map came back at once.
 func (d *daemon) connect(ctx context.Context, cid string) (localapi.Status, *apiError) {
+	return d.connectAs(ctx, cid, "")
+}
+
+// connectAs is connect that also records def as the default cluster
+// (issue 21; "" keeps the one recorded).
+func (d *daemon) connectAs(ctx context.Context, cid, def string) (localapi.Status, *apiError) {
 	if err := api.CheckCID(cid); err != nil {
 		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err)
 	}
@@ -215,9 +221,14 @@ func (d *daemon) connect(ctx context.Context, cid string) (localapi.Status, *api
 		return localapi.Status{}, d.controlRefusal(s, "connect "+cid, err)
 	}
 	d.current(s, func(in *state.Inputs) {
-		if !slices.Contains(in.Prefs.Wanted, cid) {
-			in.Prefs.Wanted = append(in.Prefs.Wanted, cid)
-			slices.Sort(in.Prefs.Wanted)
+		if !slices.Contains(in.Prefs.Wanted, cid) || def != "" && def != in.Prefs.DefaultCID {
+			if !slices.Contains(in.Prefs.Wanted, cid) {
+				in.Prefs.Wanted = append(in.Prefs.Wanted, cid)
+				slices.Sort(in.Prefs.Wanted)
+			}
+			if def != "" {
+				in.Prefs.DefaultCID = def
+			}
 			d.savePrefsLocked()
 		}
 		delete(in.JoinErrs, cid)

@@ -385,6 +385,9 @@ func clusterRow(s State, c localapi.ClusterStatus) Item {
 	if c.Name != "" && c.Name != c.CID {
 		it.Tooltip = c.Name + ": " + it.Tooltip
 	}
+	if r := reachTooltip(c.Reach); r != "" && c.State == localapi.ClusterConnected {
+		it.Tooltip += "\n" + r
+	}
 	return it
 }
 

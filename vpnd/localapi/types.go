@@ -216,6 +216,28 @@ type ClusterStatus struct {
 	Subnet        string     `json:"subnet,omitempty"`
 	DNS           ClusterDNS `json:"dns"`
 	Error         string     `json:"error"` // "" when there is none
+	// Reach is what the laptop routes into the cluster beyond its VPN
+	// server (issue 21); nil when the cluster declares nothing inside.
+	Reach *ClusterReach `json:"reach,omitempty"`
+}
+
+// ClusterReach says, for one cluster, which of its internal ranges the
+// laptop routes to it directly, which are shadowed (by the default
+// cluster, another cluster, or the laptop's own network), and the mapped
+// range under which all of them are reachable whatever shadows them (the
+// names of the cluster resolve into it).
+type ClusterReach struct {
+	Default  bool            `json:"default"` // the default cluster: raw ranges and *.svc.cluster.local go here first
+	Routed   []string        `json:"routed"`
+	Shadowed []ShadowedRange `json:"shadowed"`
+	Mapped   string          `json:"mapped,omitempty"` // the cluster's mapped IPv6 /96
+	Refused  []string        `json:"refused,omitempty"`
+}
+
+// ShadowedRange is an internal range not routed to its cluster, and why.
+type ShadowedRange struct {
+	Prefix string `json:"prefix"`
+	By     string `json:"by"` // a cid, or "the local network (<iface> <prefix>)"
 }
 
 // The status's documented fields are always in its JSON, so a script can
@@ -258,6 +280,10 @@ type SessionRequest struct {
 // ConnectRequest names a cluster.
 type ConnectRequest struct {
 	CID string `json:"cid"`
+	// Default is the cluster the user works on (runos config set cid), as
+	// the CLI knows it: raw internal addresses and *.svc.cluster.local go
+	// to it first (issue 21). "" leaves the daemon's as it was.
+	Default string `json:"default,omitempty"`
 }
 
 // Version is the daemon's build.

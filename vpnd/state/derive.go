@@ -52,12 +52,17 @@ func Derive(in *Inputs) localapi.Status {
 	}
 	slices.Sort(cids)
 	cids = slices.Compact(cids)
+	var rp reachPlan
+	if live {
+		rp = planReach(in, cs)
+	}
 	for _, cid := range cids {
 		wanted := slices.Contains(in.Prefs.Wanted, cid)
 		cst := localapi.ClusterStatus{CID: cid, Name: names[cid], Wanted: wanted, State: localapi.ClusterDisconnected,
 			DNS: localapi.ClusterDNS{Domains: []string{}}}
 		if wanted && live {
 			deriveCluster(in, &cst, cs[cid])
+			cst.Reach = rp.status[cid]
 		} else if p, ok := pendingLeave(in, cid); ok {
 			cst.Error = pendingText(in, p)
 		}

@@ -231,4 +231,11 @@ CREATE TABLE audit_accounts (
 `,
 	// 2: a VPN service's relay URL override (issue 14).
 	2: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
+	// 3: what lies inside a cluster, as its gateways report it (issue 21).
+	3: `
+CREATE TABLE cluster_inside (
+	cid    TEXT PRIMARY KEY REFERENCES clusters(cid) ON DELETE CASCADE,
+	inside TEXT NOT NULL
+);
+`,
 }

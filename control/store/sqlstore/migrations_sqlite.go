@@ -260,4 +260,11 @@ ALTER TABLE oauth_device_codes RENAME COLUMN user TO email;
 ALTER TABLE revoked_keys RENAME COLUMN user TO email;
 CREATE UNIQUE INDEX users_email_lower ON users(lower(email));
 `,
+	// 7: what lies inside a cluster, as its gateways report it (issue 21).
+	7: `
+CREATE TABLE cluster_inside (
+	cid    TEXT PRIMARY KEY REFERENCES clusters(cid) ON DELETE CASCADE,
+	inside TEXT NOT NULL
+) WITHOUT ROWID;
+`,
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, db Database, shared bool) {
 		{"APITokens", testAPITokens},
 		{"AuditLog", testAuditLog},
 		{"StatsCountSessionsAndDevicesByState", testStatsCountSessionsAndDevicesByState},
+		{"ClusterInside", testClusterInside},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, db(t)) })
 	}
