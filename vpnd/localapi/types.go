@@ -91,6 +91,9 @@ const (
 	// WarnCaptivePortal: the network holds back UDP and HTTPS until its
 	// sign-in page is done (plain HTTP is redirected to it).
 	WarnCaptivePortal = "captive-portal"
+	// WarnNotSaved: the daemon could not write its state directory (the
+	// session and wanted clusters would not survive a restart); retried.
+	WarnNotSaved = "not-saved"
 )
 
 // Paths of a cluster's WireGuard datagrams (ClusterStatus.Path).

@@ -219,6 +219,10 @@ func warnings(in *Inputs) []localapi.Warning {
 	if in.DNS.Error != "" {
 		w = append(w, localapi.Warning{Code: localapi.WarnDNS, Message: "dns: " + in.DNS.Error})
 	}
+	if in.SaveErr != "" {
+		w = append(w, localapi.Warning{Code: localapi.WarnNotSaved,
+			Message: in.SaveErr + ": a restart would forget the latest changes; the daemon keeps trying"})
+	}
 	for _, p := range in.Prefs.Pending {
 		code := localapi.WarnSignOutPending
 		if p.Kind == store.PendingLeave {

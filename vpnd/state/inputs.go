@@ -37,6 +37,10 @@ type Inputs struct {
 	// reach control yet.
 	PendingErrs map[string]string
 
+	// SaveErr says why the last write of the prefs failed ("" when it
+	// worked): the applier retries it.
+	SaveErr string
+
 	Device wgcfg.Report   // what the WireGuard device reports
 	DNS    dnsplit.Status // the split-DNS configurator; Mode "" means off
 
