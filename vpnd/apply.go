@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/vpnd/cache"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
 	"github.com/runos/vpn/vpnd/wgcfg"
@@ -32,6 +33,10 @@ type job struct {
 	repair bool                 // the device lost a peer of this plan (wg set … remove): apply it again
 	prefs  *store.Prefs         // to write; nil: unchanged since the last job
 	dns    dnsplit.Configurator // the configurator of this plan (nil: DNS off)
+	// kept is the map to keep on disk once applied (vpnd/cache); dropKept
+	// removes the kept one (signed out, revoked). Neither: no change.
+	kept     *cache.Entry
+	dropKept bool
 }
 
 // applier is the slot between the daemon's lock and the applying goroutine.
@@ -56,6 +61,9 @@ func (a *applier) offer(j *job) {
 	if old := a.next; old != nil {
 		if j.prefs == nil {
 			j.prefs = old.prefs
+		}
+		if j.kept == nil && !j.dropKept {
+			j.kept, j.dropKept = old.kept, old.dropKept
 		}
 		j.repair = j.repair || old.repair
 	}
@@ -187,6 +195,7 @@ func (d *daemon) applyOne(s *applyState, j *job) (failed bool) {
 	}
 	touched := d.applyTunnel(s, j)
 	dnsStatus := d.applyDNS(s, j)
+	d.keep(j)
 	var r wgcfg.Report
 	if touched {
 		r = d.eng.Read()
@@ -261,6 +270,22 @@ func (d *daemon) applyDNS(s *applyState, j *job) *dnsplit.Status {
 	}
 	st := j.dns.Status()
 	return &st
+}
+
+// keep writes or removes the kept map (after the tunnel and DNS: it is
+// the last map applied). A failure is logged: the next map tries again,
+// and without the file a restart only waits for control as it used to.
+func (d *daemon) keep(j *job) {
+	var err error
+	switch {
+	case j.kept != nil:
+		err = cache.Save(d.dir.Path, *j.kept)
+	case j.dropKept:
+		err = cache.Remove(d.dir.Path)
+	}
+	if err != nil {
+		d.log.Warn("keep the last configuration for restarts without control", "err", err)
+	}
 }
 
 // savePrefs writes prefs.json (outside the lock: the applier's step).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/vpnd/cache"
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
@@ -82,10 +83,12 @@ type daemon struct {
 
 	mu         sync.Mutex
 	in         state.Inputs
-	applied    applied // what the applier did last
-	gen        uint64  // the last plan handed to the applier
-	offered    *job    // that plan
-	prefsDirty bool    // prefs changed since the last plan
+	applied    applied   // what the applier did last
+	gen        uint64    // the last plan handed to the applier
+	offered    *job      // that plan
+	prefsDirty bool      // prefs changed since the last plan
+	keptAt     time.Time // ReceivedAt of the map last handed over to be kept; zero: none
+	keptOnDisk bool      // a kept map may be on disk (to remove once signed out)
 	repairAt   time.Time
 	status     localapi.Status
 	statusJS   []byte // status without Seq, to tell a change
@@ -125,13 +128,14 @@ func (d *daemon) updateLocked() {
 		// (at most once a retryApply, should the device keep refusing).
 		repair, d.repairAt = true, now.Add(retryApply)
 	}
-	if o := d.offered; o == nil || repair || d.prefsDirty || o.dns != d.dns || !samePlan(o.plan, plan) {
+	if o := d.offered; o == nil || repair || d.prefsDirty || o.dns != d.dns || !samePlan(o.plan, plan) || d.keptChanges() {
 		d.gen++
 		j := &job{gen: d.gen, plan: plan, repair: repair, dns: d.dns}
 		if d.prefsDirty {
 			j.prefs = clonePrefs(d.in.Prefs)
 			d.prefsDirty = false
 		}
+		j.kept, j.dropKept = d.keptLocked()
 		d.offered = &job{gen: j.gen, plan: plan, dns: d.dns}
 		if d.apply != nil {
 			d.apply.offer(j)
@@ -150,6 +154,34 @@ func (d *daemon) updateLocked() {
 		}
 	}
 	d.publishLocked(state.Derive(&d.in))
+}
+
+// keptChanges reports whether the kept map is to change (keptLocked would
+// return something). mu held.
+func (d *daemon) keptChanges() bool {
+	in := &d.in
+	return in.Map != nil && !in.MapKept && in.SignedIn() && !in.MapReceivedAt.Equal(d.keptAt) ||
+		in.Prefs.AccessToken == "" && d.keptOnDisk
+}
+
+// keptLocked says what becomes of the kept map with this plan: control's
+// latest map of a live session is kept; once signed out or revoked
+// (no token), the kept one goes. mu held.
+func (d *daemon) keptLocked() (*cache.Entry, bool) {
+	in := &d.in
+	switch {
+	case in.Map != nil && !in.MapKept && in.SignedIn() && !in.MapReceivedAt.Equal(d.keptAt):
+		d.keptAt, d.keptOnDisk = in.MapReceivedAt, true
+		if in.Map.Device.ID != in.Prefs.DeviceID {
+			return nil, false // not this device's map: nothing a restart could use
+		}
+		return &cache.Entry{Control: in.Prefs.APIURL, User: in.Prefs.User, DeviceID: in.Prefs.DeviceID,
+			ReceivedAt: in.MapReceivedAt, Map: *in.Map}, false
+	case in.Prefs.AccessToken == "" && d.keptOnDisk:
+		d.keptAt, d.keptOnDisk = time.Time{}, false
+		return nil, true
+	}
+	return nil, false
 }
 
 func samePlan(a, b state.Plan) bool {

@@ -111,6 +111,9 @@ func TestSessionConnectMoveExpire(t *testing.T) {
 	// Control ends the session: everything comes down, the wanted clusters stay.
 	w.fc.ExpireSession("tok1")
 	eventually(t, "session expired", func() bool { return td.Status().Session.State == localapi.SessionExpired })
+	if err := td.settle(context.Background()); err != nil { // status says it at once; the tunnel follows
+		t.Fatal(err)
+	}
 	st = td.Status()
 	if c := cluster(st, "ky3"); c.State != localapi.ClusterDisconnected || !c.Wanted || c.PeerUp {
 		t.Errorf("ky3 after expiry: %+v", c)
@@ -243,6 +246,9 @@ func TestLocalClockExpiry(t *testing.T) {
 	td.mu.Unlock()
 	td.kickRead()
 	eventually(t, "expired by the clock", func() bool { return td.Status().Session.State == localapi.SessionExpired })
+	if err := td.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if len(td.eng.config().Peers) != 0 {
 		t.Error("peers left after the session lapsed")
 	}

@@ -222,6 +222,7 @@ func startDaemon(t *testing.T, w *world, dir string, opts ...func(*daemon)) *tes
 	d.in = state.Inputs{Version: "test", Interface: "wgfake", Prefs: prefs}
 	d.apply = newApplier()
 	d.mu.Lock()
+	d.restoreKeptLocked()
 	d.updateLocked()
 	if d.in.SignedIn() {
 		ctl, _ := d.newControl(prefs.APIURL, prefs.AccessToken)

@@ -219,6 +219,21 @@ type ClusterStatus struct {
 	Subnet        string     `json:"subnet,omitempty"`
 	DNS           ClusterDNS `json:"dns"`
 	Error         string     `json:"error"` // "" when there is none
+	// Kept is set while the cluster runs on a configuration control sent
+	// earlier, because control does not answer now (or has not since the
+	// daemon started, which then used the configuration it kept on disk).
+	Kept *KeptConfig `json:"kept,omitempty"`
+}
+
+// KeptConfig says a cluster runs without control: since when control has
+// not answered, and when it sent the configuration in use.
+type KeptConfig struct {
+	ControlUnreachableSince time.Time `json:"controlUnreachableSince"`
+	ConfigurationOf         time.Time `json:"configurationOf"`
+	// Message is both in words, as status and the desktop show them:
+	// "control unreachable since 2026-12-04 17:02 UTC; using the
+	// configuration of 2026-12-04 16:58 UTC".
+	Message string `json:"message"`
 }
 
 // The status's documented fields are always in its JSON, so a script can
