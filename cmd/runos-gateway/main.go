@@ -264,6 +264,7 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 		Version:   version.Version,
 		Logger:    log,
 		PublicIP:  gateway.DetectPublicIP(f.control),
+		StateDir:  f.stateDir,
 	})
 	if err != nil {
 		return err
