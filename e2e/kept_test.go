@@ -156,6 +156,30 @@ func TestDaemonRestartWhileControlDown(t *testing.T) {
 	k.expectServing("control back")
 }
 
+// TestGatewayRestartWhileControlDown (b): as (a), and the gateway serving
+// ky3 is killed and started again while control is still dead: it serves
+// the laptop from the map it kept.
+func TestGatewayRestartWhileControlDown(t *testing.T) {
+	k := newKeptWorld(t, 0)
+	k.kill("control", "control")
+	k.kill("ky3-n1", "gateway")
+	if err := k.lab.StartAgain("ky3-n1", "gateway"); err != nil { // not Restart: its readiness is control's to see
+		t.Fatal(err)
+	}
+	k.waitFor(10*time.Second, "ky3-n1 serving the laptop again", func() bool { return strings.Contains(k.gatewayPeers("ky3-n1"), k.pub) })
+	st, took := k.restartDaemon()
+	t.Logf("gateway and daemon started again with control down → both clusters peerUp in %v", took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Errorf("both clusters up %v after the daemon started, want within 2 s", took)
+	}
+	k.expectServing("gateway and daemon restarted with control down")
+	k.expectKept(st)
+
+	k.restart("control", "control")
+	k.expectClean()
+	k.expectServing("control back")
+}
+
 // TestKeptMapEndsAtTheSessionExpiry (c): restarted from the kept map with
 // control dead, the tunnels go down and DNS is restored at the session's
 // expiry all the same.
