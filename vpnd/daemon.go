@@ -11,7 +11,6 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/dnsplit"
-	"github.com/runos/vpn/vpnd/cache"
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
@@ -88,6 +87,7 @@ type daemon struct {
 	offered    *job      // that plan
 	prefsDirty bool      // prefs changed since the last plan
 	keptAt     time.Time // ReceivedAt of the map last handed over to be kept; zero: none
+	keptVer    uint64    // and its version
 	keptOnDisk bool      // a kept map may be on disk (to remove once signed out)
 	repairAt   time.Time
 	status     localapi.Status
@@ -154,34 +154,6 @@ func (d *daemon) updateLocked() {
 		}
 	}
 	d.publishLocked(state.Derive(&d.in))
-}
-
-// keptChanges reports whether the kept map is to change (keptLocked would
-// return something). mu held.
-func (d *daemon) keptChanges() bool {
-	in := &d.in
-	return in.Map != nil && !in.MapKept && in.SignedIn() && !in.MapReceivedAt.Equal(d.keptAt) ||
-		in.Prefs.AccessToken == "" && d.keptOnDisk
-}
-
-// keptLocked says what becomes of the kept map with this plan: control's
-// latest map of a live session is kept; once signed out or revoked
-// (no token), the kept one goes. mu held.
-func (d *daemon) keptLocked() (*cache.Entry, bool) {
-	in := &d.in
-	switch {
-	case in.Map != nil && !in.MapKept && in.SignedIn() && !in.MapReceivedAt.Equal(d.keptAt):
-		d.keptAt, d.keptOnDisk = in.MapReceivedAt, true
-		if in.Map.Device.ID != in.Prefs.DeviceID {
-			return nil, false // not this device's map: nothing a restart could use
-		}
-		return &cache.Entry{Control: in.Prefs.APIURL, User: in.Prefs.User, DeviceID: in.Prefs.DeviceID,
-			ReceivedAt: in.MapReceivedAt, Map: *in.Map}, false
-	case in.Prefs.AccessToken == "" && d.keptOnDisk:
-		d.keptAt, d.keptOnDisk = time.Time{}, false
-		return nil, true
-	}
-	return nil, false
 }
 
 func samePlan(a, b state.Plan) bool {

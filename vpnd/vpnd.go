@@ -28,7 +28,6 @@ import (
 	"github.com/runos/vpn/platform"
 	"github.com/runos/vpn/platform/netmon"
 	"github.com/runos/vpn/vpnd/access"
-	"github.com/runos/vpn/vpnd/cache"
 	"github.com/runos/vpn/vpnd/logring"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
@@ -258,30 +257,6 @@ func (d *daemon) resume() {
 		d.startSyncLocked(ctl)
 	}
 	d.updateLocked()
-}
-
-// restoreKeptLocked makes the kept map the inputs' map when it belongs to
-// the live session in prefs (the plan then brings its clusters back); a
-// kept map of another session is left for keptLocked to remove or
-// replace. mu held.
-func (d *daemon) restoreKeptLocked() {
-	d.keptOnDisk = true // until known otherwise: removed once signed out
-	if !d.in.SignedIn() {
-		return
-	}
-	e, ok, err := cache.Load(d.dir.Path)
-	if err != nil {
-		d.log.Warn("the kept configuration", "err", err)
-	}
-	if !ok || !e.Matches(d.in.Prefs) {
-		return
-	}
-	m := e.Map
-	d.in.Map, d.in.MapKept, d.in.MapReceivedAt = &m, true, e.ReceivedAt
-	d.in.ControlErrSince = d.clock()
-	d.keptAt = e.ReceivedAt
-	d.log.Info("using the kept configuration until control answers", "of", e.ReceivedAt.UTC().Format(time.RFC3339),
-		"version", m.Version, "clusters", len(m.Clusters))
 }
 
 func localAPIServer(cfg Config, d *daemon, dir store.Dir, done chan struct{}) *http.Server {
