@@ -117,7 +117,7 @@ func (a *applier) wait(ctx context.Context, gen uint64) error {
 // applied is what the applier did last, kept under the daemon's lock.
 type applied struct {
 	tunnel    wgcfg.Config // the tunnel's configuration as last applied successfully
-	tunnelOK  bool         // tunnel holds the latest plan's configuration
+	tunnelOK  bool         // the last Apply worked
 	tunnelErr string       // why the last Apply failed ("" when it worked)
 	dnsErr    string       // why the last DNS Set failed
 	deviceGen uint64       // moves at the start and the end of every job that applies the tunnel
