@@ -336,6 +336,9 @@ type GatewayPeer struct {
 	DeviceID  string `json:"deviceId"`
 	PublicKey string `json:"publicKey"`
 	Address   string `json:"address"` // device tunnel address (allowed IP /32)
+	// ExpiresAt is when the device's session ends: a gateway serving from
+	// the map it kept (control unreachable) drops the peer then.
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
 // Gateway roles for the service a gateway serves.

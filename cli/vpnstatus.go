@@ -206,6 +206,9 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 		if c.Error != "" {
 			fmt.Fprintf(w, "  %s: %s\n", c.CID, c.Error)
 		}
+		if c.Kept != nil {
+			fmt.Fprintf(w, "  %s: %s\n", c.CID, c.Kept.Message)
+		}
 	}
 }
 

@@ -94,6 +94,9 @@ type Config struct {
 	// streams of gateway/relay. The agent keeps its streams to the
 	// server's peers and closes them when it stops serving.
 	Relay *relay.Bind
+	// StateDir keeps the last map control sent (kept.go), served from
+	// after a restart until control answers; "" keeps none.
+	StateDir string
 }
 
 // Metrics receives the gateway's facts for its Prometheus metrics.
@@ -121,7 +124,9 @@ type agent struct {
 	log *slog.Logger
 	pub wgtypes.Key
 
-	want     *api.GatewayMap // latest map from control
+	want     *api.GatewayMap // latest map from control (or kept from an earlier run: kept)
+	kept     bool            // want is the map kept on disk: control has not answered this run
+	expiry   time.Time       // when the next served peer's session ends (zero: none)
 	applied  *plan           // what server and DNS were last set to; nil: not serving
 	srv      Server          // open while serving
 	state    *wgserver.State // last read of the server
@@ -188,6 +193,7 @@ func (a *agent) run(ctx context.Context) error {
 	var watchC <-chan time.Time
 	var retryTimer *time.Timer
 	var retryC <-chan time.Time
+	expiry := newAlarm()
 	defer func() {
 		if watchTick != nil {
 			watchTick.Stop()
@@ -195,6 +201,7 @@ func (a *agent) run(ctx context.Context) error {
 		if retryTimer != nil {
 			retryTimer.Stop()
 		}
+		expiry.stop()
 	}()
 	// after runs once an event was handled: publish the report and arm or
 	// disarm the watch and the retry, all derived from the state.
@@ -210,6 +217,7 @@ func (a *agent) run(ctx context.Context) error {
 			watchTick.Stop()
 			watchTick, watchC = nil, nil
 		}
+		expiry.set(a.expiry)
 		if a.applyErr != nil {
 			if retryC == nil {
 				retryTimer = time.NewTimer(a.retry.Next())
@@ -223,6 +231,7 @@ func (a *agent) run(ctx context.Context) error {
 			}
 		}
 	}
+	a.restoreKept()
 	after()
 	for {
 		select {
@@ -236,8 +245,14 @@ func (a *agent) run(ctx context.Context) error {
 				return fmt.Errorf("control says this enrollment token belongs to node %s, not %s: check --node-id and --token-file", m.NodeID, a.cfg.NodeID)
 			}
 			a.log.Debug("map", "version", m.Version, "serve", m.Serve != nil)
-			a.want = m
+			if a.kept {
+				a.log.Info("control answers: its map replaces the kept one", "version", m.Version)
+			}
+			a.want, a.kept = m, false
+			a.keep(m)
 			a.reconcile()
+		case <-expiry.c():
+			a.reconcile() // a peer's session ended: it goes
 		case <-retryC:
 			retryTimer, retryC = nil, nil
 			a.reconcile()
@@ -252,9 +267,12 @@ func (a *agent) run(ctx context.Context) error {
 	}
 }
 
-// reconcile makes the server and DNS match want.
+// reconcile makes the server and DNS match want, less the peers whose
+// sessions have ended.
 func (a *agent) reconcile() {
-	p, err := planFor(a.want)
+	m, next := unexpired(a.want, time.Now(), a.kept)
+	a.expiry = next
+	p, err := planFor(m)
 	a.mapErr = err
 	if err != nil {
 		// What is in effect stays. A pending retry would only re-read

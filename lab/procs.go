@@ -259,6 +259,21 @@ func (l *Lab) Stop(host, name string, sig syscall.Signal, wait time.Duration) er
 	return l.writeEnv()
 }
 
+// StartAgain starts a stopped program as Restart does, without waiting
+// for it to be ready: a gateway started while control is down is judged
+// ready by control, so the caller watches what it needs instead.
+func (l *Lab) StartAgain(host, name string) error {
+	for _, p := range l.procs() {
+		if p.Host == host && p.Name == name {
+			if _, err := l.Start(p); err != nil {
+				return err
+			}
+			return l.writeEnv()
+		}
+	}
+	return fmt.Errorf("no program %s on host %s", name, host)
+}
+
 // Restart starts a host's program again with the arguments the lab gives
 // it (after Stop), and waits until it is ready.
 func (l *Lab) Restart(ctx context.Context, host, name string) error {

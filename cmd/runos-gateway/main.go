@@ -278,6 +278,7 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 		PublicIP:  gateway.DetectPublicIP(f.control),
 		Inside:    f.inside,
 		Reach:     fwd,
+		StateDir:  f.stateDir,
 	})
 	if err != nil {
 		return err

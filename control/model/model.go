@@ -215,6 +215,7 @@ type Peer struct {
 	DeviceID  string
 	PublicKey string
 	Address   netip.Addr
+	ExpiresAt time.Time // the device's session's end
 }
 
 // NormalizeDomain lowercases a domain and drops a trailing dot.

@@ -77,7 +77,8 @@ func (s *Server) gatewayMap(rd store.Reader, cid, nid string) (api.GatewayMap, e
 		gs.MoveID = mv.ID
 	}
 	for _, p := range peers {
-		gs.Peers = append(gs.Peers, api.GatewayPeer{DeviceID: p.DeviceID, PublicKey: p.PublicKey, Address: p.Address.String()})
+		gs.Peers = append(gs.Peers, api.GatewayPeer{DeviceID: p.DeviceID, PublicKey: p.PublicKey, Address: p.Address.String(),
+			ExpiresAt: p.ExpiresAt})
 	}
 	if gs.Inside, err = insideOf(rd, cid, svcs); err != nil {
 		return m, err

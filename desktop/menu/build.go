@@ -343,6 +343,10 @@ func trouble(s State, c localapi.ClusterStatus) string {
 			}
 			return "no handshake"
 		}
+		if c.Kept != nil {
+			// Up on what control sent earlier: say so, as status does.
+			return c.Kept.Message
+		}
 	case localapi.ClusterError:
 		if c.Error != "" {
 			return c.Error

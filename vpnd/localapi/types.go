@@ -91,6 +91,9 @@ const (
 	// WarnCaptivePortal: the network holds back UDP and HTTPS until its
 	// sign-in page is done (plain HTTP is redirected to it).
 	WarnCaptivePortal = "captive-portal"
+	// WarnNotSaved: the daemon could not write its state directory (the
+	// session and wanted clusters would not survive a restart); retried.
+	WarnNotSaved = "not-saved"
 )
 
 // Paths of a cluster's WireGuard datagrams (ClusterStatus.Path).
@@ -219,6 +222,10 @@ type ClusterStatus struct {
 	// Reach is what the laptop routes into the cluster beyond its VPN
 	// server (issue 21); nil when the cluster declares nothing inside.
 	Reach *ClusterReach `json:"reach,omitempty"`
+	// Kept is set while the cluster runs on a configuration control sent
+	// earlier, because control does not answer now (or has not since the
+	// daemon started, which then used the configuration it kept on disk).
+	Kept *KeptConfig `json:"kept,omitempty"`
 }
 
 // ClusterReach says, for one cluster, which of its internal ranges the
@@ -238,6 +245,17 @@ type ClusterReach struct {
 type ShadowedRange struct {
 	Prefix string `json:"prefix"`
 	By     string `json:"by"` // a cid, or "the local network (<iface> <prefix>)"
+}
+
+// KeptConfig says a cluster runs without control: since when control has
+// not answered, and when it sent the configuration in use.
+type KeptConfig struct {
+	ControlUnreachableSince time.Time `json:"controlUnreachableSince"`
+	ConfigurationOf         time.Time `json:"configurationOf"`
+	// Message is both in words, as status and the desktop show them:
+	// "control unreachable since 2026-12-04 17:02 UTC; using the
+	// configuration of 2026-12-04 16:58 UTC".
+	Message string `json:"message"`
 }
 
 // The status's documented fields are always in its JSON, so a script can
