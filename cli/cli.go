@@ -116,6 +116,11 @@ func Main(ctx context.Context, args []string, env Env) int {
 	return ExitError
 }
 
+// Command is runos's command tree as Main runs it, for what is generated
+// from it without running it: the man pages and shell completions the
+// packages ship (packaging/), so that runos help stays their one source.
+func Command() *cobra.Command { return newApp(Env{}).rootCmd() }
+
 // app is one run of the command tree.
 type app struct {
 	env Env
