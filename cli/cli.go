@@ -21,8 +21,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/auth"
 	"github.com/runos/vpn/platform"
 )
 

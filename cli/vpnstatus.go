@@ -128,23 +128,45 @@ func readOnlyErr(st *localapi.Status) error {
 	return nil
 }
 
-func tunnelLines(t localapi.Tunnel) []string {
+// tunnelLines says whether the tunnel carries anything. The daemon keeps
+// wg1 (and its address) between sessions, so its interface being up is
+// not the user's "up": after runos vpn down, with no cluster connected or
+// connecting, the tunnel is down, and the line says why.
+func tunnelLines(st *localapi.Status) []string {
+	t := st.Tunnel
 	name := t.Interface
 	if name == "" {
 		name = "wg1"
 	}
-	l := name + " down"
-	if t.Up {
+	var l string
+	switch {
+	case !t.Up:
+		l = name + " down"
+	case !carriesClusters(st.Clusters) && st.Session.State != localapi.SessionSignedIn:
+		l = "down: signed out (" + name + " carries nothing until runos vpn up)"
+	case !carriesClusters(st.Clusters):
+		l = "down: no cluster connected (runos vpn connect <cid>)"
+	default:
 		l = name + " up"
-	}
-	if len(t.Addresses) > 0 {
-		l += ", " + strings.Join(t.Addresses, ", ")
+		if len(t.Addresses) > 0 {
+			l += ", " + strings.Join(t.Addresses, ", ")
+		}
 	}
 	lines := []string{l}
 	if t.Error != "" {
 		lines = append(lines, "error: "+t.Error)
 	}
 	return lines
+}
+
+// carriesClusters: a cluster is connected or being connected.
+func carriesClusters(cs []localapi.ClusterStatus) bool {
+	for _, c := range cs {
+		if c.State == localapi.ClusterConnected || c.State == localapi.ClusterConnecting {
+			return true
+		}
+	}
+	return false
 }
 
 func dnsLines(d localapi.DNS) []string {
@@ -178,7 +200,7 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 	}
 	section("Session", sessionLines(st.Session, st.Control, hasWarning(st, localapi.WarnSessionExpiring), now))
 	section("Access", accessLines(st.Access))
-	section("Tunnel", tunnelLines(st.Tunnel))
+	section("Tunnel", tunnelLines(st))
 	section("DNS", dnsLines(st.DNS))
 	for _, warn := range otherWarnings(st) {
 		fmt.Fprintln(w, "warning: "+warn)

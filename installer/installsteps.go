@@ -96,7 +96,11 @@ func (p *installPlan) stopForUpgrade(ctx context.Context, t *txn) error {
 // placePrograms copies runos (and its companions) into place; the copies
 // are committed by Install once the daemon answers.
 func (p *installPlan) placePrograms(t *txn) ([]*placed, error) {
-	p.o.step("Installing %s", p.spec.Binary)
+	if sameFile(p.src, p.spec.Binary) {
+		p.o.step("Using %s where it is", p.spec.Binary)
+	} else {
+		p.o.step("Installing %s", p.spec.Binary)
+	}
 	bin, err := placeBinary(p.src, p.spec.Binary)
 	if err != nil {
 		return nil, err
