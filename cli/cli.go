@@ -42,6 +42,9 @@ type Keystore interface {
 
 // Env is everything the commands use from outside the process.
 type Env struct {
+	// Stdin is where questions are answered (runos vpn up's choice of
+	// cluster); it is asked only when it and Stderr are terminals.
+	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
 	Now            func() time.Time
@@ -66,6 +69,7 @@ type Env struct {
 // OSEnv is the real environment of the process.
 func OSEnv() Env {
 	return Env{
+		Stdin:         os.Stdin,
 		Stdout:        os.Stdout,
 		Stderr:        os.Stderr,
 		Getenv:        os.Getenv,
