@@ -39,7 +39,7 @@ BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
 
 .PHONY: desktop-macos all help build test test-deps test-unit test-e2e test-fuzz demo lint bench plots clean
 .PHONY: cross release
-.PHONY: packages test-packages
+.PHONY: packages test-packages test-workflows
 
 all: build
 
@@ -72,7 +72,8 @@ test: test-deps
 	@status=0; $(MAKE) --no-print-directory test-unit || status=1; \
 	$(MAKE) --no-print-directory test-e2e || status=1; \
 	$(MAKE) --no-print-directory test-fuzz || status=1; \
-	$(MAKE) --no-print-directory test-packages || status=1; exit $$status
+	$(MAKE) --no-print-directory test-packages || status=1; \
+	$(MAKE) --no-print-directory test-workflows || status=1; exit $$status
 
 test-deps:
 	@.ci/deps ensure test
@@ -220,3 +221,9 @@ packages:
 # TestPackageInstallPurge.
 test-packages:
 	cd packaging && $(GO) test -count=1 ./...
+
+# The macOS and Windows workflows (.github/workflows/) run only on GitHub's
+# hosted runners; here they are parsed and checked against the workflow
+# syntax (a JSON Schema of it in the test).
+test-workflows:
+	python3 .github/workflows_test.py
