@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -51,7 +52,8 @@ runos group) is told so, with the command that grants access.
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
 			}
-			renderStatus(a.env.Stdout, st, a.env.Now())
+			local, _ := localAddrs() // unknown: nothing is said about private addresses
+			renderStatus(a.env.Stdout, st, a.env.Now(), local)
 			return nil
 		}),
 	}
@@ -185,7 +187,9 @@ func dnsLines(d localapi.DNS) []string {
 }
 
 // renderStatus is the human form of vpn status.
-func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
+// local is this machine's addresses, to tell a private ingress out of
+// reach (see privateingress.go).
+func renderStatus(w io.Writer, st *localapi.Status, now time.Time, local []netip.Prefix) {
 	section := func(name string, lines []string) {
 		for i, l := range lines {
 			if i == 0 {
@@ -216,7 +220,11 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 	}
 	t.flush()
 	for _, c := range st.Clusters {
-		if c.Path == localapi.PathRelay {
+		switch {
+		case c.State == localapi.ClusterConnected && !c.PeerUp && awayFromPrivate(c, local):
+			// Not the firewall, and not the relay: the address is private.
+			fmt.Fprintf(w, "  %s: %s; %s\n", c.CID, privateIngressWords(c), privateIngressFix(c))
+		case c.Path == localapi.PathRelay:
 			fmt.Fprintf(w, "  %s: relayed over %s (%s)\n", c.CID, c.Relay, c.PathReason)
 		}
 		if c.DNS.Server != "" && len(c.DNS.Domains) > 0 {
