@@ -4,14 +4,25 @@ package hosted
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// normalizeScutil drops what changes between two reads of scutil --dns
-// without anything being configured (the reach flags' order, interface
-// indexes).
+// normalizeScutil keeps what split DNS changes in scutil --dns (each
+// resolver's domain and name servers), sorted: the rest (reach flags,
+// interface indexes, resolver numbers) moves between two reads without
+// anything being configured.
 func normalizeScutil(s string) string {
-	return regexp.MustCompile(`(?m)^\s*(reach|flags|if_index)\s*:.*\n`).ReplaceAllString(s, "")
+	keep := regexp.MustCompile(`^\s*(domain|search domain\[\d+\]|nameserver\[\d+\])\s*:`)
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if keep.MatchString(l) {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
