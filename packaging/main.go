@@ -105,7 +105,8 @@ func write(p pkg, format, arch string, c config) (string, error) {
 		Maintainer: "RunOS <vpn@runos.com>", Vendor: "RunOS", Homepage: "https://runos.com",
 		Description: p.description, Section: "net", Priority: "optional", MTime: c.mtime,
 		Overridables: nfpm.Overridables{Contents: contents(p, c.mtime), Scripts: p.scripts,
-			RPM: nfpm.RPM{Summary: strings.SplitN(p.description, "\n", 2)[0], Group: "Applications/Internet"}},
+			RPM: nfpm.RPM{Summary: strings.SplitN(p.description, "\n", 2)[0], Group: "Applications/Internet",
+				BuildHost: "runos-packaging"}}, // not this machine's name: two builds of one commit match
 	})
 	if err := nfpm.PrepareForPackager(info, format); err != nil {
 		return "", err
