@@ -59,7 +59,8 @@ live WireGuard handshake with its VPN server.
 
 Signing in opens control's login page in your browser ($BROWSER when set);
 the URL is printed too. With --no-browser, or where no browser can open
-(an SSH session), it prints a URL and a code to enter on any device.
+(no display, or an SSH session), it prints a URL and a code to enter on
+any device, and tries no browser first.
 
 The default cluster is --cid, else the configured cid (runos config set cid
 <cid>), else your account's only cluster. With several and no default, on
