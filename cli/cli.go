@@ -42,6 +42,9 @@ type Keystore interface {
 
 // Env is everything the commands use from outside the process.
 type Env struct {
+	// Stdin is where questions are answered (runos vpn up's choice of
+	// cluster); it is asked only when it and Stderr are terminals.
+	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
 	Now            func() time.Time
@@ -66,6 +69,7 @@ type Env struct {
 // OSEnv is the real environment of the process.
 func OSEnv() Env {
 	return Env{
+		Stdin:         os.Stdin,
 		Stdout:        os.Stdout,
 		Stderr:        os.Stderr,
 		Getenv:        os.Getenv,
@@ -115,6 +119,11 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	return ExitError
 }
+
+// Command is runos's command tree as Main runs it, for what is generated
+// from it without running it: the man pages and shell completions the
+// packages ship (packaging/), so that runos help stays their one source.
+func Command() *cobra.Command { return newApp(Env{}).rootCmd() }
 
 // app is one run of the command tree.
 type app struct {
