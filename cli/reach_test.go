@@ -25,7 +25,7 @@ func TestStatusReach(t *testing.T) {
 		},
 	}
 	var b bytes.Buffer
-	renderStatus(&b, st, now)
+	renderStatus(&b, st, now, nil)
 	for _, want := range []string{
 		"  ky3: routes 10.10.0.0/24, 10.96.0.0/12 (the default cluster)\n",
 		"  ky3: mapped fd52:4f53:5600:2::/96: every internal range, by the cluster's names\n",
