@@ -255,11 +255,13 @@ func TestBlockedFromTheStartGoesOverTheRelay(t *testing.T) {
 		t.Fatalf("no reply over the relay; state %+v", p.path())
 	}
 	t.Logf("relayed after %s, first reply after %s", took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	if took < 2*time.Second || took > 4*time.Second {
-		t.Errorf("fell back after %s, want about 2.5 s", took)
+	// UDP's head start (150 ms), a dial and a round trip: a generous
+	// bound, not a measure of speed (the machine may be loaded).
+	if took > 3*time.Second {
+		t.Errorf("relayed after %s: the relay was not raced beside UDP", took)
 	}
 	st := p.path()
-	if !st.RelayUp || !strings.Contains(st.Reason, "no answer over UDP") || p.gw.Streams() != 1 {
+	if !st.RelayUp || !strings.Contains(st.Reason, "the relay answered first") || p.gw.Streams() != 1 {
 		t.Errorf("state %+v, streams %d", st, p.gw.Streams())
 	}
 
@@ -316,15 +318,14 @@ func TestBlockedMidFlowResumesOverTheRelay(t *testing.T) {
 	}
 	gap := last.Sub(blockedAt)
 	t.Logf("traffic resumed %s after the block, path %s", gap.Round(time.Millisecond), p.path().Path)
-	if gap > 5*time.Second || p.path().Path != relay.Relay {
-		t.Errorf("resumed after %s over %s, want within 5 s over the relay", gap, p.path().Path)
+	if gap > 3*time.Second || p.path().Path != relay.Relay {
+		t.Errorf("resumed after %s over %s, want well within 3 s over the relay", gap, p.path().Path)
 	}
 }
 
 func TestRelayRefusalIsReported(t *testing.T) {
 	p := newPair(t, true, "a revoked token")
 	p.ping()
-	p.waitPath(relay.Relay, 10*time.Second)
 	deadline := time.After(10 * time.Second)
 	for !strings.Contains(p.path().RelayErr, "unknown or revoked token") {
 		select {
