@@ -27,7 +27,8 @@ func (b *Bind) dialWebSocket(ctx context.Context, url, token string) (Stream, er
 	if err != nil {
 		return nil, fmt.Errorf("relay %s: %w", url, err)
 	}
-	tr := &http.Transport{TLSClientConfig: tc.Clone(), Proxy: http.ProxyFromEnvironment}
+	cd := &corkingDialer{tls: tc} // cork.go: one TLS write per batch
+	tr := &http.Transport{TLSClientConfig: tc.Clone(), Proxy: http.ProxyFromEnvironment, DialTLSContext: cd.dial}
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+token)
 	hdr.Set(relaywire.HeaderDeviceKey, b.cfg.Key.String())
@@ -45,7 +46,11 @@ func (b *Bind) dialWebSocket(ctx context.Context, url, token string) (Stream, er
 		return nil, fmt.Errorf("relay %s answered without the %s subprotocol: not a RunOS relay", url, relaywire.Subprotocol)
 	}
 	// The stream lives until closed; its context is the Bind's.
-	return websocket.NetConn(b.ctx, c, websocket.MessageBinary), nil
+	nc := websocket.NetConn(b.ctx, c, websocket.MessageBinary)
+	if cc := cd.dialed(); cc != nil {
+		return corkedStream{Stream: nc, c: cc}, nil
+	}
+	return nc, nil
 }
 
 // refusal words a failed upgrade: the relay's (or control's) own error
