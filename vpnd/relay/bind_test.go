@@ -326,6 +326,7 @@ func TestBlockedMidFlowResumesOverTheRelay(t *testing.T) {
 func TestRelayRefusalIsReported(t *testing.T) {
 	p := newPair(t, true, "a revoked token")
 	p.ping()
+	p.waitPath(relay.Relay, 10*time.Second)
 	deadline := time.After(10 * time.Second)
 	for !strings.Contains(p.path().RelayErr, "unknown or revoked token") {
 		select {

@@ -38,9 +38,10 @@ type Timing struct {
 	// nothing back over UDP this long starts the race too, with every
 	// datagram sent both ways until one path answers.
 	SilenceAfter time.Duration
-	// RaceFor: a race in which neither path answered ends after this (the
-	// destination answers nothing: a host that is down, a dead network);
-	// the next silence or unanswered initiation starts another.
+	// RaceFor: a race in which neither path answered ends after this: on
+	// the relay when a handshake went unanswered (UDP surely does not get
+	// through), else where it was (data to a host that is down; the next
+	// silence starts another race).
 	RaceFor time.Duration
 	// ProbeEvery: while relayed, test UDP with a handshake this often.
 	ProbeEvery time.Duration
@@ -173,10 +174,18 @@ func (d *decider) tick(now time.Time) actions {
 		return a
 	}
 	if d.racing() {
-		if now.Sub(d.raceSince) >= d.t.RaceFor {
-			// Neither path answered: what is silent is the destination.
-			d.raceSince, d.raceFrom = time.Time{}, time.Time{}
-			d.udpWaitSince, d.silenceSince = time.Time{}, time.Time{}
+		switch {
+		case now.Sub(d.raceSince) < d.t.RaceFor:
+		case !d.udpWaitSince.IsZero():
+			// No handshake either way: UDP surely does not get through,
+			// and the relay is what is left (its error, if it has one,
+			// is the status's to show).
+			d.switchTo(now, Relay, fmt.Sprintf("a handshake initiation got no answer over UDP for %s, nor over the relay yet", round(now.Sub(d.udpWaitSince))))
+			a.switched = true
+		default:
+			// Data unanswered both ways: what is silent is the
+			// destination (a host that is down), not the path.
+			d.raceSince, d.raceFrom, d.silenceSince = time.Time{}, time.Time{}, time.Time{}
 		}
 		return a
 	}

@@ -124,6 +124,21 @@ func TestUDPWinsTheRace(t *testing.T) {
 	}
 }
 
+// TestNeitherAnswersAHandshake: the relay is not reached either (refused,
+// or slow to connect): the path is the relay's after RaceFor, so the
+// status shows why the relay fails.
+func TestNeitherAnswersAHandshake(t *testing.T) {
+	d, c := newTestDecider(true)
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	el, _, ok := tickUntil(d, c, 10*time.Second, func(a actions) bool { return a.switched })
+	if !ok || el != 5200*time.Millisecond || d.path != Relay {
+		t.Fatalf("switched %v after %s, path %s; want the relay after the race's 5s (from 200ms)", ok, el, d.path)
+	}
+	if !strings.Contains(d.reason, "no answer over UDP for 5.2s, nor over the relay") {
+		t.Errorf("reason %q", d.reason)
+	}
+}
+
 func TestNoRelayNoFallBack(t *testing.T) {
 	d, c := newTestDecider(false)
 	d.route(c.now, relaywire.MsgInitiation, 148)
