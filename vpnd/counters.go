@@ -84,6 +84,7 @@ func grown(prev, cur int64) uint64 {
 func (c *counters) observeStatus(_, cur localapi.Status) {
 	for _, cs := range cur.Clusters {
 		if cs.State != localapi.ClusterConnected && cs.State != localapi.ClusterConnecting {
+			delete(c.path, cs.CID) // the next connect starts afresh: not a switch
 			continue
 		}
 		key := cs.Server.PublicKey

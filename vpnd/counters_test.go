@@ -68,12 +68,14 @@ func TestCountersCountPathSwitches(t *testing.T) {
 		st(""), st(localapi.PathDirect), st(localapi.PathRelay), st(localapi.PathRelay), // the race won by the relay: 1 to the relay
 		st(localapi.PathDirect), st(""), st(localapi.PathDirect), // back on UDP: 1; unconfigured and back: none
 		st(localapi.PathRelay), // 2 to the relay
+		{Clusters: []localapi.ClusterStatus{{CID: "ky3", State: localapi.ClusterDisconnected}}},
+		st(localapi.PathDirect), st(localapi.PathRelay), // connected again: the race, 3 to the relay
 	} {
 		c.observeStatus(prev, s)
 		prev = s
 	}
 	got := c.snapshot(localapi.DNSMetrics{}).Clusters
-	if len(got) != 1 || got[0].ToRelay != 2 || got[0].ToDirect != 1 {
-		t.Fatalf("path switches %+v, want 2 to the relay and 1 to direct", got)
+	if len(got) != 1 || got[0].ToRelay != 3 || got[0].ToDirect != 1 {
+		t.Fatalf("path switches %+v, want 3 to the relay and 1 to direct", got)
 	}
 }
