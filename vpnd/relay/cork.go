@@ -13,15 +13,11 @@ import (
 // datagrams (up to ~200 KiB) became dozens of 4 KiB TLS records, each its
 // own encryption and system call. A relay stream corks its TLS connection
 // around each message instead, so TLS gets the whole batch in one write
-// and makes full-sized records of it, and corks the TCP connection under
-// TLS too, so those records leave in one system call (profile in
-// docs/performance.md).
+// and makes full-sized records of it (profile in docs/performance.md).
 
-// corkConn is a connection whose writes can be held and sent as one: the
-// TLS connection, with the TCP connection under it as lower.
+// corkConn is a TLS connection whose writes can be held and sent as one.
 type corkConn struct {
 	net.Conn
-	lower *corkConn // nil for the TCP connection itself
 
 	mu       sync.Mutex
 	corked   bool
@@ -47,34 +43,10 @@ func (c *corkConn) cork() {
 	c.mu.Lock()
 	c.corked = true
 	c.mu.Unlock()
-	if c.lower != nil {
-		c.lower.cork()
-	}
 }
 
-// setDeadline bounds the next held write.
-func (c *corkConn) setDeadline(t time.Time) {
-	c.mu.Lock()
-	c.deadline = t
-	c.mu.Unlock()
-	if c.lower != nil {
-		c.lower.setDeadline(t)
-	}
-}
-
-// uncork sends what was held, in one write (and then what that wrote
-// below, in one more).
+// uncork sends what was held, in one write.
 func (c *corkConn) uncork() error {
-	err := c.uncorkThis()
-	if c.lower != nil {
-		if lerr := c.lower.uncork(); err == nil {
-			err = lerr
-		}
-	}
-	return err
-}
-
-func (c *corkConn) uncorkThis() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.corked = false
@@ -107,24 +79,11 @@ type corkingDialer struct {
 func (d *corkingDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	cfg := d.tls.Clone()
 	cfg.NextProtos = []string{"http/1.1"}
-	if cfg.ServerName == "" {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		cfg.ServerName = host
-	}
-	raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	c, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	lower := &corkConn{Conn: raw}
-	tc := tls.Client(lower, cfg)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		_ = raw.Close()
-		return nil, err
-	}
-	cc := &corkConn{Conn: tc, lower: lower}
+	cc := &corkConn{Conn: c}
 	d.mu.Lock()
 	d.conn = cc
 	d.mu.Unlock()
@@ -157,7 +116,9 @@ func (s corkedStream) Write(p []byte) (int, error) {
 // SetWriteDeadline bounds the next message's write (wghost.Stream sets it
 // per batch): the holding, and the held write.
 func (s corkedStream) SetWriteDeadline(t time.Time) error {
-	s.c.setDeadline(t)
+	s.c.mu.Lock()
+	s.c.deadline = t
+	s.c.mu.Unlock()
 	if d, ok := s.Stream.(interface{ SetWriteDeadline(time.Time) error }); ok {
 		return d.SetWriteDeadline(t)
 	}

@@ -65,32 +65,3 @@ func TestCorkedStreamWritesABatchOnce(t *testing.T) {
 		t.Errorf("kept %d bytes after a large batch (%v)", cap(cc.buf), err)
 	}
 }
-
-// recordConn writes through to its connection 16 KiB at a time, as TLS
-// writes its records.
-type recordConn struct{ net.Conn }
-
-func (c recordConn) Write(p []byte) (int, error) {
-	for b := p; len(b) > 0; {
-		n := min(len(b), 16<<10)
-		if _, err := c.Conn.Write(b[:n]); err != nil {
-			return 0, err
-		}
-		b = b[n:]
-	}
-	return len(p), nil
-}
-
-func TestCorkedBelowTLSTooOneSystemCall(t *testing.T) {
-	tcp := &countingConn{}
-	lower := &corkConn{Conn: tcp}
-	upper := &corkConn{Conn: recordConn{lower}, lower: lower}
-	s := corkedStream{Stream: chunkedStream{upper}, c: upper}
-	msg := bytes.Repeat([]byte("datagram"), 12_000) // 96 kB: 6 records
-	if _, err := s.Write(msg); err != nil {
-		t.Fatal(err)
-	}
-	if len(tcp.writes) != 1 || !bytes.Equal(tcp.writes[0], msg) {
-		t.Fatalf("%d writes reached TCP, want the batch's records in one", len(tcp.writes))
-	}
-}
