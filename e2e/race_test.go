@@ -54,7 +54,7 @@ func TestRelayRacesUDP(t *testing.T) {
 	w.waitStatus(laptop, 10*time.Second, "direct", relayedOn(localapi.PathDirect, "n1", "ky3"))
 	t.Logf("UDP back → path direct: %s", time.Since(unblocked).Round(time.Millisecond))
 
-	// A 20 s transfer; UDP blocked 5 s into it.
+	// A 20 s transfer to the laptop; UDP blocked 5 s into it.
 	srv, err := w.lab.Command(context.Background(), "ky3-n1", nil, "iperf3", "-s")
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,10 @@ func TestRelayRacesUDP(t *testing.T) {
 		time.Sleep(5 * time.Second) // the block's moment in the transfer, not a wait for something
 		blocked <- w.lab.Block(context.Background(), laptop, lab.BlockUDP)
 	}()
-	out := w.stdout(laptop, nil, "iperf3", "-c", c.Server.Address, "-t", "20", "-i", "0.1", "-J")
+	// -R: the node sends and the laptop's intervals count what arrived
+	// (a sender's count what it wrote into its socket, which goes on
+	// while the path is down).
+	out := w.stdout(laptop, nil, "iperf3", "-c", c.Server.Address, "-R", "-t", "20", "-i", "0.1", "-J")
 	if err := <-blocked; err != nil {
 		t.Fatal(err)
 	}
