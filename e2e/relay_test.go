@@ -125,7 +125,7 @@ func TestRelayWhenUDPIsBlocked(t *testing.T) {
 	st := w.waitStatus(laptop, 20*time.Second, "ky3 up over the relay", relayedOn(localapi.PathRelay, "n1", "ky3"))
 	t.Logf("vpn up (sign-in and connect) to peerUp over the relay: %s", time.Since(start).Round(time.Millisecond))
 	c, _ := cluster(st, "ky3")
-	if c.Relay != "https://10.77.0.21/runos-vpn/relay" || !strings.Contains(c.PathReason, "no answer over UDP") {
+	if c.Relay != "https://10.77.0.21/runos-vpn/relay" || !strings.Contains(c.PathReason, "the relay answered first") {
 		t.Errorf("ky3: relay %q, reason %q", c.Relay, c.PathReason)
 	}
 	body, err := w.page(laptop, "http://"+c.Server.Address+"/")

@@ -21,6 +21,7 @@ type counters struct {
 	everUp   map[string]bool   // the cluster's peer was up at least once
 	server   map[string]string // the cluster's server key last seen
 	pending  map[string]bool   // a reconnect to count when the peer is next up
+	path     map[string]string // the cluster's path last seen
 	control  uint64            // reconnects to control
 }
 
@@ -31,7 +32,7 @@ type peerSeen struct {
 
 func newCounters(now time.Time) *counters {
 	return &counters{since: now, peers: map[wgtypes.Key]peerSeen{}, clusters: map[string]*localapi.ClusterMetrics{},
-		everUp: map[string]bool{}, server: map[string]string{}, pending: map[string]bool{}}
+		everUp: map[string]bool{}, server: map[string]string{}, pending: map[string]bool{}, path: map[string]string{}}
 }
 
 func (c *counters) cluster(cid string) *localapi.ClusterMetrics {
@@ -76,12 +77,14 @@ func grown(prev, cur int64) uint64 {
 	return uint64(cur - prev)
 }
 
-// observeStatus counts reconnects: a cluster's peer up again after it was
-// down, or up with a new server (a move, even one so quick that no status
-// in between showed the peer down). Each counts once, when the peer is up.
+// observeStatus counts path switches and reconnects: a cluster's peer up
+// again after it was down, or up with a new server (a move, even one so
+// quick that no status in between showed the peer down). Each reconnect
+// counts once, when the peer is up.
 func (c *counters) observeStatus(_, cur localapi.Status) {
 	for _, cs := range cur.Clusters {
 		if cs.State != localapi.ClusterConnected && cs.State != localapi.ClusterConnecting {
+			delete(c.path, cs.CID) // the next connect starts afresh: not a switch
 			continue
 		}
 		key := cs.Server.PublicKey
@@ -91,6 +94,7 @@ func (c *counters) observeStatus(_, cur localapi.Status) {
 		if key != "" {
 			c.server[cs.CID] = key
 		}
+		c.observePath(cs.CID, cs.Path)
 		if !cs.PeerUp {
 			continue
 		}
@@ -99,6 +103,23 @@ func (c *counters) observeStatus(_, cur localapi.Status) {
 			delete(c.pending, cs.CID)
 		}
 		c.everUp[cs.CID] = true
+	}
+}
+
+// observePath counts a switch of a cluster's path (every switch publishes
+// a status, as the relay Bind tells the daemon of each).
+func (c *counters) observePath(cid, path string) {
+	last := c.path[cid]
+	if path == "" {
+		return
+	}
+	c.path[cid] = path
+	switch {
+	case last == "" || last == path:
+	case path == localapi.PathRelay:
+		c.cluster(cid).ToRelay++
+	case path == localapi.PathDirect:
+		c.cluster(cid).ToDirect++
 	}
 }
 

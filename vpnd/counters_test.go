@@ -57,3 +57,25 @@ func TestCountersCountReconnects(t *testing.T) {
 		t.Fatalf("reconnects %+v, want 3 (the first up is a connect)", got)
 	}
 }
+
+func TestCountersCountPathSwitches(t *testing.T) {
+	c := newCounters(time.Now())
+	st := func(path string) localapi.Status {
+		return localapi.Status{Clusters: []localapi.ClusterStatus{{CID: "ky3", State: localapi.ClusterConnected, Path: path}}}
+	}
+	prev := localapi.Status{}
+	for _, s := range []localapi.Status{
+		st(""), st(localapi.PathDirect), st(localapi.PathRelay), st(localapi.PathRelay), // the race won by the relay: 1 to the relay
+		st(localapi.PathDirect), st(""), st(localapi.PathDirect), // back on UDP: 1; unconfigured and back: none
+		st(localapi.PathRelay), // 2 to the relay
+		{Clusters: []localapi.ClusterStatus{{CID: "ky3", State: localapi.ClusterDisconnected}}},
+		st(localapi.PathDirect), st(localapi.PathRelay), // connected again: the race, 3 to the relay
+	} {
+		c.observeStatus(prev, s)
+		prev = s
+	}
+	got := c.snapshot(localapi.DNSMetrics{}).Clusters
+	if len(got) != 1 || got[0].ToRelay != 3 || got[0].ToDirect != 1 {
+		t.Fatalf("path switches %+v, want 3 to the relay and 1 to direct", got)
+	}
+}

@@ -61,21 +61,40 @@ var ErrDone = errors.New("relay stream done")
 // Receive hands every datagram read from the stream to b's wireguard-go as
 // coming from ep, until the stream ends (its error) or done closes
 // (ErrDone). seen, when set, is told of each datagram first; it must not
-// keep p.
+// keep p. The datagrams already read into the reader's buffer go over
+// together (a batch the peer wrote in one message).
 func (s *Stream) Receive(b *Bind, ep conn.Endpoint, done <-chan struct{}, seen func(p []byte)) error {
 	r := relaywire.NewReader(s.c)
 	for {
-		buf := b.in.buffer()
+		bt := b.in.batch()
+		err := s.readBatch(r, b.in, bt, ep, seen)
+		if len(bt.items) == 0 {
+			b.in.release(bt)
+		} else if !b.in.put(bt, done) {
+			return ErrDone
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// readBatch reads one datagram, waiting for it, and then those the
+// reader holds already, up to maxInboxBatch.
+func (s *Stream) readBatch(r *relaywire.Reader, in *inbox, bt *inboxBatch, ep conn.Endpoint, seen func(p []byte)) error {
+	for {
+		buf := in.buffer()
 		n, err := r.ReadData(*buf)
 		if err != nil {
-			b.in.drop(buf)
+			in.drop(buf)
 			return err
 		}
 		if seen != nil {
 			seen((*buf)[:n])
 		}
-		if !b.in.put(buf, n, ep, done) {
-			return ErrDone
+		bt.items = append(bt.items, inboxed{buf, n, ep})
+		if len(bt.items) == maxInboxBatch || !r.Buffered() {
+			return nil
 		}
 	}
 }

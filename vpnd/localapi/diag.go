@@ -24,6 +24,10 @@ type ClusterMetrics struct {
 	// down (a handshake gone stale, the network back) or up with a new
 	// server (a move): once each.
 	Reconnects uint64 `json:"reconnects"`
+	// ToRelay and ToDirect count the path's switches (the daemon's log
+	// says why each one happened).
+	ToRelay  uint64 `json:"toRelay"`
+	ToDirect uint64 `json:"toDirect"`
 }
 
 // DNSMetrics count the queries the daemon's split-DNS forwarder handled

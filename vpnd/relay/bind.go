@@ -1,9 +1,10 @@
 // Package relay is the daemon's policy of the WireGuard host's Bind
 // (wghost.Bind): it sends each cluster's WireGuard datagrams over UDP, as
-// wireguard-go's own Bind does, and, when UDP gets no answer, over the
-// relay of the node serving that cluster (WireGuard over HTTPS, see
-// internal/relaywire and gateway/relay). It keeps testing UDP while
-// relayed and goes back to it when a handshake over UDP succeeds. The
+// wireguard-go's own Bind does, and, when UDP is slow to answer, over the
+// relay of the node serving that cluster too (WireGuard over HTTPS, see
+// internal/relaywire and gateway/relay): the two paths race, and the one
+// the server answers over first carries the peer. It keeps testing UDP
+// while relayed and goes back to it when a handshake over UDP succeeds. The
 // decision is per cluster (per destination), so one cluster can be relayed
 // while another is direct; it is made by a pure decider (path.go) from
 // what was sent and received and when.
@@ -272,14 +273,20 @@ func (b *Bind) Route(udp conn.Bind, bufs [][]byte, ep conn.Endpoint) error {
 		return udp.Send(bufs, ep)
 	}
 	toUDP, toRelay := d.route(b.cfg.Now(), bufs)
-	var err error
+	var errUDP, errRelay error
 	if toUDP {
-		err = udp.Send(bufs, ep)
+		errUDP = udp.Send(bufs, ep)
 	}
 	if toRelay {
-		err = d.sendRelay(bufs)
+		errRelay = d.sendRelay(bufs)
 	}
-	return err
+	switch {
+	case toUDP && toRelay && (errUDP == nil || errRelay == nil):
+		return nil // racing: one path took it
+	case errUDP != nil:
+		return errUDP
+	}
+	return errRelay
 }
 
 // ObserveUDP notes what each destination answers over UDP: one note per

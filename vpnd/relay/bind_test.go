@@ -238,11 +238,14 @@ func TestUDPWorksNoRelay(t *testing.T) {
 	if !p.waitReply(5 * time.Second) {
 		t.Fatal("no reply over UDP")
 	}
-	if st := p.path(); st.Path != relay.Direct || st.RelayUp {
+	if st := p.path(); st.Path != relay.Direct || st.Reason != "UDP first" {
 		t.Errorf("UDP answers but path %+v", st)
 	}
-	if p.checks.Load() != 0 || p.gw.Streams() != 0 {
-		t.Errorf("the relay was used: %d checks, %d streams", p.checks.Load(), p.gw.Streams())
+	// On a loaded machine (the race detector, other tests) UDP's answer
+	// may take longer than its 150 ms head start: then the relay is tried
+	// too, and UDP still wins.
+	if n := p.checks.Load(); n != 0 {
+		t.Logf("the relay was tried beside UDP (%d checks): the handshake took longer than UDP's head start", n)
 	}
 }
 
@@ -255,11 +258,13 @@ func TestBlockedFromTheStartGoesOverTheRelay(t *testing.T) {
 		t.Fatalf("no reply over the relay; state %+v", p.path())
 	}
 	t.Logf("relayed after %s, first reply after %s", took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	if took < 2*time.Second || took > 4*time.Second {
-		t.Errorf("fell back after %s, want about 2.5 s", took)
+	// UDP's head start (150 ms), a dial and a round trip: a generous
+	// bound, not a measure of speed (the machine may be loaded).
+	if took > 3*time.Second {
+		t.Errorf("relayed after %s: the relay was not raced beside UDP", took)
 	}
 	st := p.path()
-	if !st.RelayUp || !strings.Contains(st.Reason, "no answer over UDP") || p.gw.Streams() != 1 {
+	if !st.RelayUp || !strings.Contains(st.Reason, "the relay answered first") || p.gw.Streams() != 1 {
 		t.Errorf("state %+v, streams %d", st, p.gw.Streams())
 	}
 
@@ -316,8 +321,8 @@ func TestBlockedMidFlowResumesOverTheRelay(t *testing.T) {
 	}
 	gap := last.Sub(blockedAt)
 	t.Logf("traffic resumed %s after the block, path %s", gap.Round(time.Millisecond), p.path().Path)
-	if gap > 5*time.Second || p.path().Path != relay.Relay {
-		t.Errorf("resumed after %s over %s, want within 5 s over the relay", gap, p.path().Path)
+	if gap > 3*time.Second || p.path().Path != relay.Relay {
+		t.Errorf("resumed after %s over %s, want well within 3 s over the relay", gap, p.path().Path)
 	}
 }
 

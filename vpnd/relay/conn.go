@@ -39,16 +39,20 @@ func (b *Bind) dialWebSocket(ctx context.Context, to Dest, ticket string) (Strea
 		return nil, fmt.Errorf("relay %s: %w", url, err)
 	}
 	node := to.Endpoint.Addr()
-	tr := &http.Transport{TLSClientConfig: tc.Clone(), Proxy: http.ProxyFromEnvironment,
+	// The name was checked to resolve to the node: dial the node, whatever
+	// DNS says by now (the certificate is still checked for the name).
+	toNode := func(addr string) string {
+		if addr != hostport {
+			return addr
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		return net.JoinHostPort(node.String(), port)
+	}
+	cd := &corkingDialer{tls: tc, addr: toNode} // cork.go: one TLS write per batch
+	tr := &http.Transport{TLSClientConfig: tc.Clone(), Proxy: http.ProxyFromEnvironment, DialTLSContext: cd.dial,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if addr == hostport {
-				// The name was checked to resolve to the node: dial the
-				// node, whatever DNS says by now.
-				_, port, _ := net.SplitHostPort(addr)
-				addr = net.JoinHostPort(node.String(), port)
-			}
 			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
+			return d.DialContext(ctx, network, toNode(addr))
 		}}
 	hdr := http.Header{}
 	hdr.Set(relaywire.HeaderTicket, ticket)
@@ -67,7 +71,11 @@ func (b *Bind) dialWebSocket(ctx context.Context, to Dest, ticket string) (Strea
 		return nil, fmt.Errorf("relay %s answered without the %s subprotocol: not a RunOS relay", url, relaywire.Subprotocol)
 	}
 	// The stream lives until closed; its context is the Bind's.
-	return websocket.NetConn(b.ctx, c, websocket.MessageBinary), nil
+	nc := websocket.NetConn(b.ctx, c, websocket.MessageBinary)
+	if cc := cd.dialed(); cc != nil {
+		return corkedStream{Stream: nc, c: cc}, nil
+	}
+	return nc, nil
 }
 
 // onNode checks that to's relay URL is on the VPN node (the endpoint's

@@ -146,9 +146,16 @@ func (d *dest) tick(now time.Time) (actions, time.Time) {
 		resend, d.pendingInit = d.pendingInit, nil
 	}
 	to, why := d.dec.path, d.dec.reason
+	var race string
+	if a.raced {
+		race = d.dec.raceReason(now)
+	}
 	d.mu.Unlock()
 	if a.switched {
 		d.logSwitch(from, to, why)
+	}
+	if a.raced {
+		d.b.log.Info("trying the relay beside UDP", "cid", d.cid, "reason", race, "endpoint", d.ep.String(), "relay", d.url)
 	}
 	if resend != nil {
 		_ = d.write([][]byte{resend})
@@ -299,7 +306,7 @@ func (d *dest) failed(err error) {
 	d.mu.Lock()
 	same := d.relayErr == err.Error()
 	d.relayErr = err.Error()
-	check := d.dec.path == Relay && now.Sub(d.lastCaptive) >= captiveEvery
+	check := (d.dec.path == Relay || d.dec.racing()) && now.Sub(d.lastCaptive) >= captiveEvery
 	if check {
 		d.lastCaptive = now
 	}

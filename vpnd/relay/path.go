@@ -16,23 +16,33 @@ const (
 	Relay  Path = "relay"  // framed over the node's HTTPS relay
 )
 
-// Timing is when the decision moves. The defaults fit what wireguard-go
-// itself does: it re-sends an unanswered initiation after 5 s and refuses
-// to start a new handshake sooner than 5 s after the last (so a probe can
-// never be more frequent), rekeys every 2 minutes and drops keys after 3.
+// Timing is when the decision moves. The decider races the two paths
+// (happy eyeballs, RFC 8305) rather than waiting for one to fail: UDP gets
+// a head start, then the relay is tried beside it, and whichever the
+// server answers over first carries the peer. It needs no handshake of its
+// own to find out: a WireGuard server answers only the first copy of an
+// initiation (the second is a replay) and sends its data back the way the
+// last packet it accepted came, so the answer arrives over the path that
+// delivered first. The defaults fit what wireguard-go itself does: it
+// refuses to start a new handshake sooner than 5 s after the last (so a
+// probe can never be more frequent), rekeys every 2 minutes and drops keys
+// after 3.
 type Timing struct {
-	// FallbackAfter: an initiation unanswered over UDP this long means UDP
-	// does not get through (wireguard-go would send its second one at 5 s:
-	// this is before it).
-	FallbackAfter time.Duration
-	// SilenceAfter: on the direct path, packets sent and nothing back for
-	// this long: ask wireguard-go for a handshake, which tells.
+	// RaceAfter: an initiation unanswered over UDP this long (UDP's head
+	// start) starts the race: the relay connection is made and the
+	// initiation goes over it too. A handshake over UDP takes one round
+	// trip, a few milliseconds, so a UDP that works never waits that long
+	// and never pays for the relay.
+	RaceAfter time.Duration
+	// SilenceAfter: on the direct path, packets (not keepalives) sent and
+	// nothing back over UDP this long starts the race too, with every
+	// datagram sent both ways until one path answers.
 	SilenceAfter time.Duration
-	// SuspectFallback: after such a silence or a network change, an
-	// initiation unanswered this long is enough to fall back (a handshake
-	// round trip is far shorter), and so is the silence going on this
-	// much longer.
-	SuspectFallback time.Duration
+	// RaceFor: a race in which neither path answered ends after this: on
+	// the relay when a handshake went unanswered (UDP surely does not get
+	// through), else where it was (data to a host that is down; the next
+	// silence starts another race).
+	RaceFor time.Duration
 	// ProbeEvery: while relayed, test UDP with a handshake this often.
 	ProbeEvery time.Duration
 	// UrgentAfter: while relayed, an initiation goes over UDP only (a
@@ -45,12 +55,12 @@ type Timing struct {
 
 // DefaultTiming is the production timing.
 var DefaultTiming = Timing{
-	FallbackAfter:   2500 * time.Millisecond,
-	SilenceAfter:    1500 * time.Millisecond,
-	SuspectFallback: time.Second,
-	ProbeEvery:      5 * time.Second,
-	UrgentAfter:     60 * time.Second,
-	WarmFor:         60 * time.Second,
+	RaceAfter:    150 * time.Millisecond,
+	SilenceAfter: 400 * time.Millisecond,
+	RaceFor:      5 * time.Second,
+	ProbeEvery:   5 * time.Second,
+	UrgentAfter:  60 * time.Second,
+	WarmFor:      60 * time.Second,
 }
 
 // keepaliveLen is the size of a WireGuard keepalive (a transport message
@@ -71,7 +81,9 @@ type decider struct {
 
 	udpWaitSince  time.Time // first initiation over UDP since the last UDP receive
 	silenceSince  time.Time // direct: first packet sent since the last UDP receive
-	suspect       bool      // a silence or a network change: fall back sooner
+	raceSince     time.Time // direct: the relay is tried beside UDP since then
+	raceFrom      time.Time // what the race waits on began then (an initiation or a packet sent)
+	suspect       bool      // a network change: race at the first initiation, no head start
 	lastHandshake time.Time // last handshake response received, either way
 	lastProbe     time.Time // last handshake asked of wireguard-go
 	lastInit      time.Time // last initiation sent, either way: wireguard-go sends the next no sooner than ProbeEvery after it
@@ -81,6 +93,9 @@ type decider struct {
 func newDecider(t Timing, hasRelay bool, now time.Time) *decider {
 	return &decider{t: t, hasRelay: hasRelay, path: Direct, since: now, reason: "UDP first"}
 }
+
+// racing reports whether the relay is being tried beside UDP.
+func (d *decider) racing() bool { return !d.raceSince.IsZero() }
 
 // route says where datagrams of type typ (relaywire.Msg…) and length n
 // go, and notes that they went.
@@ -100,7 +115,7 @@ func (d *decider) route(now time.Time, typ byte, n int) (udp, relay bool) {
 				d.silenceSince = now
 			}
 		}
-		return true, false
+		return true, d.racing()
 	}
 	if typ == relaywire.MsgInitiation && !d.urgent(now) {
 		return true, false // a probe: does UDP answer again?
@@ -120,10 +135,17 @@ func (d *decider) received(now time.Time, typ byte, viaRelay bool) bool {
 		d.lastHandshake = now
 	}
 	if viaRelay {
-		d.lastRelayUse = now
+		if d.path == Direct && d.racing() {
+			d.switchTo(now, Relay, fmt.Sprintf("the relay answered first: nothing over UDP for %s", round(now.Sub(d.raceFrom))))
+			return true
+		}
+		if d.path == Relay {
+			d.lastRelayUse = now
+		}
 		return false
 	}
 	d.udpWaitSince, d.silenceSince, d.suspect = time.Time{}, time.Time{}, false
+	d.raceSince, d.raceFrom = time.Time{}, time.Time{}
 	if d.path == Relay && typ == relaywire.MsgResponse {
 		d.switchTo(now, Direct, "a handshake over UDP succeeded")
 		return true
@@ -136,6 +158,7 @@ type actions struct {
 	switched   bool // the path changed (log it, tell the daemon)
 	probe      bool // ask wireguard-go for a handshake now
 	resendInit bool // send the last initiation over the relay (it went to UDP unanswered)
+	raced      bool // a race began (log it)
 }
 
 // tick moves the decision on with time.
@@ -150,21 +173,49 @@ func (d *decider) tick(now time.Time) actions {
 	if !d.hasRelay {
 		return a
 	}
+	if d.racing() {
+		switch {
+		case now.Sub(d.raceSince) < d.t.RaceFor:
+		case !d.udpWaitSince.IsZero():
+			// No handshake either way: UDP surely does not get through,
+			// and the relay is what is left (its error, if it has one,
+			// is the status's to show).
+			d.switchTo(now, Relay, fmt.Sprintf("a handshake initiation got no answer over UDP for %s, nor over the relay yet", round(now.Sub(d.udpWaitSince))))
+			a.switched = true
+		default:
+			// Data unanswered both ways: what is silent is the
+			// destination (a host that is down), not the path.
+			d.raceSince, d.raceFrom, d.silenceSince = time.Time{}, time.Time{}, time.Time{}
+		}
+		return a
+	}
 	wait := now.Sub(d.udpWaitSince)
 	switch {
-	case !d.udpWaitSince.IsZero() && (wait >= d.t.FallbackAfter || d.suspect && wait >= d.t.SuspectFallback):
-		d.switchTo(now, Relay, fmt.Sprintf("a handshake initiation got no answer over UDP for %s", round(wait)))
-		a.switched, a.resendInit = true, true
-	case !d.silenceSince.IsZero() && d.suspect && now.Sub(d.silenceSince) >= d.t.SilenceAfter+d.t.SuspectFallback:
-		d.switchTo(now, Relay, fmt.Sprintf("nothing came back over UDP for %s", round(now.Sub(d.silenceSince))))
-		a.switched = true
+	case !d.udpWaitSince.IsZero() && (wait >= d.t.RaceAfter || d.suspect):
+		d.startRace(now, d.udpWaitSince)
+		a.raced, a.resendInit = true, true
 	case !d.silenceSince.IsZero() && now.Sub(d.silenceSince) >= d.t.SilenceAfter:
-		d.suspect = true
+		d.startRace(now, d.silenceSince)
+		a.raced = true
+		// A handshake, when wireguard-go would send one, is answered by
+		// a working UDP even when the data is one-way.
 		if d.probeDue(now) {
 			d.lastProbe, a.probe = now, true
 		}
 	}
 	return a
+}
+
+func (d *decider) startRace(now, from time.Time) {
+	d.raceSince, d.raceFrom = now, from
+}
+
+// raceReason words why the race began, for the log.
+func (d *decider) raceReason(now time.Time) string {
+	if !d.udpWaitSince.IsZero() && !d.udpWaitSince.After(d.raceFrom) {
+		return fmt.Sprintf("a handshake initiation got no answer over UDP for %s", now.Sub(d.raceFrom).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("nothing came back over UDP for %s", now.Sub(d.raceFrom).Round(time.Millisecond))
 }
 
 // Probes are asked for ProbeEvery after the last initiation (wireguard-go
@@ -199,6 +250,7 @@ const probeMargin = 10 * time.Millisecond
 func (d *decider) switchTo(now time.Time, p Path, why string) {
 	d.path, d.since, d.reason = p, now, why
 	d.udpWaitSince, d.silenceSince, d.suspect = time.Time{}, time.Time{}, false
+	d.raceSince, d.raceFrom = time.Time{}, time.Time{}
 	if p == Relay {
 		d.lastRelayUse = now
 		d.lastProbe = now // the first probe after ProbeEvery, not at once
@@ -208,25 +260,26 @@ func (d *decider) switchTo(now time.Time, p Path, why string) {
 // networkChanged: the laptop's addresses or default route changed (or it
 // woke), and the engine re-handshakes every peer with fresh keys. What held
 // on the old network proves nothing: on the direct path that handshake
-// must be answered within SuspectFallback; on the relay it goes over the
-// relay (its connection made again), and UDP is probed at once after.
+// races the relay at once; on the relay it goes over the relay (its
+// connection made again), and UDP is probed at once after.
 func (d *decider) networkChanged(now time.Time) {
 	d.suspect = true
 	d.lastProbe = time.Time{}
 	d.udpWaitSince, d.silenceSince = time.Time{}, time.Time{}
+	d.raceSince, d.raceFrom = time.Time{}, time.Time{}
 	if d.path == Relay {
 		d.lastHandshake = time.Time{} // the next initiation is urgent: over the relay
 	}
 }
 
 // wantRelay reports whether the relay connection should be open: while
-// relayed, while the direct path is in doubt (so a fall back finds it
-// ready), and for WarmFor after its last use.
+// relayed, while racing, while the direct path is in doubt (so a race
+// finds it ready), and for WarmFor after its last use.
 func (d *decider) wantRelay(now time.Time) bool {
 	if !d.hasRelay {
 		return false
 	}
-	return d.path == Relay || d.suspect || !d.udpWaitSince.IsZero() && now.Sub(d.udpWaitSince) >= d.t.FallbackAfter/2 ||
+	return d.path == Relay || d.racing() || d.suspect ||
 		!d.lastRelayUse.IsZero() && now.Sub(d.lastRelayUse) < d.t.WarmFor
 }
 
@@ -250,21 +303,17 @@ func (d *decider) next(now time.Time) time.Time {
 		at(d.probeAt())
 		return next
 	}
+	if d.racing() {
+		at(d.raceSince.Add(d.t.RaceFor))
+		return next
+	}
 	if w := d.udpWaitSince; !w.IsZero() {
-		at(w.Add(d.t.FallbackAfter / 2)) // the relay connection is readied
-		at(w.Add(d.t.FallbackAfter))
-		if d.suspect {
-			at(w.Add(d.t.SuspectFallback))
-		}
+		at(w.Add(d.t.RaceAfter))
 	}
 	if s := d.silenceSince; !s.IsZero() {
 		at(s.Add(d.t.SilenceAfter))
-		at(s.Add(d.t.SilenceAfter + d.t.SuspectFallback))
-		if now.Sub(s) >= d.t.SilenceAfter {
-			at(d.probeAt())
-		}
 	}
 	return next
 }
 
-func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
