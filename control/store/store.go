@@ -137,6 +137,7 @@ type Reader interface {
 	DevicesOfSession(sessionID string) ([]model.Device, error)
 
 	AccessReader // access.go
+	PolicyReader // policy.go
 }
 
 // Writer reads and writes inside one transaction.
@@ -176,4 +177,5 @@ type Writer interface {
 	DeleteSessionsEndedBy(t time.Time) (int, error)
 
 	AccessWriter // access.go
+	PolicyWriter // policy.go
 }

@@ -52,6 +52,8 @@ func Run(t *testing.T, db Database, shared bool) {
 		{"DevicesAndIdle", testDevicesAndIdle},
 		{"APITokens", testAPITokens},
 		{"AuditLog", testAuditLog},
+		{"Policy", testPolicy},
+		{"Groups", testGroups},
 		{"StatsCountSessionsAndDevicesByState", testStatsCountSessionsAndDevicesByState},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, db(t)) })
