@@ -24,6 +24,9 @@ type Error struct {
 	// At is when what the error reports began, where that is known: a
 	// device's revocation, a token's expiry.
 	At time.Time `json:"at,omitzero"`
+	// Details are the error's parts, one a line, where there are several:
+	// each bad line of a policy document.
+	Details []string `json:"details,omitempty"`
 }
 
 // Error codes shared by server and clients.
