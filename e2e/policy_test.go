@@ -55,6 +55,7 @@ func TestPolicyRefusesJoin(t *testing.T) {
 	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
 	w.waitStatus(laptop, 30*time.Second, "connected to ky3", upOn("", "ky3"))
 	out, err := w.run(laptop, nil, "runos", "vpn", "connect", "xym")
+	t.Logf("%s$ runos vpn connect xym (refused)\n%s", laptop, out)
 	if err == nil || !strings.Contains(out, "connect xym: the access policy of account") ||
 		!strings.Contains(out, "does not let "+user+" (in no group) connect to xym") ||
 		!strings.Contains(out, "add you to a group that may connect to xym") {

@@ -217,8 +217,11 @@ func (s *Server) mayJoin(rd store.Reader, p *principal, c model.Cluster, d model
 	if len(sub.Groups) > 0 {
 		groups = "in group(s) " + strings.Join(slices.Sorted(slices.Values(sub.Groups)), ", ")
 	}
-	e := errForbidden(fmt.Sprintf("the access policy of account %s does not let %s (%s) connect to %s: %s", c.AID, p.user.Email, groups, c.CID, dec.Reason),
-		fmt.Sprintf("ask an operator of %s to add you to a group that may connect to %s (they can check with: runos policy test --user %s --to %s)",
+	// On a deny the decision's reason is "no rule lets …": the message says
+	// it once, with the policy's version.
+	e := errForbidden(fmt.Sprintf("the access policy of account %s (version %d) does not let %s (%s) connect to %s",
+		c.AID, pol.Version, p.user.Email, groups, c.CID),
+		fmt.Sprintf("ask an operator of %s to add you to a group that may connect to %s; they can check with: runos policy test --user %s --to %s",
 			c.AID, c.CID, p.user.Email, c.CID))
 	entry := &audit.Entry{AIDs: []string{c.AID}, Kind: audit.JoinRefused, CID: c.CID, Target: d.ID,
 		Outcome: fmt.Sprintf("%s (%s) may not connect to %s: %s", d.Name, p.user.Email, c.CID, dec.Reason)}
