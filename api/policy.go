@@ -8,6 +8,18 @@ import (
 
 // An account's access policy and groups (issue 23): the document of
 // control/policy, set and read whole; the groups its rules name.
+//
+//	GET    /v1/accounts/{aid}/policy                         operator: Policy (version 0: none)
+//	PUT    /v1/accounts/{aid}/policy                         operator: SetPolicyRequest → Policy; 409 conflict
+//	                                                         when the version is not newer, 400 policy_invalid
+//	POST   /v1/accounts/{aid}/policy/test                    operator: PolicyTestRequest → PolicyDecision
+//	GET    /v1/accounts/{aid}/groups                         operator: []Group
+//	POST   /v1/accounts/{aid}/groups                         operator: CreateGroupRequest → Group (201)
+//	POST   /v1/accounts/{aid}/groups/{name}/members          operator: AddMemberRequest → Group
+//	DELETE /v1/accounts/{aid}/groups/{name}/members/{email}  operator: → Group
+//
+// A join to a cluster the policy does not let the user connect to is
+// refused with 403 forbidden, naming the cluster and what to ask for.
 
 // CodePolicyInvalid refuses a policy document that does not parse or names
 // an unknown group or cluster (400): Details holds one line per problem,
