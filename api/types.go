@@ -333,6 +333,10 @@ type GatewayPeer struct {
 	DeviceID  string `json:"deviceId"`
 	PublicKey string `json:"publicKey"`
 	Address   string `json:"address"` // device tunnel address (allowed IP /32)
+	// User and Groups are whose policy rules the device's packets are
+	// checked against (set when the account has a policy).
+	User   string   `json:"user,omitempty"`
+	Groups []string `json:"groups,omitempty"`
 }
 
 // Gateway roles for the service a gateway serves.
@@ -354,6 +358,10 @@ type GatewayService struct {
 	DevicePool string        `json:"devicePool"` // route replies to devices through the interface
 	Domains    []string      `json:"domains"`    // names the cluster DNS answers with Address
 	Peers      []GatewayPeer `json:"peers"`
+	// Policy is the account's access policy document (control/policy's
+	// format) the gateway enforces on every packet from a device; empty:
+	// the account has none, and devices reach everything.
+	Policy string `json:"policy,omitempty"`
 }
 
 // GatewayMap is GET /v1/gateway/map: what a node's gateway must do.

@@ -79,6 +79,9 @@ func (s *Server) gatewayMap(rd store.Reader, cid, nid string) (api.GatewayMap, e
 	for _, p := range peers {
 		gs.Peers = append(gs.Peers, api.GatewayPeer{DeviceID: p.DeviceID, PublicKey: p.PublicKey, Address: p.Address.String()})
 	}
+	if err := gatewayPolicy(rd, c.AID, gs, peers); err != nil {
+		return m, err
+	}
 	m.Serve = gs
 	return m, nil
 }

@@ -8,15 +8,14 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/audit"
-	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/policy"
 	"github.com/runos/vpn/control/store"
 )
 
 // An account's groups of users, which its policy's rules name
 // (`runos groups`): created empty, members added and removed by
-// operators, each change audited and pushed on policy:<aid>, since a
-// member's reach changes with it.
+// operators, each change audited and pushed to the account's gateways
+// (and policy:<aid>), since a member's reach changes with it.
 
 func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request, p *principal) {
 	out := []api.Group{}
@@ -68,7 +67,9 @@ func (s *Server) changeGroup(w http.ResponseWriter, r *http.Request, p *principa
 		if out, err = groupDoc(tx, aid, name); err != nil {
 			return err
 		}
-		tx.Touch(hub.Policy(aid))
+		if err := touchGateways(tx, aid); err != nil {
+			return err
+		}
 		return s.record(tx, r, p, audit.Entry{AIDs: []string{aid}, Kind: audit.GroupChanged, Target: name, Outcome: did})
 	})
 	if err != nil {

@@ -139,7 +139,9 @@ func (s *Server) handleSetPolicy(w http.ResponseWriter, r *http.Request, p *prin
 			return err
 		}
 		out = policyDoc(m)
-		tx.Touch(hub.Policy(aid))
+		if err := touchGateways(tx, aid); err != nil {
+			return err
+		}
 		return s.record(tx, r, p, audit.Entry{AIDs: []string{aid}, Kind: audit.PolicySet, Target: aid,
 			Outcome: fmt.Sprintf("policy version %d set: %d group(s), %d rule(s)", next.Version, len(next.Groups), len(next.Rules))})
 	})
@@ -235,4 +237,52 @@ func (s *Server) recordRefusal(r *http.Request, p *principal, e audit.Entry) {
 	if err != nil {
 		s.log.Warn("audit of a refusal", "kind", e.Kind, "target", e.Target, "err", err)
 	}
+}
+
+// gatewayPolicy adds what a gateway enforces to its service: the
+// account's document and each peer's user and groups (nothing when the
+// account has no policy).
+func gatewayPolicy(rd store.Reader, aid string, gs *api.GatewayService, peers []model.Peer) error {
+	doc, err := rd.Policy(aid)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	gs.Policy = doc.Document
+	groups, err := rd.Groups(aid)
+	if err != nil {
+		return err
+	}
+	of := map[string][]string{}
+	for _, g := range groups {
+		for _, m := range g.Members {
+			of[m] = append(of[m], g.Name)
+		}
+	}
+	for i, p := range peers {
+		email := strings.ToLower(p.User)
+		gs.Peers[i].User, gs.Peers[i].Groups = email, of[email]
+	}
+	return nil
+}
+
+// touchGateways wakes every gateway of the account's clusters: their maps
+// carry the policy and their peers' groups.
+func touchGateways(tx store.Writer, aid string) error {
+	tx.Touch(hub.Policy(aid))
+	cs, err := tx.Clusters([]string{aid})
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		nodes, err := tx.Nodes(c.CID)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			tx.Touch(hub.Gateway(c.CID, n.NID))
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/audit"
@@ -204,5 +205,45 @@ func TestJoinRefusedByPolicy(t *testing.T) {
 	}
 	if _, err := bob.c.JoinCluster(ctx, bob.dev.ID, "xym"); err != nil {
 		t.Fatalf("a member of oncall: %v", err)
+	}
+}
+
+// TestGatewayMapCarriesPolicy: a serving gateway's map holds the document
+// and each peer's user and groups, and a policy or group change wakes its
+// long-poll.
+func TestGatewayMapCarriesPolicy(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	bob := e.newDevice("bob@example.com", "laptop")
+	if _, err := bob.c.JoinCluster(ctx, bob.dev.ID, "ky3"); err != nil {
+		t.Fatal(err)
+	}
+	gw := e.gateway("ky3", "n1")
+	m, err := gw.GatewayMap(ctx, 0, 0)
+	if err != nil || m.Serve == nil || m.Serve.Policy != "" || len(m.Serve.Peers) != 1 || m.Serve.Peers[0].User != "" {
+		t.Fatalf("map without a policy = %+v, %v", m.Serve, err)
+	}
+	if _, err := e.op.CreateGroup(ctx, "rjwrn", "oncall"); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = gw.GatewayMap(ctx, 0, 0)
+	doc := "version 1\nallow group:oncall -> ky3: *\n"
+	c := poll(func() (*api.GatewayMap, error) { return gw.GatewayMap(ctx, m.Version, time.Minute) })
+	e.waitWatchers(1)
+	if _, err := e.op.SetPolicy(ctx, "rjwrn", doc); err != nil {
+		t.Fatal(err)
+	}
+	m, err = recv(t, c)
+	if err != nil || m.Serve.Policy != doc || m.Serve.Peers[0].User != "bob@example.com" || len(m.Serve.Peers[0].Groups) != 0 {
+		t.Fatalf("map after the policy = %+v, %v", m.Serve, err)
+	}
+	c = poll(func() (*api.GatewayMap, error) { return gw.GatewayMap(ctx, m.Version, time.Minute) })
+	e.waitWatchers(1)
+	if _, err := e.op.AddGroupMember(ctx, "rjwrn", "oncall", "bob@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	m, err = recv(t, c)
+	if err != nil || !slices.Equal(m.Serve.Peers[0].Groups, []string{"oncall"}) {
+		t.Fatalf("map after bob joined oncall = %+v, %v", m.Serve, err)
 	}
 }

@@ -91,10 +91,10 @@ func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
 	return list(t.conn, "peers of "+cid, func(r sqlcol.Row) (model.Peer, error) {
 		var p model.Peer
 		var addr string
-		err := r.Scan(&p.DeviceID, &p.PublicKey, &addr)
+		err := r.Scan(&p.DeviceID, &p.PublicKey, &addr, &p.User)
 		p.Address = sqlcol.ParseAddr(addr)
 		return p, err
-	}, `SELECT d.id, d.public_key, d.address `+peersFrom+` ORDER BY d.id`, cid, sqlcol.Nanos(now))
+	}, `SELECT d.id, d.public_key, d.address, d.email `+peersFrom+` ORDER BY d.id`, cid, sqlcol.Nanos(now))
 }
 
 func (t *tx) PeerCount(cid string, now time.Time) (int, error) {
