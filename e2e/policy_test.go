@@ -79,3 +79,60 @@ func TestPolicyRefusesJoin(t *testing.T) {
 	w.must(laptop, nil, "runos", "vpn", "connect", "xym")
 	w.waitStatus(laptop, 30*time.Second, "connected to ky3 and xym", upOn("", "ky3", "xym"))
 }
+
+// TestPolicyFiltersPackets: the gateway enforces the policy on every
+// packet. Connected to ky3, the laptop loads the VPN node's page; a policy
+// that lets the user connect to ky3 but reach only a database elsewhere
+// cuts the page (measured from the set to the first refused fetch) while
+// the cluster's names still resolve through the VPN server's DNS; a rule
+// for everything in ky3 lets it through again.
+func TestPolicyFiltersPackets(t *testing.T) {
+	w := newWorld(t, 1, 0)
+	laptop := w.env.Client.Host
+	op := []string{"RUNOS_TOKEN=" + w.env.OperatorToken}
+	ky3, _ := w.env.Cluster("ky3")
+
+	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
+	st := w.waitStatus(laptop, 30*time.Second, "connected to ky3", upOn("", "ky3"))
+	c, _ := cluster(st, "ky3")
+	url := "http://" + c.Server.Address + "/"
+	fetch := func() error {
+		_, err := w.run(laptop, nil, "curl", "-sS", "--max-time", "1", url)
+		return err
+	}
+	if err := fetch(); err != nil {
+		t.Fatalf("the page before any policy: %v", err)
+	}
+
+	set := func(doc string) time.Time {
+		t.Helper()
+		file := filepath.Join(w.env.Dir, "policy.txt")
+		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		w.must(laptop, op, "runos", "policy", "set", file)
+		return at
+	}
+	at := set("version 1\nallow * -> ky3: 10.96.0.20:5432\n")
+	var cut time.Duration
+	w.waitFor(10*time.Second, "the page refused by the policy", func() bool {
+		start := time.Now()
+		if fetch() != nil {
+			cut = start.Sub(at)
+			return true
+		}
+		return false
+	})
+	t.Logf("policy set → first refused fetch started after %v", cut)
+	if cut > time.Second {
+		t.Errorf("the page was still served %v after the policy was set, want under 1s", cut)
+	}
+	name := "api." + ky3.Domain
+	if got := w.getent(laptop, name); got != c.Server.Address {
+		t.Errorf("%s resolves to %q under the policy, want %s (the VPN server's DNS is always allowed)", name, got, c.Server.Address)
+	}
+
+	set("version 2\nallow * -> ky3: *\n")
+	w.waitFor(10*time.Second, "the page allowed again", func() bool { return fetch() == nil })
+}
