@@ -3,11 +3,15 @@
 package e2e
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,11 +85,11 @@ func TestPolicyRefusesJoin(t *testing.T) {
 }
 
 // TestPolicyFiltersPackets: the gateway enforces the policy on every
-// packet. Connected to ky3, the laptop loads the VPN node's page; a policy
-// that lets the user connect to ky3 but reach only a database elsewhere
-// cuts the page (measured from the set to the first refused fetch) while
-// the cluster's names still resolve through the VPN server's DNS; a rule
-// for everything in ky3 lets it through again.
+// packet. Connected to ky3, the laptop downloads from the VPN node's web
+// app; a policy that lets the user connect to ky3 but reach only a
+// database elsewhere cuts the live download within a second and refuses
+// new fetches, while the cluster's names still resolve through the VPN
+// server's DNS; a rule for everything in ky3 lets it through again.
 func TestPolicyFiltersPackets(t *testing.T) {
 	w := newWorld(t, 1, 0)
 	laptop := w.env.Client.Host
@@ -114,19 +118,28 @@ func TestPolicyFiltersPackets(t *testing.T) {
 		w.must(laptop, op, "runos", "policy", "set", file)
 		return at
 	}
+	// A live download from the laptop, read slowly through a small
+	// receive buffer so that it lasts minutes and little is queued.
+	dl := w.liveDownload(c.Server.Address + ":80")
+	w.waitFor(10*time.Second, "the download under way", func() bool { return dl.total.Load() > 64<<10 })
+
 	at := set("version 1\nallow * -> ky3: 10.96.0.20:5432\n")
-	var cut time.Duration
-	w.waitFor(10*time.Second, "the page refused by the policy", func() bool {
-		start := time.Now()
-		if fetch() != nil {
-			cut = start.Sub(at)
-			return true
+	select {
+	case err := <-dl.done:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("the live download ended with %v, want a read timing out", err)
 		}
-		return false
-	})
-	t.Logf("policy set → first refused fetch started after %v", cut)
-	if cut > time.Second {
-		t.Errorf("the page was still served %v after the policy was set, want under 1s", cut)
+		lastByte := time.Unix(0, dl.last.Load()).Sub(at)
+		t.Logf("policy set → the live download's last byte after %v", lastByte)
+		if lastByte > time.Second {
+			t.Errorf("the live download still got bytes %v after the policy was set, want under 1s", lastByte)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the live download still runs 15 s after the policy refused it")
+	}
+	if err := fetch(); err == nil {
+		t.Error("a new fetch of the page went through under a policy refusing it")
 	}
 	name := "api." + ky3.Domain
 	if got := w.getent(laptop, name); got != c.Server.Address {
@@ -135,4 +148,50 @@ func TestPolicyFiltersPackets(t *testing.T) {
 
 	set("version 2\nallow * -> ky3: *\n")
 	w.waitFor(10*time.Second, "the page allowed again", func() bool { return fetch() == nil })
+}
+
+// download is a GET of the lab web app's /bytes/ read at a steady pace.
+type download struct {
+	total atomic.Int64
+	last  atomic.Int64 // unix nanoseconds of the last byte
+	done  chan error   // the read that ended it: a timeout once nothing comes for 2 s
+}
+
+// liveDownload starts a 64 MiB download from addr on the laptop, read 4 KiB
+// every 10 ms through an 8 KiB receive buffer: it lasts minutes, and once
+// packets from the laptop are dropped its bytes stop within moments.
+func (w *world) liveDownload(addr string) *download {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := w.lab.Dial(ctx, w.env.Client.Host, "tcp", addr)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { conn.Close() })
+	if rb, ok := conn.(interface{ SetReadBuffer(int) error }); ok {
+		_ = rb.SetReadBuffer(8 << 10)
+	}
+	if _, err := fmt.Fprintf(conn, "GET /bytes/67108864 HTTP/1.1\r\nHost: lab\r\n\r\n"); err != nil {
+		w.t.Fatal(err)
+	}
+	d := &download{done: make(chan error, 1)}
+	go func() {
+		buf := make([]byte, 4<<10)
+		pace := time.NewTicker(10 * time.Millisecond)
+		defer pace.Stop()
+		for range pace.C {
+			conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			n, err := conn.Read(buf)
+			if n > 0 {
+				d.total.Add(int64(n))
+				d.last.Store(time.Now().UnixNano())
+			}
+			if err != nil {
+				d.done <- err
+				return
+			}
+		}
+	}()
+	return d
 }
