@@ -2,7 +2,9 @@ package policyfilter
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"golang.zx2c4.com/wireguard/tun"
@@ -133,3 +135,46 @@ func TestWriteDropsRefusedPackets(t *testing.T) {
 		t.Fatalf("a refused batch: %d, %v, passed %d", n, err, len(rec.got))
 	}
 }
+
+// BenchmarkWrite1000Rules is the filter's cost per packet in the TUN's
+// write path under a policy of 1,000 rules (one per user, 100 devices),
+// next to BenchmarkWriteNoPolicy.
+func BenchmarkWrite1000Rules(b *testing.B) {
+	var doc strings.Builder
+	doc.WriteString("version 1\n")
+	var devices []policy.Device
+	for i := range 1000 {
+		fmt.Fprintf(&doc, "allow user:u%d@x -> ky3: 10.96.%d.%d:%d\n", i, i/250, i%250, 1000+i)
+	}
+	for i := range 100 {
+		devices = append(devices, policy.Device{Addr: netip.AddrFrom4([4]byte{100, 96, 0, byte(2 + i)}), User: policy.Subject{User: fmt.Sprintf("u%d@x", i*10)}})
+	}
+	p, err := policy.Load([]byte(doc.String()), policy.Known{Clusters: []string{"ky3"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var f Filter
+	f.Set(policy.CompileDevices(p, "ky3", devices), netip.MustParseAddr(service))
+	benchWrite(b, &f)
+}
+
+func BenchmarkWriteNoPolicy(b *testing.B) { benchWrite(b, &Filter{}) }
+
+func benchWrite(b *testing.B, f *Filter) {
+	dev := f.Wrap(&discardTUN{})
+	bufs := make([][]byte, 128)
+	for i := range bufs {
+		src := netip.AddrFrom4([4]byte{100, 96, 0, byte(2 + i%100)})
+		bufs[i] = packet(src.String(), "10.96.0.40", 6, uint16(1000+(i%100)*10))
+	}
+	for b.Loop() {
+		if _, err := dev.Write(bufs, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bufs)), "ns/packet")
+}
+
+type discardTUN struct{ tun.Device }
+
+func (discardTUN) Write(bufs [][]byte, _ int) (int, error) { return len(bufs), nil }
