@@ -40,6 +40,7 @@ BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
 
 .PHONY: desktop-macos all help build test test-deps test-unit test-e2e test-fuzz demo lint bench plots clean
 .PHONY: cross release
+.PHONY: packages test-packages test-workflows
 
 all: build
 
@@ -54,6 +55,7 @@ help:
 	@echo 'make cross   cross-compile for $(CROSS_TARGETS) into $(CROSS)/'
 	@echo 'make desktop-macos  RunOS Desktop.app into $(BIN)/ (on a Mac: needs cgo)'
 	@echo 'make release versioned archives of the cross builds and SHA256SUMS in $(DIST)/'
+	@echo 'make packages .deb and .rpm of runos, runos-control and runos-gateway for $(PKG_ARCHES) in $(DIST)/'
 
 build:
 	@mkdir -p $(BIN)
@@ -70,7 +72,9 @@ build:
 test: test-deps
 	@status=0; $(MAKE) --no-print-directory test-unit || status=1; \
 	$(MAKE) --no-print-directory test-e2e || status=1; \
-	$(MAKE) --no-print-directory test-fuzz || status=1; exit $$status
+	$(MAKE) --no-print-directory test-fuzz || status=1; \
+	$(MAKE) --no-print-directory test-packages || status=1; \
+	$(MAKE) --no-print-directory test-workflows || status=1; exit $$status
 
 test-deps:
 	@.ci/deps ensure test
@@ -195,3 +199,32 @@ release: cross
 		echo "release: NOTE: no wintun.dll in$$nowintun: runos vpn install on Windows needs it beside runos.exe;" \
 			"get Wintun's zip from https://www.wintun.net and run make release WINTUN_DIR=/path/to/wintun/bin"; fi; \
 	cd $(DIST) && sha256sum *.tar.gz *.zip > SHA256SUMS && echo "release: $(DIST)/SHA256SUMS" && cat SHA256SUMS
+
+# Packages: .deb and .rpm of runos (with its man pages and shell
+# completions, generated from its command tree), runos-control and
+# runos-gateway, for PKG_ARCHES, into $(DIST)/. packaging/ is a Go module
+# of its own that uses nfpm as a library, so nfpm's dependencies stay out
+# of the programs' go.mod. Only the Linux programs are built here.
+PKG_ARCHES  ?= amd64 arm64
+PKG_FORMATS ?= deb,rpm
+packages:
+	@set -e; for arch in $(PKG_ARCHES); do \
+		echo "packages: linux/$$arch"; mkdir -p $(CROSS)/linux-$$arch; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+			-o $(CROSS)/linux-$$arch/ $(addprefix ./cmd/,$(CROSS_PROGRAMS)); \
+	done
+	cd packaging && $(GO) run . -bin $(CURDIR)/$(CROSS) -root $(CURDIR) -out $(CURDIR)/$(DIST) \
+		-version $(VERSION) -mtime $(SOURCE_DATE) -format $(PKG_FORMATS) -arch $$(echo $(PKG_ARCHES) | tr ' ' ,)
+
+# The packages' own tests (packaging/ is its own module, outside ./...):
+# what each .deb and .rpm holds (dpkg-deb -c, rpm -qlp), the maintainer
+# scripts, the units. The install and purge as a user would is e2e's
+# TestPackageInstallPurge.
+test-packages:
+	cd packaging && $(GO) test -count=1 ./...
+
+# The macOS and Windows workflows (.github/workflows/) run only on GitHub's
+# hosted runners; here they are parsed and checked against the workflow
+# syntax (a JSON Schema of it in the test).
+test-workflows:
+	python3 .github/workflows_test.py

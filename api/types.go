@@ -129,6 +129,9 @@ type ClusterDetail struct {
 	Nodes         []Node       `json:"nodes"`
 	VPNServices   []VPNService `json:"vpnServices"`
 	DevicePool    *PoolUsage   `json:"devicePool,omitempty"` // operators only (access.go)
+	// Inside is what its gateways reported lies inside the cluster (nil:
+	// nothing reported yet), with the cluster's mapped range.
+	Inside *ClusterInside `json:"inside,omitempty"`
 }
 
 // Node is a node of a cluster.
@@ -310,6 +313,9 @@ type ClusterConfig struct {
 	Name   string    `json:"name"`
 	Domain string    `json:"domain"`
 	VPN    VPNConfig `json:"vpn"`
+	// Inside is what the device may reach inside the cluster through its
+	// VPN node, and the cluster's mapped range (nil: nothing declared).
+	Inside *ClusterInside `json:"inside,omitempty"`
 }
 
 // SessionInfo describes the sign-in a token belongs to.
@@ -337,6 +343,9 @@ type GatewayPeer struct {
 	// checked against (set when the account has a policy).
 	User   string   `json:"user,omitempty"`
 	Groups []string `json:"groups,omitempty"`
+	// ExpiresAt is when the device's session ends: a gateway serving from
+	// the map it kept (control unreachable) drops the peer then.
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
 // Gateway roles for the service a gateway serves.
@@ -362,6 +371,9 @@ type GatewayService struct {
 	// format) the gateway enforces on every packet from a device; empty:
 	// the account has none, and devices reach everything.
 	Policy string `json:"policy,omitempty"`
+	// Inside is the cluster's inside as control keeps it, with Mapped:
+	// the range the gateway translates back (nil: nothing declared).
+	Inside *ClusterInside `json:"inside,omitempty"`
 }
 
 // GatewayMap is GET /v1/gateway/map: what a node's gateway must do.
@@ -394,6 +406,9 @@ type GatewayReport struct {
 	// report of one run): a new value for the hosting node tells its
 	// devices the server restarted.
 	StartedAt time.Time `json:"startedAt,omitzero"`
+	// Inside is what the node's configuration says lies inside the
+	// cluster (nil: not configured); Mapped is never sent.
+	Inside *ClusterInside `json:"inside,omitempty"`
 }
 
 // RelayTicket is POST /v1/devices/{id}/clusters/{cid}/relay-ticket: what

@@ -50,6 +50,9 @@ type Token struct {
 // SignIn uses the browser unless noBrowser, Opener is nil, or opening
 // fails; then the device grant.
 func (f *Flow) SignIn(ctx context.Context, noBrowser bool) (*Token, error) {
+	if a, ok := f.Opener.(interface{ available() error }); ok && !noBrowser && a.available() != nil {
+		noBrowser = true // headless: the code at once, with no browser launcher failing first
+	}
 	if !noBrowser && f.Opener != nil {
 		tok, err := f.SignInBrowser(ctx)
 		if !errors.Is(err, ErrNoBrowser) {

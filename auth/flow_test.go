@@ -252,6 +252,7 @@ func TestSignInChoosesGrant(t *testing.T) {
 		"no-browser flag": {opener: openerFunc(func(string) error { t.Error("opened a browser"); return nil }), noBrowser: true},
 		"no opener":       {},
 		"opener fails":    {opener: openerFunc(func(string) error { return errors.New("no display") }), say: "Could not open a browser (no display); signing in with a code instead."},
+		"headless":        {opener: SystemOpener(func(k string) string { return map[string]string{"SSH_CONNECTION": "198.51.100.7 50000 10.0.0.2 22"}[k] })},
 		"browser exits 1": {opener: SystemOpener(func(k string) string { return map[string]string{"BROWSER": "false"}[k] }), say: "Could not open a browser (BROWSER=\"false\": exit status 1); signing in with a code instead."},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -266,6 +267,9 @@ func TestSignInChoosesGrant(t *testing.T) {
 			}
 			if tc.say != "" && !strings.Contains(out.String(), tc.say) {
 				t.Errorf("printed %q, want %q", out.String(), tc.say)
+			}
+			if tc.say == "" && (strings.Contains(out.String(), "browser") || strings.Count(out.String(), "To sign in, visit") != 1) {
+				t.Errorf("printed %q, want the code once and no word of a browser", out.String())
 			}
 		})
 	}

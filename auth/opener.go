@@ -13,7 +13,9 @@ import (
 
 // SystemOpener runs $BROWSER when set (URL appended as the last argument,
 // or replacing %s; the value may hold arguments, split as a shell would),
-// else github.com/pkg/browser.
+// else github.com/pkg/browser where a browser can show (a display on
+// Linux, no SSH session): elsewhere it does not try, and SignIn goes
+// straight to the device code.
 func SystemOpener(getenv func(string) string) Opener {
 	return &systemOpener{getenv: getenv, stderr: os.Stderr}
 }
@@ -41,6 +43,9 @@ func (o *systemOpener) start(url string) (<-chan error, error) {
 		env = strings.TrimSpace(o.getenv("BROWSER"))
 	}
 	if env == "" {
+		if why := headless(o.getenv); why != "" {
+			return nil, errNoDisplay{why}
+		}
 		go func() {
 			if err := browser.OpenURL(url); err != nil {
 				exited <- fmt.Errorf("%v (set BROWSER to the command that opens your browser)", err)
@@ -149,4 +154,13 @@ func splitShell(s string) ([]string, error) {
 		words = append(words, cur.String())
 	}
 	return words, nil
+}
+
+// available says why no browser would show, or nil: SignIn asks before
+// printing anything about a browser.
+func (o *systemOpener) available() error {
+	if why := headless(o.getenv); why != "" {
+		return errNoDisplay{why}
+	}
+	return nil
 }

@@ -177,3 +177,26 @@ func TestSignInWithBrowserCommand(t *testing.T) {
 		t.Fatalf("printed %q", out)
 	}
 }
+
+// Where no browser can show, the system opener does not try (and says
+// why); $BROWSER set is always tried.
+func TestHeadless(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want bool // headless
+	}{
+		{map[string]string{}, noDisplay(func(string) string { return "" }) != ""},
+		{map[string]string{"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0"}, false},
+		{map[string]string{"BROWSER": "w3m"}, false},
+		{map[string]string{"BROWSER": "  "}, noDisplay(func(string) string { return "" }) != ""},
+	} {
+		get := func(k string) string { return tc.env[k] }
+		if got := headless(get) != ""; got != tc.want {
+			t.Errorf("headless(%v) = %v, want %v", tc.env, got, tc.want)
+		}
+		err := SystemOpener(get).(*systemOpener).available()
+		if (err != nil) != tc.want {
+			t.Errorf("available(%v) = %v", tc.env, err)
+		}
+	}
+}

@@ -42,8 +42,11 @@ type Keystore interface {
 
 // Env is everything the commands use from outside the process.
 type Env struct {
+	// Stdin is where questions are answered (runos vpn up's choice of
+	// cluster); it is asked only when it and Stderr are terminals. `runos
+	// policy set -` reads the document from it.
+	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	Stdin          io.Reader // `runos policy set -`; nil reads nothing
 	Getenv         func(string) string
 	Now            func() time.Time
 	UserConfigDir  func() (string, error)
@@ -67,9 +70,9 @@ type Env struct {
 // OSEnv is the real environment of the process.
 func OSEnv() Env {
 	return Env{
+		Stdin:         os.Stdin,
 		Stdout:        os.Stdout,
 		Stderr:        os.Stderr,
-		Stdin:         os.Stdin,
 		Getenv:        os.Getenv,
 		Now:           time.Now,
 		UserConfigDir: os.UserConfigDir,
@@ -127,6 +130,11 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	return ExitError
 }
+
+// Command is runos's command tree as Main runs it, for what is generated
+// from it without running it: the man pages and shell completions the
+// packages ship (packaging/), so that runos help stays their one source.
+func Command() *cobra.Command { return newApp(Env{}).rootCmd() }
 
 // app is one run of the command tree.
 type app struct {

@@ -122,12 +122,35 @@ func renderCluster(w io.Writer, d *api.ClusterDetail) {
 	fmt.Fprintln(w, "\nNodes")
 	renderNodes(w, d.Nodes)
 
+	fmt.Fprintln(w, "\nInside (reached through the VPN node)")
+	renderInside(w, d.Inside)
+
 	fmt.Fprintln(w, "\nVPN service")
 	if len(d.VPNServices) == 0 {
 		fmt.Fprintf(w, "  none: add one with `runos services wireguard add --cid %s --target-node-id <nid> --name <name> --follow`\n", d.CID)
 		return
 	}
 	renderServices(w, d.VPNServices)
+}
+
+// renderInside shows what a cluster's gateways reported lies inside it.
+func renderInside(w io.Writer, in *api.ClusterInside) {
+	if in == nil || in.Empty() {
+		fmt.Fprintln(w, "  nothing declared (runos-gateway's --node-network, --pod-range, --service-range, --cluster-dns, --api-vip)")
+		return
+	}
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	fmt.Fprintf(w, "  Node network   %s\n", dash(in.NodeNetwork))
+	fmt.Fprintf(w, "  Pod range      %s\n", dash(in.PodRange))
+	fmt.Fprintf(w, "  Service range  %s\n", dash(in.ServiceRange))
+	fmt.Fprintf(w, "  Cluster DNS    %s\n", dash(in.DNSServer))
+	fmt.Fprintf(w, "  API VIP        %s\n", dash(in.APIAddress))
+	fmt.Fprintf(w, "  Mapped range   %s\n", dash(in.Mapped))
 }
 
 func renderNodes(w io.Writer, ns []api.Node) {

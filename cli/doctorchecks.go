@@ -195,8 +195,10 @@ func (d *doctorCtx) checkCluster(ctx context.Context, c localapi.ClusterStatus) 
 	ep, epErr := netip.ParseAddrPort(c.Server.Endpoint)
 	d.checkEndpoint(ctx, c, ep, epErr)
 	d.checkUDP(ctx, c, ep)
-	switch c.Path {
-	case localapi.PathRelay:
+	switch {
+	case d.awayFromPrivate(c):
+		d.run.fail(id("path"), privateIngressFix(c), "neither UDP nor the relay reaches %s: %s", c.Server.Endpoint, privateIngressWords(c))
+	case c.Path == localapi.PathRelay:
 		d.run.warn(id("path"), "allow UDP "+udpPort(ep)+" to "+c.Server.Endpoint+" for the direct path",
 			"through the relay (WireGuard over HTTPS): UDP to %s does not get through; it works, slower", c.Server.Endpoint)
 	default:
@@ -254,6 +256,10 @@ func (d *doctorCtx) checkEndpoint(_ context.Context, c localapi.ClusterStatus, e
 		return
 	}
 	kind := api.AddressKind(ep.Addr())
+	if d.awayFromPrivate(c) {
+		d.run.fail(id, privateIngressFix(c), "VPN node %s at %s (%s): %s", c.Server.NodeID, ep, kind, privateIngressWords(c))
+		return
+	}
 	if d.hairpinRisk(ep) {
 		d.run.warn(id, hairpinFix(c), "VPN node %s at %s (%s) while this machine is on a private network: most routers will not hairpin a public address back inside, so a device on the same LAN cannot reach the server through a public ingress address",
 			c.Server.NodeID, ep, kind)
@@ -291,6 +297,11 @@ func (d *doctorCtx) checkUDP(ctx context.Context, c localapi.ClusterStatus, ep n
 				"nothing listens on UDP %s at %s: the VPN server on %s is not running (the node refused the packet)", port, ep.Addr(), c.Server.NodeID)
 			return
 		}
+	}
+	if d.awayFromPrivate(c) {
+		// No firewall rule would help: the address is not routed here.
+		d.run.fail(id, privateIngressFix(c), "no handshake with the VPN server at %s: %s", c.Server.Endpoint, privateIngressWords(c))
+		return
 	}
 	fix := fmt.Sprintf("allow UDP %s to %s in every firewall between here and the node (a WireGuard handshake, not a ping, is what tells)", port, c.Server.Endpoint)
 	if d.hairpinRisk(ep) {

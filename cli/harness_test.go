@@ -72,6 +72,7 @@ type signInCall struct {
 
 // harness runs the real cobra tree against a fake daemon and a fake control.
 type harness struct {
+	tty     *bytes.Buffer // non-nil: stdin and stderr are a terminal, and this is what the user types
 	t       *testing.T
 	env     map[string]string
 	now     time.Time
@@ -149,7 +150,7 @@ func (h *harness) run(args ...string) result {
 		Getenv:        func(k string) string { return h.env[k] },
 		Now:           func() time.Time { return h.now },
 		UserConfigDir: func() (string, error) { return "", errors.New("tests set RUNOS_CONFIG") },
-		IsTerminal:    func(io.Writer) bool { return false },
+		IsTerminal:    func(io.Writer) bool { return h.tty != nil },
 		Opener:        openerFunc(func(string) error { return errors.New("no browser in tests") }),
 		Keystore:      func(string) Keystore { return h.ks },
 		Daemon:        h.vpnd,
@@ -159,6 +160,9 @@ func (h *harness) run(args ...string) result {
 	defer cancel()
 	if h.real {
 		env.Opener, env.signIn = nil, nil
+	}
+	if h.tty != nil {
+		env.Stdin = h.tty
 	}
 	code := Main(ctx, args, env)
 	r := result{stdout: out.String(), stderr: errb.String(), code: code}

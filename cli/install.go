@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,13 +21,15 @@ type installFlags struct {
 	operator, caFile string
 	purge, json      bool
 
+	allowedRoutes, allowedDomains []string
+
 	name, binary, stateDir, iface, logFile string
 	startTimeout                           time.Duration
 }
 
 func (a *app) addHiddenInstallFlags(c *cobra.Command, f *installFlags) {
 	c.Flags().StringVar(&f.name, "service-name", installer.DefaultName, "the service's name")
-	c.Flags().StringVar(&f.binary, "binary", installer.DefaultBinary(), "where runos is installed")
+	c.Flags().StringVar(&f.binary, "binary", "", "where runos is installed (default "+installer.DefaultBinary()+", or where a package put it)")
 	c.Flags().StringVar(&f.stateDir, "state-dir", platform.DefaultStateDir(), "the daemon's state directory")
 	c.Flags().StringVar(&f.iface, "interface", "", "the tunnel interface (default wg1)")
 	c.Flags().StringVar(&f.logFile, "log-file", "", "the daemon's log under System V init and launchd")
@@ -53,8 +56,20 @@ func (a *app) installOptions(f installFlags) (installer.Options, error) {
 		}
 		ca = abs
 	}
+	trust, err := parseTrust(f.allowedRoutes, f.allowedDomains)
+	if err != nil {
+		return installer.Options{}, err
+	}
+	var it installer.Trust
+	for _, p := range trust.Routes {
+		it.AllowedRoutes = append(it.AllowedRoutes, p.String())
+	}
+	for _, d := range trust.Domains {
+		it.AllowedDNSDomains = append(it.AllowedDNSDomains, strings.Trim(d, "."))
+	}
 	return installer.Options{
-		Name: f.name, Binary: f.binary, StateDir: f.stateDir, Socket: a.socketPath(),
+		Trust: it,
+		Name:  f.name, Binary: f.binary, StateDir: f.stateDir, Socket: a.socketPath(),
 		Interface: f.iface, CAFile: ca, LogFile: f.logFile, Operator: f.operator, Purge: f.purge,
 		Getenv: a.env.Getenv, Progress: a.env.Stderr, StartTimeout: f.startTimeout,
 	}, nil
@@ -70,9 +85,14 @@ and restarts after a failure: systemd, System V init where there is no
 systemd, launchd on macOS, the service manager on Windows.
 
 It copies this runos to ` + installer.DefaultBinary() + ` (unless it already runs from
-there), creates the state directory ` + platform.DefaultStateDir() + ` (0700), records
+there, or from where a .deb or .rpm put it), creates the state directory ` + platform.DefaultStateDir() + ` (0700), records
 ` + installer.InvokingUserWords + ` as the operator, registers the service and starts it,
 and returns once the daemon answers on its socket.
+
+An organisation whose control allocates from its own pools names them
+with --allowed-routes and --allowed-dns-domains (the daemon's own flags):
+they are recorded in the state directory and passed to the daemon, and an
+upgrade without them keeps them.
 
 Who may steer the VPN (up, connect, disconnect, down): ` + access.AdminWord() + `, the operator and
 members of the ` + access.Group + ` group; everyone else may read the status.
@@ -83,7 +103,8 @@ the service registered anew and started. If anything fails, what this run
 changed is undone (an upgrade puts the previous version back).`,
 		Example: `  ` + platform.AdminPrefix + `runos vpn install
   ` + platform.AdminPrefix + `runos vpn install --operator alice
-  ` + platform.AdminPrefix + `runos vpn install --ca-file ./control-ca.pem   # a control with its own CA`,
+  ` + platform.AdminPrefix + `runos vpn install --ca-file ./control-ca.pem   # a control with its own CA
+  ` + platform.AdminPrefix + `runos vpn install --allowed-routes 10.64.0.0/16,10.65.0.0/16 --allowed-dns-domains corp.example`,
 		Args: exactArgs(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
 			o, err := a.installOptions(f)
@@ -105,6 +126,10 @@ changed is undone (an upgrade puts the previous version back).`,
 	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA that signs control's certificate (copied into the state directory)")
 	c.Flags().DurationVar(&f.startTimeout, "timeout", installer.DefaultStartTimeout, "how long to wait for the daemon to answer")
 	c.Flags().BoolVar(&f.json, "json", false, "print what was installed as JSON")
+	c.Flags().StringSliceVar(&f.allowedRoutes, "allowed-routes", nil,
+		"the daemon's --allowed-routes: prefixes control may route through the tunnel (default: the VPN's pools, or what an earlier install recorded)")
+	c.Flags().StringSliceVar(&f.allowedDomains, "allowed-dns-domains", nil,
+		"the daemon's --allowed-dns-domains: DNS domains control may send besides each cluster's own")
 	a.addHiddenInstallFlags(c, &f)
 	return c
 }
@@ -122,6 +147,12 @@ func (a *app) printInstalled(r *installer.Result) {
 		fmt.Fprintf(t, "  operator\t%s may steer the VPN (so may %s and the %s group)\n", r.Operator, access.AdminWord(), access.Group)
 	} else {
 		fmt.Fprintf(t, "  operator\tnone: only %s and the %s group may steer the VPN (add one: %s)\n", access.AdminWord(), access.Group, platform.AdminCommand("vpn install --operator USER"))
+	}
+	if len(r.Trust.AllowedRoutes) > 0 {
+		fmt.Fprintf(t, "  allowed routes\t%s\n", strings.Join(r.Trust.AllowedRoutes, ", "))
+	}
+	if len(r.Trust.AllowedDNSDomains) > 0 {
+		fmt.Fprintf(t, "  allowed DNS domains\t%s\n", strings.Join(r.Trust.AllowedDNSDomains, ", "))
 	}
 	if r.Log != "" {
 		fmt.Fprintf(t, "  log\t%s\n", r.Log)

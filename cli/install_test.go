@@ -17,7 +17,7 @@ func TestInstallFlags(t *testing.T) {
 	h.run("vpn", "install", "extra").want(t, ExitUsage, nil, []string{"too many arguments"})
 	h.run("vpn", "uninstall", "--help").want(t, ExitOK, []string{"--purge", "device key", "sudo runos vpn uninstall"}, nil)
 	r := h.run("vpn", "install", "--help")
-	r.want(t, ExitOK, []string{"--operator", "--ca-file", "upgrades in place", "runos group"}, nil)
+	r.want(t, ExitOK, []string{"--operator", "--ca-file", "upgrades in place", "runos group", "--allowed-routes", "--allowed-dns-domains"}, nil)
 	for _, hidden := range []string{"--service-name", "--state-dir", "--binary"} {
 		if strings.Contains(r.stdout, hidden) {
 			t.Errorf("help shows the test-only flag %s", hidden)
@@ -38,6 +38,17 @@ func TestInstallFlags(t *testing.T) {
 		o.LogFile != "/var/log/x.log" || o.Operator != "bob" || !o.Purge || o.StartTimeout != 5*time.Second ||
 		o.Socket != "/run/runos-e2e/vpnd.sock" || o.CAFile != filepath.Join(dir, "ca.pem") || o.Getenv("SUDO_USER") != "alice" {
 		t.Errorf("options %+v", o)
+	}
+	// --allowed-routes and --allowed-dns-domains: checked as the daemon
+	// checks them, then passed on in canonical form.
+	h.run("vpn", "install", "--allowed-routes", "10.64.0.1/16").want(t, ExitUsage, nil, []string{`--allowed-routes "10.64.0.1/16": want prefixes`})
+	h.run("vpn", "install", "--allowed-dns-domains", "corp").want(t, ExitUsage, nil, []string{`--allowed-dns-domains "corp": want a domain of two labels`})
+	o, err = a.installOptions(installFlags{allowedRoutes: []string{" 10.64.0.0/16", "10.65.0.0/16"}, allowedDomains: []string{"corp.example."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(o.Trust.AllowedRoutes, ",") + " " + strings.Join(o.Trust.AllowedDNSDomains, ","); got != "10.64.0.0/16,10.65.0.0/16 corp.example" {
+		t.Errorf("trust %q", got)
 	}
 }
 

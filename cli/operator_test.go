@@ -78,7 +78,12 @@ func TestClustersShow(t *testing.T) {
 	h.control.services["wg-ky3"] = &api.VPNService{ID: "wg-ky3", CID: "ky3", Name: "vpn", NodeID: "n1", Port: 32768, State: api.ServiceServing,
 		Endpoint: "10.77.0.21:32768", AddressKind: api.AddressPrivate, Address: "100.100.1.1", Devices: 2}
 	h.control.clusters[0].VPNServices = []api.VPNService{*h.control.services["wg-ky3"]}
+	h.control.clusters[0].Inside = &api.ClusterInside{ServiceRange: "10.96.0.0/12", DNSServer: "10.96.0.10", Mapped: "fd52:4f53:5600:2::/96"}
 	h.run("clusters", "show", "ky3").want(t, 0, []string{
+		"  Service range  10.96.0.0/12",
+		"  Cluster DNS    10.96.0.10",
+		"  Pod range      -",
+		"  Mapped range   fd52:4f53:5600:2::/96",
 		"Cluster       ky3 (tc3-ky3), account rjwrn",
 		"Domain        ky3.rjwrn.example.com",
 		"k8s.ky3.rjwrn.example.com  A     198.51.100.21",
@@ -86,7 +91,7 @@ func TestClustersShow(t *testing.T) {
 		"n1   ky3-n1  control-plane,worker  ready   10.77.0.21     true       true",
 		"wg-ky3  vpn   n1    32768  serving  10.77.0.21:32768 (private)  100.100.1.1  2",
 	}, nil)
-	h.run("clusters", "show", "xym").want(t, 0, []string{"runos services wireguard add --cid xym"}, nil)
+	h.run("clusters", "show", "xym").want(t, 0, []string{"runos services wireguard add --cid xym", "  nothing declared (runos-gateway's"}, nil)
 	h.run("clusters", "show", "zzz").want(t, 1, nil, []string{"show cluster zzz: no cluster zzz (see runos clusters list)"})
 	r := h.run("clusters", "show", "ky3", "--json")
 	var d api.ClusterDetail

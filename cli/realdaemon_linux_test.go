@@ -58,7 +58,7 @@ func TestRealDaemon(t *testing.T) {
 
 	h := newHarness(t)
 	h.env["RUNOS_VPND_SOCKET"] = sock
-	h.run("vpn", "status").want(t, 0, []string{"Session   signed out; run `runos vpn up` to sign in", "Tunnel    " + iface}, nil)
+	h.run("vpn", "status").want(t, 0, []string{"Session   signed out; run `runos vpn up` to sign in", "Tunnel    down: signed out (" + iface + " carries nothing until runos vpn up)"}, nil)
 	r := h.run("vpn", "status", "--json")
 	var st localapi.Status
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {

@@ -22,7 +22,7 @@ func TestStatusRevoked(t *testing.T) {
 		Warnings: []localapi.Warning{{Code: localapi.WarnDeviceRevoked, Message: "this device was removed from RunOS at …"}},
 	}
 	var b bytes.Buffer
-	renderStatus(&b, st, now)
+	renderStatus(&b, st, now, nil)
 	out := b.String()
 	for _, want := range []string{
 		"Session   revoked at 11:57 UTC: this device was removed from RunOS and its key is refused\n",

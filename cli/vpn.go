@@ -59,10 +59,13 @@ live WireGuard handshake with its VPN server.
 
 Signing in opens control's login page in your browser ($BROWSER when set);
 the URL is printed too. With --no-browser, or where no browser can open
-(an SSH session), it prints a URL and a code to enter on any device.
+(no display, or an SSH session), it prints a URL and a code to enter on
+any device, and tries no browser first.
 
 The default cluster is --cid, else the configured cid (runos config set cid
-<cid>), else your account's only cluster. After a fresh sign-in the daemon
+<cid>), else your account's only cluster. With several and no default, on
+a terminal it asks which one (and offers to remember it); elsewhere it
+stops, naming them. After a fresh sign-in the daemon
 reconnects the clusters you had connected before; up waits for those too.
 
 It returns once every cluster is up (peerUp), or fails after --timeout with
@@ -140,6 +143,16 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 		fresh = c
 	}
 	plan, err := vpnup.Decide(ctx, f.cid, e.CID, st, fresh)
+	if ce := (*vpnup.ChooseError)(nil); errors.As(err, &ce) && len(ce.Available) > 1 {
+		// Several clusters and no default: on a terminal, ask.
+		cid, asked, perr := a.pickCluster(ce.Available)
+		if perr != nil {
+			return fmt.Errorf("vpn up: %w", perr)
+		}
+		if asked {
+			plan, err = vpnup.Decide(ctx, cid, e.CID, st, fresh)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("vpn up: %w", chooseHint(err))
 	}
@@ -147,7 +160,7 @@ func (a *app) vpnUp(ctx context.Context, f upFlags) error {
 	targets := restored
 	var added []string
 	if cid := plan.Connect; cid != "" {
-		if _, err := d.Connect(ctx, cid); err != nil {
+		if _, err := d.ConnectWith(ctx, localapi.ConnectRequest{CID: cid, Default: e.CID}); err != nil {
 			return stoppedWhile("connecting "+cid, fmt.Errorf("vpn up: connect %s: %w", cid, signedOutHint(err)))
 		}
 		targets, added = append(slices.Clone(restored), cid), []string{cid}
@@ -311,7 +324,11 @@ func (a *app) vpnConnect(ctx context.Context, cid string, f connectFlags) error 
 	}
 	var rollback []string
 	if c := findCluster(st, cid); c == nil || !c.Wanted {
-		if _, err := d.Connect(ctx, cid); err != nil {
+		def := ""
+		if e, err := a.effective(); err == nil {
+			def = e.CID
+		}
+		if _, err := d.ConnectWith(ctx, localapi.ConnectRequest{CID: cid, Default: def}); err != nil {
 			return stoppedWhile("connecting "+cid, fmt.Errorf("connect %s: %w", cid, signedOutHint(err)))
 		}
 		rollback = []string{cid}

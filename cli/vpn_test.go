@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -56,6 +57,31 @@ func TestVPNUpSeveralClustersSaysHowToChoose(t *testing.T) {
 	if slices.Contains(h.daemon.Calls(), "connect ky3") || slices.Contains(h.daemon.Calls(), "connect xym") {
 		t.Errorf("connected without a choice: %q", h.daemon.Calls())
 	}
+}
+
+// On a terminal, several clusters and no default: up asks, connects the
+// choice, and remembers it when the user agrees.
+func TestVPNUpPicksOnATerminal(t *testing.T) {
+	for _, tc := range []struct {
+		typed, cid string
+		remember   bool
+	}{{"2\nn\n", "xym", false}, {"9\nky3\ny\n", "ky3", true}} {
+		h := newHarness(t)
+		h.tty = bytes.NewBufferString(tc.typed)
+		r := h.run("vpn", "up")
+		r.want(t, 0, []string{tc.cid + " is up"}, []string{"Your account has 2 clusters and no default:", "  1) ky3", "  2) xym", "Connect which one? [1-2]", "Make " + tc.cid + " your default (runos config set cid " + tc.cid + ")? [y/N]"})
+		if !slices.Contains(h.daemon.Calls(), "connect "+tc.cid) {
+			t.Errorf("typed %q: calls %q", tc.typed, h.daemon.Calls())
+		}
+		saved := h.run("config", "get", "cid").stdout
+		if got := strings.TrimSpace(saved) == tc.cid; got != tc.remember {
+			t.Errorf("typed %q: config cid %q", tc.typed, saved)
+		}
+	}
+	// Nothing chosen: the same advice as without a terminal.
+	h := newHarness(t)
+	h.tty = bytes.NewBufferString("x\n")
+	h.run("vpn", "up").want(t, 2, nil, []string{"no cluster chosen", "--cid <cid>"})
 }
 
 func TestVPNUpWaitsForRestoredClusters(t *testing.T) {

@@ -131,21 +131,12 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 	if stateDir == "" {
 		stateDir = platform.DefaultStateDir()
 	}
-	trust := state.Trust{Domains: f.allowedDomains}
-	for _, s := range f.allowedRoutes {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
-		if err != nil || p != p.Masked() {
-			return vpnd.Config{}, usagef("--allowed-routes %q: want prefixes such as %s", s, api.DefaultServicePool)
-		}
-		trust.Routes = append(trust.Routes, p)
+	trust, err := parseTrust(f.allowedRoutes, f.allowedDomains)
+	if err != nil {
+		return vpnd.Config{}, err
 	}
 	if len(trust.Routes) == 0 {
 		return vpnd.Config{}, usagef("--allowed-routes is empty: name at least the VPN's pools (%s,%s)", api.DefaultDevicePool, api.DefaultServicePool)
-	}
-	for _, d := range f.allowedDomains {
-		if !strings.Contains(strings.Trim(d, "."), ".") {
-			return vpnd.Config{}, usagef("--allowed-dns-domains %q: want a domain of two labels or more, such as example.org", d)
-		}
 	}
 	var out io.Writer = a.env.Stderr
 	if f.logFile != "" {
@@ -201,4 +192,23 @@ func (a *app) vpnd(ctx context.Context, f vpndFlags) error {
 		return fmt.Errorf("vpnd: %w", err)
 	}
 	return nil
+}
+
+// parseTrust checks the daemon's --allowed-routes and --allowed-dns-domains
+// (runos vpnd's, and runos vpn install's that it passes on).
+func parseTrust(routes, domains []string) (state.Trust, error) {
+	trust := state.Trust{Domains: domains}
+	for _, s := range routes {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil || p != p.Masked() {
+			return state.Trust{}, usagef("--allowed-routes %q: want prefixes such as %s", s, api.DefaultServicePool)
+		}
+		trust.Routes = append(trust.Routes, p)
+	}
+	for _, d := range domains {
+		if !strings.Contains(strings.Trim(d, "."), ".") {
+			return state.Trust{}, usagef("--allowed-dns-domains %q: want a domain of two labels or more, such as example.org", d)
+		}
+	}
+	return trust, nil
 }

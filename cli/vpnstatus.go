@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -51,7 +52,8 @@ runos group) is told so, with the command that grants access.
 			if asJSON {
 				return printJSON(a.env.Stdout, st)
 			}
-			renderStatus(a.env.Stdout, st, a.env.Now())
+			local, _ := localAddrs() // unknown: nothing is said about private addresses
+			renderStatus(a.env.Stdout, st, a.env.Now(), local)
 			return nil
 		}),
 	}
@@ -128,23 +130,45 @@ func readOnlyErr(st *localapi.Status) error {
 	return nil
 }
 
-func tunnelLines(t localapi.Tunnel) []string {
+// tunnelLines says whether the tunnel carries anything. The daemon keeps
+// wg1 (and its address) between sessions, so its interface being up is
+// not the user's "up": after runos vpn down, with no cluster connected or
+// connecting, the tunnel is down, and the line says why.
+func tunnelLines(st *localapi.Status) []string {
+	t := st.Tunnel
 	name := t.Interface
 	if name == "" {
 		name = "wg1"
 	}
-	l := name + " down"
-	if t.Up {
+	var l string
+	switch {
+	case !t.Up:
+		l = name + " down"
+	case !carriesClusters(st.Clusters) && st.Session.State != localapi.SessionSignedIn:
+		l = "down: signed out (" + name + " carries nothing until runos vpn up)"
+	case !carriesClusters(st.Clusters):
+		l = "down: no cluster connected (runos vpn connect <cid>)"
+	default:
 		l = name + " up"
-	}
-	if len(t.Addresses) > 0 {
-		l += ", " + strings.Join(t.Addresses, ", ")
+		if len(t.Addresses) > 0 {
+			l += ", " + strings.Join(t.Addresses, ", ")
+		}
 	}
 	lines := []string{l}
 	if t.Error != "" {
 		lines = append(lines, "error: "+t.Error)
 	}
 	return lines
+}
+
+// carriesClusters: a cluster is connected or being connected.
+func carriesClusters(cs []localapi.ClusterStatus) bool {
+	for _, c := range cs {
+		if c.State == localapi.ClusterConnected || c.State == localapi.ClusterConnecting {
+			return true
+		}
+	}
+	return false
 }
 
 func dnsLines(d localapi.DNS) []string {
@@ -163,7 +187,9 @@ func dnsLines(d localapi.DNS) []string {
 }
 
 // renderStatus is the human form of vpn status.
-func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
+// local is this machine's addresses, to tell a private ingress out of
+// reach (see privateingress.go).
+func renderStatus(w io.Writer, st *localapi.Status, now time.Time, local []netip.Prefix) {
 	section := func(name string, lines []string) {
 		for i, l := range lines {
 			if i == 0 {
@@ -178,7 +204,7 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 	}
 	section("Session", sessionLines(st.Session, st.Control, hasWarning(st, localapi.WarnSessionExpiring), now))
 	section("Access", accessLines(st.Access))
-	section("Tunnel", tunnelLines(st.Tunnel))
+	section("Tunnel", tunnelLines(st))
 	section("DNS", dnsLines(st.DNS))
 	for _, warn := range otherWarnings(st) {
 		fmt.Fprintln(w, "warning: "+warn)
@@ -194,14 +220,24 @@ func renderStatus(w io.Writer, st *localapi.Status, now time.Time) {
 	}
 	t.flush()
 	for _, c := range st.Clusters {
-		if c.Path == localapi.PathRelay {
+		switch {
+		case c.State == localapi.ClusterConnected && !c.PeerUp && awayFromPrivate(c, local):
+			// Not the firewall, and not the relay: the address is private.
+			fmt.Fprintf(w, "  %s: %s; %s\n", c.CID, privateIngressWords(c), privateIngressFix(c))
+		case c.Path == localapi.PathRelay:
 			fmt.Fprintf(w, "  %s: relayed over %s (%s)\n", c.CID, c.Relay, c.PathReason)
 		}
 		if c.DNS.Server != "" && len(c.DNS.Domains) > 0 {
 			fmt.Fprintf(w, "  %s: DNS %s for %s\n", c.CID, c.DNS.Server, strings.Join(c.DNS.Domains, ", "))
 		}
+		for _, l := range reachLines(c.Reach) {
+			fmt.Fprintf(w, "  %s: %s\n", c.CID, l)
+		}
 		if c.Error != "" {
 			fmt.Fprintf(w, "  %s: %s\n", c.CID, c.Error)
+		}
+		if c.Kept != nil {
+			fmt.Fprintf(w, "  %s: %s\n", c.CID, c.Kept.Message)
 		}
 	}
 }
@@ -232,4 +268,34 @@ func hasWarning(st *localapi.Status, code string) bool {
 		}
 	}
 	return false
+}
+
+// reachLines say what the laptop routes into a cluster beyond its VPN
+// server: raw ranges, shadowed ones and by what, the mapped range.
+func reachLines(r *localapi.ClusterReach) []string {
+	if r == nil {
+		return nil
+	}
+	var out []string
+	if len(r.Routed) > 0 {
+		l := "routes " + strings.Join(r.Routed, ", ")
+		if r.Default {
+			l += " (the default cluster)"
+		}
+		out = append(out, l)
+	}
+	if len(r.Shadowed) > 0 {
+		var sh []string
+		for _, s := range r.Shadowed {
+			sh = append(sh, s.Prefix+" (by "+s.By+")")
+		}
+		out = append(out, "shadowed "+strings.Join(sh, ", "))
+	}
+	if r.Mapped != "" {
+		out = append(out, "mapped "+r.Mapped+": every internal range, by the cluster's names")
+	}
+	for _, x := range r.Refused {
+		out = append(out, "refused "+x)
+	}
+	return out
 }

@@ -38,6 +38,9 @@ func TestDemo(t *testing.T) {
 		"100.100.1.1     traefik.ky3.rjwrn.example.com", // split DNS
 		"192.0.2.80      www.example.test",              // everything else as before
 		"xym is up: VPN server n1",
+		"xym: shadowed 10.10.0.0/24 (by ky3)", // overlap, in status
+		"curl -sS --max-time 10 http://web.default.svc.xym.rjwrn.example.com/\ncluster=xym node=n1", // a Service by name
+		"default       web-n2", // kubectl get pods -A on ky3
 		"Done: 1/1 devices switched",
 		"cluster=ky3 node=n2", // the same address after the move
 		"Disconnected xym.",

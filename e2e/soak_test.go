@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,11 @@ import (
 //   - no route is there twice, and there is one wg1 and no other tunnel;
 //   - every wanted cluster is connected with peerUp within 5 s of the parts
 //     being back.
+//
+// Every third round is a control outage instead: control is killed, then
+// the laptop's daemon or a gateway is killed and started again while
+// control is still dead (each serves from the map it kept), the same
+// checks hold, and again once control is back.
 //
 // make test runs a few rounds; RUNOS_SOAK_ROUNDS=60 runs the long form
 // (about 10 minutes). RUNOS_SOAK_SEED replays a run (the seed is logged).
@@ -64,6 +70,13 @@ func TestSoak(t *testing.T) {
 
 	s := &soak{w: w, laptop: laptop, resolvPath: resolvPath, original: original}
 	for round := 1; round <= rounds; round++ {
+		if round%3 == 0 {
+			s.outageRound(t, round, rng)
+			if t.Failed() {
+				t.Fatalf("round %d broke an invariant (replay with RUNOS_SOAK_SEED=%d)", round, seed)
+			}
+			continue
+		}
 		action := s.actions()[rng.IntN(len(s.actions()))]
 		victim := s.victims()[rng.IntN(len(s.victims()))]
 		delay := time.Duration(rng.IntN(400)) * time.Millisecond
@@ -88,6 +101,46 @@ func TestSoak(t *testing.T) {
 	if b, _ := os.ReadFile(resolvPath); string(b) != string(original) {
 		t.Errorf("after down resolv.conf is\n%s", b)
 	}
+}
+
+// outageRound connects both clusters, kills control, then a daemon or
+// gateway picked by rng, starts that one again with control still dead,
+// checks, and brings control back.
+func (s *soak) outageRound(t *testing.T, round int, rng *rand.Rand) {
+	victims := s.victims()
+	victims = slices.DeleteFunc(victims, func(v soakVictim) bool { return v.proc == "control" })
+	victim := victims[rng.IntN(len(victims))]
+	for _, cid := range []string{"ky3", "xym"} { // something to keep: both wanted and up first
+		s.w.must(s.laptop, nil, "runos", "vpn", "connect", cid, "--timeout", "20s")
+	}
+	t.Logf("round %d: ky3 and xym up; control down, kill -9 %s and start it again", round, victim.name)
+	if err := s.w.lab.Stop("control", "control", syscall.SIGKILL, time.Second); err != nil {
+		t.Fatalf("round %d: kill control: %v", round, err)
+	}
+	if err := s.w.lab.Stop(victim.host, victim.proc, syscall.SIGKILL, time.Second); err != nil {
+		t.Fatalf("round %d: kill %s: %v", round, victim.name, err)
+	}
+	var err error
+	if victim.proc == "vpnd" {
+		err = s.w.lab.Restart(t.Context(), victim.host, victim.proc) // ready: its socket answers
+	} else {
+		err = s.w.lab.StartAgain(victim.host, victim.proc) // a gateway's readiness is control's to see
+	}
+	if err != nil {
+		t.Fatalf("round %d: start %s again: %v", round, victim.name, err)
+	}
+	within := 5 * time.Second
+	if victim.proc == "gateway" {
+		// The laptop hears of a gateway's restart from control, which is
+		// down: its own liveness finds the server forgot the session
+		// (no answer for 5 s, then a handshake), so allow that much more.
+		within += 5 * time.Second
+	}
+	s.checkWithin(t, round, within)
+	if err := s.w.lab.Restart(t.Context(), "control", "control"); err != nil {
+		t.Fatalf("round %d: start control again: %v", round, err)
+	}
+	s.check(t, round)
 }
 
 type soak struct {
@@ -155,19 +208,23 @@ func (s *soak) otherKy3Node() string {
 }
 
 // check verifies the invariants once the parts are back.
-func (s *soak) check(t *testing.T, round int) {
+func (s *soak) check(t *testing.T, round int) { s.checkWithin(t, round, 5*time.Second) }
+
+// checkWithin is check with the wanted clusters given within to be up and
+// carrying traffic.
+func (s *soak) checkWithin(t *testing.T, round int, within time.Duration) {
 	t.Helper()
 	w := s.w
 	back := time.Now()
 	var st *localapi.Status
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	err := w.daemon(s.laptop).Watch(ctx, func(x *localapi.Status) bool {
 		st = x
 		return !allWantedUp(x)
 	})
 	cancel()
 	if st == nil || !allWantedUp(st) {
-		t.Errorf("round %d: the wanted clusters are not all up 5 s after the parts came back (%v):\n%s", round, err, clusterLines(st))
+		t.Errorf("round %d: the wanted clusters are not all up %v after the parts came back (%v):\n%s", round, within, err, clusterLines(st))
 	} else {
 		// Up means carrying traffic, not only a status: each wanted
 		// cluster's page through the tunnel, within the same 5 s.
@@ -182,8 +239,8 @@ func (s *soak) check(t *testing.T, round int) {
 				if err == nil && strings.Contains(body, "cluster="+c.CID) {
 					break
 				}
-				if time.Since(back) > 5*time.Second {
-					t.Errorf("round %d: %s shows up but carries no traffic 5 s after the parts came back: %v\n%s", round, c.CID, err, clusterLines(st))
+				if time.Since(back) > within {
+					t.Errorf("round %d: %s shows up but carries no traffic %v after the parts came back: %v\n%s", round, c.CID, within, err, clusterLines(st))
 					break
 				}
 				time.Sleep(50 * time.Millisecond)

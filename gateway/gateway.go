@@ -22,6 +22,7 @@ import (
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/gateway/clusterdns"
 	"github.com/runos/vpn/gateway/policyfilter"
+	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/gateway/wgserver"
 	"github.com/runos/vpn/internal/backoff"
@@ -44,6 +45,13 @@ type Server interface {
 // DNS is the cluster DNS as the agent drives it (*clusterdns.Server).
 type DNS interface {
 	Set(*clusterdns.Zone) error
+	Close() error
+}
+
+// Reach is the forwarding into the cluster as the agent drives it
+// (*reach.Forwarder).
+type Reach interface {
+	Apply(reach.Spec) error
 	Close() error
 }
 
@@ -77,10 +85,19 @@ type Config struct {
 	PublicIP func() string
 	// Metrics receives what the gateway's metrics count (gateway/metrics); nil: none.
 	Metrics Metrics
+	// Inside is what the node's configuration says lies inside the
+	// cluster, reported to control (empty: nothing declared).
+	Inside api.ClusterInside
+	// Reach forwards devices into the cluster's declared prefixes while
+	// the node serves; nil: no forwarding (devices reach the node only).
+	Reach Reach
 	// Relay, when set, is the Bind the server runs on: UDP and the relay
 	// streams of gateway/relay. The agent keeps its streams to the
 	// server's peers and closes them when it stops serving.
 	Relay *relay.Bind
+	// StateDir keeps the last map control sent (kept.go), served from
+	// after a restart until control answers; "" keeps none.
+	StateDir string
 }
 
 // Metrics receives the gateway's facts for its Prometheus metrics.
@@ -111,7 +128,9 @@ type agent struct {
 	log *slog.Logger
 	pub wgtypes.Key
 
-	want     *api.GatewayMap // latest map from control
+	want     *api.GatewayMap // latest map from control (or kept from an earlier run: kept)
+	kept     bool            // want is the map kept on disk: control has not answered this run
+	expiry   time.Time       // when the next served peer's session ends (zero: none)
 	applied  *plan           // what server and DNS were last set to; nil: not serving
 	srv      Server          // open while serving
 	state    *wgserver.State // last read of the server
@@ -182,6 +201,7 @@ func (a *agent) run(ctx context.Context) error {
 	var watchC <-chan time.Time
 	var retryTimer *time.Timer
 	var retryC <-chan time.Time
+	expiry := newAlarm()
 	defer func() {
 		if watchTick != nil {
 			watchTick.Stop()
@@ -189,6 +209,7 @@ func (a *agent) run(ctx context.Context) error {
 		if retryTimer != nil {
 			retryTimer.Stop()
 		}
+		expiry.stop()
 	}()
 	// after runs once an event was handled: publish the report and arm or
 	// disarm the watch and the retry, all derived from the state.
@@ -204,6 +225,7 @@ func (a *agent) run(ctx context.Context) error {
 			watchTick.Stop()
 			watchTick, watchC = nil, nil
 		}
+		expiry.set(a.expiry)
 		if a.applyErr != nil {
 			if retryC == nil {
 				retryTimer = time.NewTimer(a.retry.Next())
@@ -217,6 +239,7 @@ func (a *agent) run(ctx context.Context) error {
 			}
 		}
 	}
+	a.restoreKept()
 	after()
 	for {
 		select {
@@ -230,8 +253,14 @@ func (a *agent) run(ctx context.Context) error {
 				return fmt.Errorf("control says this enrollment token belongs to node %s, not %s: check --node-id and --token-file", m.NodeID, a.cfg.NodeID)
 			}
 			a.log.Debug("map", "version", m.Version, "serve", m.Serve != nil)
-			a.want = m
+			if a.kept {
+				a.log.Info("control answers: its map replaces the kept one", "version", m.Version)
+			}
+			a.want, a.kept = m, false
+			a.keep(m)
 			a.reconcile()
+		case <-expiry.c():
+			a.reconcile() // a peer's session ended: it goes
 		case <-retryC:
 			retryTimer, retryC = nil, nil
 			a.reconcile()
@@ -246,9 +275,12 @@ func (a *agent) run(ctx context.Context) error {
 	}
 }
 
-// reconcile makes the server and DNS match want.
+// reconcile makes the server and DNS match want, less the peers whose
+// sessions have ended.
 func (a *agent) reconcile() {
-	p, err := planFor(a.want)
+	m, next := unexpired(a.want, time.Now(), a.kept)
+	a.expiry = next
+	p, err := planFor(m)
 	a.mapErr = err
 	if err != nil {
 		// What is in effect stays. A pending retry would only re-read
@@ -274,7 +306,7 @@ func (a *agent) reconcile() {
 	}
 	// The filters first: a new peer's packets are checked from its first,
 	// and a rule removed cuts what it allowed before anything else moves.
-	a.filter.Set(p.filters, p.wg.Address.Addr())
+	a.filter.Set(p.filters, p.wg.Address.Addr(), p.reach.Mapped)
 	if err := a.srv.Apply(p.wg); err != nil {
 		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
 		a.log.Warn("cannot serve; will retry", "err", a.applyErr)
@@ -292,6 +324,14 @@ func (a *agent) reconcile() {
 	if err := a.cfg.DNS.Set(p.zone); err != nil {
 		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
 		a.log.Warn("cluster dns not serving; will retry", "err", err)
+	}
+	if a.cfg.Reach != nil {
+		spec := p.reach
+		spec.Interface = a.cfg.Interface
+		if err := a.cfg.Reach.Apply(spec); err != nil {
+			a.applyErr = errors.Join(a.applyErr, fmt.Errorf("serve %s: %w", p.cid, err))
+			a.log.Warn("forwarding into the cluster not in place; will retry", "err", err)
+		}
 	}
 	prev := a.applied
 	a.applied = p
@@ -386,6 +426,11 @@ func (a *agent) stopServing(why string) {
 		return
 	}
 	_ = a.cfg.DNS.Close()
+	if a.cfg.Reach != nil {
+		if err := a.cfg.Reach.Close(); err != nil {
+			a.log.Warn("stopping forwarding into the cluster", "err", err)
+		}
+	}
 	a.closeServer()
 	if a.cfg.Relay != nil {
 		a.cfg.Relay.CloseStreams("the node stopped serving: " + why)
@@ -411,6 +456,9 @@ func (a *agent) report() api.GatewayReport {
 		startedAt: a.started,
 		state:     a.state,
 		errs:      []error{a.mapErr, a.applyErr, a.stateErr},
+	}
+	if !a.cfg.Inside.Empty() {
+		in.inside = &a.cfg.Inside
 	}
 	if ip := a.publicIP.Load(); ip != nil {
 		in.publicIP = *ip

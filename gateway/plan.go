@@ -7,6 +7,7 @@ import (
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/policy"
 	"github.com/runos/vpn/gateway/clusterdns"
+	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/wgserver"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
@@ -20,6 +21,7 @@ type plan struct {
 	moveID    string
 	wg        wgserver.Spec
 	zone      *clusterdns.Zone       // the cluster DNS: Domains answered with the server address
+	reach     reach.Spec             // forwarding into the cluster (Interface set by the agent)
 	filters   *policy.DeviceFilters  // the access policy per device address; nil: no policy
 	peerIDs   map[wgtypes.Key]string // device ids, for log lines
 }
@@ -77,6 +79,19 @@ func planFor(m *api.GatewayMap) (*plan, error) {
 	}
 	if p.zone, err = clusterdns.NewZone(addr, s.Domains); err != nil {
 		return fail("%v", err)
+	}
+	if p.reach, err = reach.SpecFor("", addr, pool, s.Inside); err != nil {
+		return fail("%v", err)
+	}
+	if in := s.Inside; in != nil && in.DNSServer != "" && p.reach.Mapped.IsValid() && len(s.Domains) > 0 {
+		zi := clusterdns.Inside{Domain: s.Domains[0], Mapped: p.reach.Mapped,
+			KubeDNS: netip.AddrPortFrom(netip.MustParseAddr(in.DNSServer), 53)}
+		if in.APIAddress != "" {
+			zi.VIP = netip.MustParseAddr(in.APIAddress)
+		}
+		if p.zone, err = p.zone.WithInside(zi); err != nil {
+			return fail("%v", err)
+		}
 	}
 	var pol *policy.Policy
 	if s.Policy != "" {

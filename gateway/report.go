@@ -69,6 +69,7 @@ type reportInputs struct {
 	serve      *api.GatewayService
 	state      *wgserver.State // nil when not serving
 	errs       []error
+	inside     *api.ClusterInside // nil: nothing declared
 }
 
 // buildReport derives the report. Listening is what the interface says, and
@@ -81,6 +82,7 @@ func buildReport(in reportInputs) api.GatewayReport {
 		PublicIP:   in.publicIP,
 		MapVersion: in.mapVersion,
 		StartedAt:  in.startedAt,
+		Inside:     in.inside,
 	}
 	if in.serve != nil {
 		r.ServiceID = in.serve.ServiceID

@@ -43,12 +43,16 @@ const DefaultStartTimeout = 30 * time.Second
 // knobs for tests and side-by-side installs.
 type Options struct {
 	Name      string // service name; "" = DefaultName
-	Binary    string // where runos is installed; "" = DefaultBinary()
+	Binary    string // where runos is installed; "" = DefaultBinary(), or the package's runos when it runs from there
 	StateDir  string // "" = platform.DefaultStateDir()
 	Socket    string // "" = platform.DefaultSocketPath
 	Interface string // "" = the daemon's default (wg1)
 	CAFile    string // a PEM CA for control, copied into the state directory
-	LogFile   string // the daemon's output under System V and launchd; "" = the OS default
+	// Trust is --allowed-routes and --allowed-dns-domains for the daemon,
+	// recorded in the state directory; empty keeps what an earlier install
+	// recorded.
+	Trust   Trust
+	LogFile string // the daemon's output under System V and launchd; "" = the OS default
 	// Operator is the user who may steer the daemon besides root; "" is
 	// the user who ran sudo (SUDO_USER; on Windows the user who elevated).
 	Operator string
@@ -72,8 +76,9 @@ type Result struct {
 	StateDir   string `json:"stateDir"`
 	Socket     string `json:"socket"`
 	Operator   string `json:"operator,omitempty"`
-	Upgraded   bool   `json:"upgraded"` // it was installed before
-	Version    string `json:"version"`  // the daemon's, as it answered
+	Trust      Trust  `json:"trust,omitzero"` // what the daemon was told to accept besides its defaults
+	Upgraded   bool   `json:"upgraded"`       // it was installed before
+	Version    string `json:"version"`        // the daemon's, as it answered
 	Log        string `json:"log,omitempty"`
 }
 
@@ -146,6 +151,9 @@ func (o *Options) fill() {
 	}
 	if o.Binary == "" {
 		o.Binary = DefaultBinary()
+		if exe, err := o.host.executable(); err == nil && packagedBinary != "" && exe == packagedBinary {
+			o.Binary = exe
+		}
 	}
 	if o.StateDir == "" {
 		o.StateDir = platform.DefaultStateDir()
@@ -180,65 +188,24 @@ func (o *Options) spec() Spec {
 	} else if _, err := os.Stat(ca); err == nil {
 		s.CAFile = ca // installed before: an upgrade keeps trusting it
 	}
+	s.Trust = o.Trust
+	if o.Trust.empty() {
+		s.Trust, _ = readTrust(o.StateDir) // unreadable: the daemon's defaults, as before it was recorded
+	}
 	return s
 }
 
 func (o *Options) step(format string, args ...any) { fmt.Fprintf(o.Progress, format+"\n", args...) }
 
 // Install installs or upgrades the service and starts it; it returns once
-// the daemon answers on its socket.
+// the daemon answers on its socket. Each step that changes the machine
+// registers its undo first, so that a failure rolls the whole install back.
 func Install(ctx context.Context, o Options) (*Result, error) {
 	o.fill()
-	h := o.host
-	if !h.admin() {
-		return nil, NotAdminError{"vpn install"}
-	}
-	if !filepath.IsAbs(o.Binary) || !filepath.IsAbs(o.StateDir) {
-		return nil, fmt.Errorf("install: the binary (%s) and the state directory (%s) must be absolute paths", o.Binary, o.StateDir)
-	}
-	// Everything that can be refused is checked before anything changes.
-	var op *access.Operator
-	name := o.Operator
-	if name == "" {
-		name = h.invoking(o.Getenv)
-	}
-	if name != "" {
-		u, err := h.lookupUser(name)
-		if err != nil {
-			return nil, fmt.Errorf("install: operator %s: %w: give an existing user with --operator USER", name, err)
-		}
-		op = &u
-	}
-	if o.CAFile != "" {
-		if _, err := os.ReadFile(o.CAFile); err != nil {
-			return nil, fmt.Errorf("install: --ca-file: %w", err)
-		}
-	}
-	src, err := h.executable()
-	if err != nil {
-		return nil, fmt.Errorf("install: find the running program: %w", err)
-	}
-	spec := o.spec()
-	comps, err := planCompanions(h.companions, src, spec.Binary)
+	p, err := planInstall(ctx, &o)
 	if err != nil {
 		return nil, err
 	}
-	m, err := h.manager(spec)
-	if err != nil {
-		return nil, fmt.Errorf("install: %w", err)
-	}
-	installed, err := m.Installed()
-	if err != nil {
-		return nil, fmt.Errorf("install: is %s installed? %w", spec.Name, err)
-	}
-	if !installed {
-		if v, _ := h.version(ctx, spec.Socket); v != nil {
-			return nil, fmt.Errorf("install: a daemon the service did not start (version %s) answers on %s: stop it first", v.Version, spec.Socket)
-		}
-	}
-	res := &Result{Service: spec.Name, Platform: m.Platform(), Definition: m.Definition(), Binary: spec.Binary,
-		StateDir: spec.StateDir, Socket: spec.Socket, Upgraded: installed, Log: logHint(m.Platform(), spec)}
-
 	var t txn
 	fail := func(err error) (*Result, error) {
 		if uerr := t.rollback(); uerr != nil {
@@ -246,89 +213,31 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 		}
 		return nil, err
 	}
-	if installed {
-		o.step("Stopping %s for the upgrade…", spec.Name)
-		if err := stopAndWait(ctx, m, h, spec.Socket, o.StartTimeout); err != nil {
-			return fail(fmt.Errorf("install: %w", err))
-		}
-		t.onFail(func() error { return startAndWait(ctx, m, h, spec.Socket, o.StartTimeout) })
+	if err := p.stopForUpgrade(ctx, &t); err != nil {
+		return fail(err)
 	}
-
-	o.step("Installing %s", spec.Binary)
-	p, err := placeBinary(src, spec.Binary)
+	placed, err := p.placePrograms(&t)
 	if err != nil {
 		return fail(err)
 	}
-	t.onFail(p.undo)
-	placedComps := make([]*placed, 0, len(comps))
-	for _, c := range comps {
-		o.step("Installing %s", c.to)
-		cp, err := placeBinary(c.from, c.to)
-		if err != nil {
-			return fail(err)
-		}
-		t.onFail(cp.undo)
-		placedComps = append(placedComps, cp)
+	if err := p.prepareState(&t); err != nil {
+		return fail(err)
 	}
-
-	if _, err := os.Stat(spec.StateDir); errors.Is(err, os.ErrNotExist) {
-		t.onFail(func() error { return os.RemoveAll(spec.StateDir) })
+	if err := p.register(&t); err != nil {
+		return fail(err)
 	}
-	if _, err := store.Open(spec.StateDir); err != nil {
-		return fail(fmt.Errorf("install: %w", err))
-	}
-	if err := secureStateDir(spec.StateDir); err != nil {
-		return fail(fmt.Errorf("install: restrict %s to administrators: %w", spec.StateDir, err))
-	}
-	if o.CAFile != "" {
-		undo, err := replaceFile(filepath.Join(spec.StateDir, CAFileName), func(dst string) error { return copyFile(o.CAFile, dst, 0o600) })
-		if err != nil {
-			return fail(fmt.Errorf("install: copy the CA file: %w", err))
-		}
-		t.onFail(undo)
-	}
-	if op != nil {
-		undo, err := replaceFile(filepath.Join(spec.StateDir, access.OperatorFile), func(string) error { return access.WriteOperator(spec.StateDir, *op) })
-		if err != nil {
-			return fail(fmt.Errorf("install: record the operator: %w", err))
-		}
-		t.onFail(undo)
-		res.Operator = op.User
-	} else if prev, err := access.ReadOperator(spec.StateDir); err == nil && prev != nil {
-		res.Operator = prev.User
-	}
-
-	if installed {
-		if err := m.Uninstall(); err != nil {
-			return fail(fmt.Errorf("install: replace the definition of %s: %w", spec.Name, err))
-		}
-		t.onFail(m.Install)
-	}
-	o.step("Registering the service %s (%s)", spec.Name, m.Platform())
-	if err := m.Install(); err != nil {
-		return fail(fmt.Errorf("install: register %s with %s: %w", spec.Name, m.Platform(), err))
-	}
-	t.onFail(m.Uninstall)
-
-	o.step("Starting it and waiting for the daemon on %s…", spec.Socket)
-	if err := m.Start(); err != nil {
-		return fail(fmt.Errorf("install: start %s: %w; see %s", spec.Name, err, res.Log))
-	}
-	t.onFail(func() error { return stopAndWait(ctx, m, h, spec.Socket, o.StartTimeout) })
-	v, err := waitAnswer(ctx, h, spec.Socket, o.StartTimeout)
+	v, err := p.start(ctx, &t)
 	if err != nil {
-		return fail(fmt.Errorf("install: %s started, but the daemon did not answer on %s within %s (%v); see %s",
-			spec.Name, spec.Socket, o.StartTimeout, err, res.Log))
+		return fail(err)
 	}
-	p.commit()
-	for _, cp := range placedComps {
-		cp.commit()
+	for _, pl := range placed {
+		pl.commit()
 	}
-	res.Version = v.Version
+	p.res.Version = v.Version
 	if v.Version != version.Version || v.Commit != version.Commit {
 		o.step("warning: the daemon answers as %s (commit %s), not this build's %s (commit %s)", v.Version, v.Commit, version.Version, version.Commit)
 	}
-	return res, nil
+	return p.res, nil
 }
 
 // Uninstall stops and removes the service, undoes the daemon's DNS and

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -177,7 +178,7 @@ func TestInstallFresh(t *testing.T) {
 	want := Result{Service: "runos-vpnd-test", Platform: PlatformSysV, Definition: "/etc/init.d/runos-vpnd-test",
 		Binary: w.o.Binary, StateDir: w.o.StateDir, Socket: w.o.Socket, Operator: "alice", Version: version.Version,
 		Log: w.o.LogFile}
-	if *res != want {
+	if !reflect.DeepEqual(*res, want) {
 		t.Errorf("result\n %+v\nwant\n %+v", *res, want)
 	}
 	for _, line := range []string{"Installing " + w.o.Binary, "Registering the service runos-vpnd-test (unix-systemv)", "Starting it"} {
@@ -385,5 +386,42 @@ func TestUninstall(t *testing.T) {
 	w.m.foreign = true
 	if _, err := Uninstall(context.Background(), w.o); err == nil || !strings.Contains(err.Error(), "still answers") {
 		t.Errorf("foreign daemon: %v", err)
+	}
+}
+
+// --allowed-routes and --allowed-dns-domains reach the daemon's command,
+// are recorded, and an upgrade without them keeps them.
+func TestInstallTrust(t *testing.T) {
+	w := newWorld(t)
+	trust := Trust{AllowedRoutes: []string{"10.99.0.0/16", "10.100.0.0/16"}, AllowedDNSDomains: []string{"corp.example"}}
+	w.o.Trust = trust
+	res, err := Install(context.Background(), w.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res.Trust, trust) {
+		t.Errorf("result trust %+v", res.Trust)
+	}
+	wantArgs := "--allowed-routes 10.99.0.0/16,10.100.0.0/16 --allowed-dns-domains corp.example"
+	if got := strings.Join(w.o.spec().DaemonArgs(), " "); !strings.Contains(got, wantArgs) {
+		t.Errorf("daemon args %q lack %q", got, wantArgs)
+	}
+	w.o.Trust = Trust{}
+	res, err = Install(context.Background(), w.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Upgraded || !reflect.DeepEqual(res.Trust, trust) {
+		t.Errorf("upgrade without the flags: upgraded %v trust %+v", res.Upgraded, res.Trust)
+	}
+	// A failed install leaves no record behind.
+	w2 := newWorld(t)
+	w2.o.Trust = trust
+	w2.m.fail["start"] = errors.New("no")
+	if _, err := Install(context.Background(), w2.o); err == nil {
+		t.Fatal("install succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(w2.o.StateDir, TrustFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("trust record after a failed install: %v", err)
 	}
 }

@@ -25,6 +25,9 @@ type Spec struct {
 	// ReadWritePaths are the directories outside the state directory the
 	// daemon writes under systemd's ProtectSystem=strict (resolv.conf's).
 	ReadWritePaths []string
+	// Trust is passed to the daemon as --allowed-routes and
+	// --allowed-dns-domains when not empty.
+	Trust Trust
 }
 
 const (
@@ -37,6 +40,12 @@ const (
 // environment.
 func (s Spec) DaemonArgs() []string {
 	a := append([]string{"vpnd"}, s.commonArgs(true)...)
+	if len(s.Trust.AllowedRoutes) > 0 {
+		a = append(a, "--allowed-routes", strings.Join(s.Trust.AllowedRoutes, ","))
+	}
+	if len(s.Trust.AllowedDNSDomains) > 0 {
+		a = append(a, "--allowed-dns-domains", strings.Join(s.Trust.AllowedDNSDomains, ","))
+	}
 	if daemonWritesLog && s.LogFile != "" {
 		a = append(a, "--log-file", s.LogFile)
 	}
@@ -64,7 +73,8 @@ func (s Spec) commonArgs(withCA bool) []string {
 // carry safely (each renderer quotes the rest).
 func (s Spec) checkPaths() error {
 	for what, p := range map[string]string{"binary": s.Binary, "state directory": s.StateDir, "socket": s.Socket,
-		"CA file": s.CAFile, "log file": s.LogFile, "pid file": s.PIDFile, "interface": s.Interface, "service name": s.Name} {
+		"CA file": s.CAFile, "log file": s.LogFile, "pid file": s.PIDFile, "interface": s.Interface, "service name": s.Name,
+		"allowed routes": strings.Join(s.Trust.AllowedRoutes, ","), "allowed DNS domains": strings.Join(s.Trust.AllowedDNSDomains, ",")} {
 		if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) || strings.Contains(p, "{{") {
 			return fmt.Errorf("%s %q: control characters, invalid UTF-8 or {{ cannot go into a service definition", what, p)
 		}

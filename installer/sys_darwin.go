@@ -6,6 +6,9 @@ const DefaultName = "com.runos.vpnd"
 // DefaultBinary is where Install puts runos.
 func DefaultBinary() string { return "/usr/local/bin/runos" }
 
+// packagedBinary: no package manager installs runos on macOS.
+const packagedBinary = ""
+
 func defaultLogFile(name string) string { return "/var/log/" + name + ".log" }
 
 // daemonWritesLog is false: the System V script and launchd send the

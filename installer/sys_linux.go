@@ -8,6 +8,11 @@ const DefaultName = "runos-vpnd"
 // DefaultBinary is where Install puts runos.
 func DefaultBinary() string { return "/usr/local/bin/runos" }
 
+// packagedBinary is where the .deb and .rpm put runos: run from there,
+// install registers it in place instead of copying it to DefaultBinary,
+// so that the package manager keeps owning (and upgrading) the program.
+const packagedBinary = "/usr/bin/runos"
+
 func defaultLogFile(name string) string { return "/var/log/" + name + ".log" }
 
 // daemonWritesLog is false: the System V script and launchd send the

@@ -17,6 +17,9 @@ import (
 const DefaultName = "runos-vpnd"
 
 // DefaultBinary is where Install puts runos.exe: %ProgramFiles%\RunOS.
+// packagedBinary: no package manager installs runos on Windows.
+const packagedBinary = ""
+
 func DefaultBinary() string {
 	pf := os.Getenv("ProgramFiles")
 	if pf == "" {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -101,7 +102,22 @@ on n1. Every command below runs on the laptop, as its user would type it.
 	if err := d.run("Reach another cluster too", nil, "", "runos", "vpn", "connect", "xym"); err != nil {
 		return err
 	}
-	if err := d.run("Two clusters at once, each with its own subnet", nil, "", "runos", "vpn", "status"); err != nil {
+	if err := d.run("Two clusters at once, each with its own subnet; both use the same internal ranges, so ky3 (the default) gets them raw and each its own mapped range",
+		nil, "", "runos", "vpn", "status"); err != nil {
+		return err
+	}
+	xym, _ := env.Cluster("xym")
+	for _, c := range []*EnvCluster{ky3, xym} {
+		svc := c.Services[0]
+		if err := d.run(fmt.Sprintf("A Service inside %s, by its name (its pod runs on %s; no Ingress, no port-forward)", c.CID, svc.Node),
+			nil, "", "curl", "-sS", "--max-time", "10", "http://"+svc.DNSName+"/"); err != nil {
+			return err
+		}
+	}
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		fmt.Fprintf(d.out, "\n(kubectl is not installed here: apt-get install kubernetes-client to see `kubectl get pods` over the VPN)\n")
+	} else if err := d.run("kubectl with ky3's usual kubeconfig, through the tunnel to the API behind the VIP ("+ky3.APIName+")",
+		nil, "kubectl --kubeconfig "+ky3.Kubeconfig+" get pods -A", "kubectl", "--kubeconfig", ky3.Kubeconfig, "get", "pods", "-A"); err != nil {
 		return err
 	}
 	move := []string{"runos", "services", "wireguard", "move", ky3.VPNService.ID, "--cid", "ky3",

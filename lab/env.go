@@ -60,6 +60,29 @@ type EnvCluster struct {
 	Domain     string        `json:"domain"` // <cid>.<aid>.<root>
 	VPNService EnvVPNService `json:"vpnService"`
 	Nodes      []EnvNode     `json:"nodes"`
+	// The cluster's inside (lab/inside.go): the same prefixes in every
+	// cluster. Kubeconfig is a file kubectl uses as it is (its server is
+	// APIName, which resolves on the VPN).
+	Kubeconfig       string       `json:"kubeconfig"`
+	APIName          string       `json:"apiName"`
+	InternalPrefixes []string     `json:"internalPrefixes"`
+	ClusterDNS       string       `json:"clusterDns"`
+	APIVIP           string       `json:"apiVip"`
+	OutputOnlyDNAT   bool         `json:"outputOnlyDnat"` // ClusterIPs translated for the nodes' own connections only
+	Services         []EnvService `json:"services"`
+}
+
+// EnvService is a Kubernetes Service inside a cluster: GET / on
+// DNSName:Port (the per-cluster name a laptop uses) answers Body.
+type EnvService struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	ClusterIP string `json:"clusterIp"`
+	Port      int    `json:"port"`
+	DNSName   string `json:"dnsName"` // <name>.<namespace>.svc.<cid>.<aid>.<root>
+	Node      string `json:"node"`    // where its pod lives
+	PodIP     string `json:"podIp"`
+	Body      string `json:"body"` // cluster=<cid> node=<nid>
 }
 
 // EnvVPNService is the cluster's WireGuard server as seeded.
@@ -79,6 +102,8 @@ type EnvNode struct {
 	PublicIP  string   `json:"publicIp"`
 	Published bool     `json:"published"`
 	Roles     []string `json:"roles"`
+	// InternalIP is the node's address on the cluster's internal network.
+	InternalIP string `json:"internalIp"`
 }
 
 // EnvClient is a laptop: its namespace and its daemon's socket (a path that

@@ -157,7 +157,7 @@ func (l *Lab) writeFiles() error {
 			return err
 		}
 	}
-	return nil
+	return l.writeInsideFiles(pki)
 }
 
 // resolvConf is a host's /etc/resolv.conf: the LAN resolver for every host
@@ -235,6 +235,7 @@ func (l *Lab) writeEnv() error {
 				IngressIP: ingress.String(), PublicIP: n.PublicIP.String(), Published: n.Published,
 				Roles: n.Roles})
 		}
+		l.insideEnv(c, &ec)
 		e.Clusters = append(e.Clusters, ec)
 	}
 	rec := l.j.snapshot()

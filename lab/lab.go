@@ -85,7 +85,7 @@ var programs = []string{"runos", "runos-control", "runos-gateway", "runos-lab"}
 // Tools the lab needs on PATH, with the Debian package that has each.
 var tools = map[string]string{
 	"ip": "iproute2", "unshare": "util-linux", "nsenter": "util-linux", "findmnt": "util-linux",
-	"mount": "mount", "dnsmasq": "dnsmasq-base",
+	"mount": "mount", "dnsmasq": "dnsmasq-base", "nft": "nftables",
 }
 
 func (o *Options) fill() error {
@@ -141,7 +141,7 @@ func CheckPrerequisites(binDir string) error { return checkPrerequisites(binDir,
 // programOf maps a program file to the lab's processes that run it.
 var programOf = map[string][]string{
 	"runos": {"vpnd"}, "runos-control": {"control"}, "runos-gateway": {"gateway"},
-	"runos-lab": {"webapp"},
+	"runos-lab": {"webapp", "kubedns", "kubeapi", "podapp"},
 }
 
 func checkPrerequisites(binDir string, skip []string, metrics bool) error {
@@ -240,6 +240,11 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	l.step("network: switch %s with segments wan %s and lan %s", l.names.Switch(), wanPrefix, lanPrefix)
 	if err := l.buildNetwork(ctx); err != nil {
 		return nil, fmt.Errorf("network: %w", err)
+	}
+	l.step("inside every cluster: internal network %s, pods %s, Services %s (nftables DNAT), kube-dns %s, API VIP %s",
+		InsideNodeNetwork, InsidePodRange, InsideServiceRange, InsideDNS, InsideAPIVIP)
+	if err := l.buildInside(ctx); err != nil {
+		return nil, fmt.Errorf("inside: %w", err)
 	}
 	l.step("mount namespaces: private /etc/resolv.conf, /run/wireguard, /run/runos per host")
 	if err := l.buildMountNamespaces(ctx); err != nil {

@@ -39,6 +39,9 @@ func (l *Lab) procs() []Proc {
 	if l.topo.Replicas > 1 {
 		ps = append(ps, l.balancerProc())
 	}
+	for _, c := range l.topo.Clusters {
+		ps = append(ps, l.insideProcs(c)...)
+	}
 	for _, h := range l.topo.Hosts {
 		if h.Kind != KindNode {
 			continue
@@ -70,6 +73,7 @@ func (l *Lab) gatewayArgv(host string) []string {
 	argv := []string{filepath.Join(l.bin, "runos-gateway"),
 		"--control", l.apiURL(), "--node-id", h.NID, "--token-file", l.tokenFile(host),
 		"--state-dir", l.stateDir(host), "--ca-file", l.caFile(), "--relay-listen", relayUpstream}
+	argv = append(argv, insideFlags()...)
 	if l.recordRelay {
 		argv = append(argv, "--relay-record", l.RelayRecordDir(host))
 	}
@@ -253,6 +257,21 @@ func (l *Lab) Stop(host, name string, sig syscall.Signal, wait time.Duration) er
 		return err
 	}
 	return l.writeEnv()
+}
+
+// StartAgain starts a stopped program as Restart does, without waiting
+// for it to be ready: a gateway started while control is down is judged
+// ready by control, so the caller watches what it needs instead.
+func (l *Lab) StartAgain(host, name string) error {
+	for _, p := range l.procs() {
+		if p.Host == host && p.Name == name {
+			if _, err := l.Start(p); err != nil {
+				return err
+			}
+			return l.writeEnv()
+		}
+	}
+	return fmt.Errorf("no program %s on host %s", name, host)
 }
 
 // Restart starts a host's program again with the arguments the lab gives

@@ -166,6 +166,8 @@ func (l *Lab) readyCheck(p Proc) func(context.Context) error {
 			_, err := localapi.NewClient(l.SocketPath(p.Host)).Status(ctx)
 			return err
 		}
+	case "kubedns", "kubeapi", "podapp":
+		return l.insideReady(p)
 	}
 	return func(context.Context) error { return nil }
 }
@@ -228,7 +230,12 @@ func (l *Lab) Get(ctx context.Context, host, url string) (string, error) {
 // Resolve asks the LAN resolver, from inside a host, for a name's A
 // records. A name it does not know is an error with the answer's code.
 func (l *Lab) Resolve(ctx context.Context, host, name string) ([]string, error) {
-	c, err := l.Dial(ctx, host, "udp", net.JoinHostPort(l.topo.ResolverIP.String(), "53"))
+	return l.ResolveAt(ctx, host, net.JoinHostPort(l.topo.ResolverIP.String(), "53"), name)
+}
+
+// ResolveAt is Resolve asking the DNS server at server (ip:port).
+func (l *Lab) ResolveAt(ctx context.Context, host, server, name string) ([]string, error) {
+	c, err := l.Dial(ctx, host, "udp", server)
 	if err != nil {
 		return nil, err
 	}

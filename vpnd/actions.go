@@ -51,10 +51,21 @@ func unwrapURL(err error) error {
 	return err
 }
 
+// savePrefsLocked has the prefs written with the next plan (the applier
+// writes them, outside mu). mu held.
 func (d *daemon) savePrefsLocked() {
-	if err := d.dir.SavePrefs(d.in.Prefs); err != nil {
-		d.log.Error("save prefs", "err", err)
+	d.prefsDirty = true
+}
+
+// answer is an action's answer: the status once what the action decided
+// is applied (prefs on disk, tunnel and DNS as far as the plan of now
+// goes: a disconnect answers with the cluster's names public again). Only
+// the caller waits; status and the other callers do not.
+func (d *daemon) answer(ctx context.Context) (localapi.Status, *apiError) {
+	if err := d.settle(ctx); err != nil {
+		return localapi.Status{}, errf(http.StatusInternalServerError, "internal", "", "%v", err)
 	}
+	return d.Status(), nil
 }
 
 // setSession takes over a session the CLI or desktop signed in: verify the
@@ -119,18 +130,20 @@ func (d *daemon) setSession(ctx context.Context, req localapi.SessionRequest, re
 	if prev.APIURL == p.APIURL && prev.User == p.User {
 		p.Wanted = prev.Wanted // the same user again: restore what they wanted
 	}
-	if err := d.dir.SavePrefs(p); err != nil {
-		d.mu.Unlock()
-		return localapi.Status{}, errf(http.StatusInternalServerError, "internal", "", "save the session: %v", err)
-	}
 	d.in.Prefs = p
+	d.savePrefsLocked()
 	d.in.SessionEnded, d.in.SessionErr, d.in.ControlErr = false, "", ""
 	d.in.Map, d.in.Accounts, d.in.JoinErrs = nil, nil, nil
 	d.startSyncLocked(ctl)
 	d.updateLocked()
-	st := d.status
 	d.mu.Unlock()
 	d.kickRead()
+	// The answer waits for the session to be on disk (a restart must
+	// resume it) and the plan of a session with no map yet applied.
+	if err := d.settle(ctx); err != nil {
+		return localapi.Status{}, errf(http.StatusInternalServerError, "internal", "", "save the session: %v", err)
+	}
+	st := d.Status()
 	d.log.Info("session handed over", "user", me.User, "expiresAt", exp.UTC().Format(time.RFC3339), "device", dev.ID, "wanted", p.Wanted)
 	return st, nil
 }
@@ -193,9 +206,16 @@ func (d *daemon) signedIn() (*syncSession, string, *apiError) {
 	return d.sess, d.in.Prefs.DeviceID, nil
 }
 
-// connect joins cid and answers once control accepted the join, with the
-// peer already configured when control's map came back at once.
+// connect joins cid and answers once control accepted the join; the peer
+// is configured when the map stream brings the cluster (status shows it
+// connecting until then).
 func (d *daemon) connect(ctx context.Context, cid string) (localapi.Status, *apiError) {
+	return d.connectAs(ctx, cid, "")
+}
+
+// connectAs is connect that also records def as the default cluster
+// (issue 21; "" keeps the one recorded).
+func (d *daemon) connectAs(ctx context.Context, cid, def string) (localapi.Status, *apiError) {
 	if err := api.CheckCID(cid); err != nil {
 		return localapi.Status{}, errf(http.StatusBadRequest, localapi.CodeInvalid, "", "%v", err)
 	}
@@ -215,23 +235,25 @@ func (d *daemon) connect(ctx context.Context, cid string) (localapi.Status, *api
 		return localapi.Status{}, d.controlRefusal(s, "connect "+cid, err)
 	}
 	d.current(s, func(in *state.Inputs) {
-		if !slices.Contains(in.Prefs.Wanted, cid) {
-			in.Prefs.Wanted = append(in.Prefs.Wanted, cid)
-			slices.Sort(in.Prefs.Wanted)
+		if !slices.Contains(in.Prefs.Wanted, cid) || def != "" && def != in.Prefs.DefaultCID {
+			if !slices.Contains(in.Prefs.Wanted, cid) {
+				in.Prefs.Wanted = append(in.Prefs.Wanted, cid)
+				slices.Sort(in.Prefs.Wanted)
+			}
+			if def != "" {
+				in.Prefs.DefaultCID = def
+			}
 			d.savePrefsLocked()
 		}
 		delete(in.JoinErrs, cid)
 	})
-	// The long-poll would bring the new map within moments; asking for it
-	// now configures the peer before this answer, which saves the client a
-	// round of waiting.
-	if m, err := s.ctl.DeviceMap(ctx, id, 0, 0); err == nil {
-		d.applyMap(s, m)
-	}
+	// No map is fetched here: the join wakes the device's map stream,
+	// which brings the cluster within milliseconds (the client watches
+	// status for it).
 	go d.refreshAccounts(s) // names of clusters added since the session began
 
 	d.log.Info("connect", "cid", cid)
-	return d.Status(), nil
+	return d.answer(ctx)
 }
 
 func (d *daemon) refreshAccounts(s *syncSession) {
@@ -284,7 +306,7 @@ func (d *daemon) disconnect(ctx context.Context, cid string) (localapi.Status, *
 		}
 	}
 	d.log.Info("disconnect", "cid", cid)
-	return d.Status(), nil
+	return d.answer(ctx)
 }
 
 // endSession is `runos vpn down`: every cluster comes down here, then the
@@ -311,7 +333,7 @@ func (d *daemon) endSession(ctx context.Context) (localapi.Status, *apiError) {
 		in.SessionEnded, in.SessionErr, in.ControlErr = false, "", ""
 	})
 	if prev.AccessToken == "" {
-		return d.Status(), nil
+		return d.answer(ctx)
 	}
 	slices.Sort(joined)
 	p := store.Pending{Kind: store.PendingSignOut, APIURL: prev.APIURL, Token: prev.AccessToken, DeviceID: prev.DeviceID,
@@ -326,5 +348,5 @@ func (d *daemon) endSession(ctx context.Context) (localapi.Status, *apiError) {
 		d.mu.Unlock()
 	}
 	d.log.Info("session ended", "user", prev.User, "atControl", done)
-	return d.Status(), nil
+	return d.answer(ctx)
 }

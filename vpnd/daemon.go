@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runos/vpn/api"
@@ -47,13 +48,14 @@ type engine interface {
 	SetUplinkMTU(mtu int)
 }
 
-// retryApply is when a failed Apply or DNS Set is tried again, with no new plan.
+// retryApply is when a failed Apply, DNS Set or prefs write is tried again, with no new plan.
 const retryApply = time.Second
 
 // daemon holds the inputs of the state derivation and applies what it
 // derives. Every change goes through update: set an input, then update
-// derives the plan and the status from all inputs and applies and
-// publishes what changed.
+// derives the plan and the status from all inputs under mu, publishes the
+// status and hands the plan to the applier (apply.go), which acts outside
+// mu.
 type daemon struct {
 	log        *slog.Logger
 	clock      func() time.Time
@@ -75,26 +77,25 @@ type daemon struct {
 	wakePending chan struct{} // something was added to the pending changes (pending.go)
 	sendingMu   sync.Mutex    // held while a pending change is sent to control
 	relay       *relayTickets // asks control for relay tickets with the session; nil in tests without one
+	apply       *applier      // the plans on their way to the applier; nil: nothing applies (tests of the derivation)
+	snapshot    atomic.Pointer[localapi.Status]
 
-	mu       sync.Mutex
-	in       state.Inputs
-	tunnel   appliedState[wgcfg.Config]
-	dnsState appliedState[[]dnsplit.Route]
-	status   localapi.Status
-	statusJS []byte // status without Seq, to tell a change
-	watchers map[*watcher]struct{}
-	sess     *syncSession // the sync of the current session; nil when none
-	refusals []string     // what the trust refused of the last map, as logged
-	counts   *counters    // the daemon's own metrics; nil: not counted (tests)
-}
-
-// appliedState remembers what was last applied, and when a failed attempt
-// may be retried.
-type appliedState[T any] struct {
-	ok      bool
-	value   T
-	err     string
-	retryAt time.Time
+	mu         sync.Mutex
+	in         state.Inputs
+	applied    applied   // what the applier did last
+	gen        uint64    // the last plan handed to the applier
+	offered    *job      // that plan
+	prefsDirty bool      // prefs changed since the last plan
+	keptAt     time.Time // ReceivedAt of the map last handed over to be kept; zero: none
+	keptVer    uint64    // and its version
+	keptOnDisk bool      // a kept map may be on disk (to remove once signed out)
+	repairAt   time.Time
+	status     localapi.Status
+	statusJS   []byte // status without Seq, to tell a change
+	watchers   map[*watcher]struct{}
+	sess       *syncSession // the sync of the current session; nil when none
+	refusals   []string     // what the trust refused of the last map, as logged
+	counts     *counters    // the daemon's own metrics; nil: not counted (tests)
 }
 
 // change runs f on the inputs, then updates and wakes the device reader so
@@ -114,39 +115,30 @@ func (d *daemon) kickRead() {
 	}
 }
 
-// updateLocked derives the plan and applies what changed, reads the device
-// back, derives the status and publishes it if it changed. mu held.
+// updateLocked derives the plan and the status; it publishes the status if
+// it changed and hands the plan to the applier if it changed (or the
+// prefs did, or the device lost a peer). It does no I/O. mu held.
 func (d *daemon) updateLocked() {
 	now := d.clock()
 	d.in.Now = now
 	plan := state.Want(&d.in)
-
-	if d.tunnel.ok && !onDevice(plan.Tunnel, d.in.Device) && !now.Before(d.tunnel.retryAt) {
-		// Someone removed a peer by hand (wg set … remove): put it back.
-		d.tunnel.ok, d.tunnel.retryAt = false, now.Add(retryApply)
+	repair := false
+	if d.applied.tunnelOK && plan.Tunnel.Equal(d.applied.tunnel) && !onDevice(plan.Tunnel, d.in.Device) && !now.Before(d.repairAt) {
+		// Someone removed a peer by hand (wg set … remove): put it back
+		// (at most once a retryApply, should the device keep refusing).
+		repair, d.repairAt = true, now.Add(retryApply)
 	}
-	if same := plan.Tunnel.Equal(d.tunnel.value); (!d.tunnel.ok || !same) && due(d.tunnel.retryAt, same, now) {
-		if err := d.eng.Apply(plan.Tunnel); err != nil {
-			d.log.Warn("configure the tunnel", "err", err)
-			d.tunnel = appliedState[wgcfg.Config]{value: plan.Tunnel, err: err.Error(), retryAt: now.Add(retryApply)}
-		} else {
-			d.tunnel = appliedState[wgcfg.Config]{ok: true, value: plan.Tunnel, retryAt: d.tunnel.retryAt}
+	if o := d.offered; o == nil || repair || d.prefsDirty || o.dns != d.dns || !samePlan(o.plan, plan) || d.keptChanges() {
+		d.gen++
+		j := &job{gen: d.gen, plan: plan, repair: repair, dns: d.dns}
+		if d.prefsDirty {
+			j.prefs = clonePrefs(d.in.Prefs)
+			d.prefsDirty = false
 		}
-		d.readLocked()
-	}
-	if d.dns != nil {
-		same := slices.EqualFunc(plan.DNS, d.dnsState.value, sameRoute)
-		if (!d.dnsState.ok || !same) && due(d.dnsState.retryAt, same, now) {
-			if err := d.dns.Set(d.ctx, plan.DNS); err != nil {
-				d.log.Warn("configure split DNS", "err", err)
-				d.dnsState = appliedState[[]dnsplit.Route]{value: plan.DNS, err: err.Error(), retryAt: now.Add(retryApply)}
-			} else {
-				d.dnsState = appliedState[[]dnsplit.Route]{ok: true, value: plan.DNS}
-			}
-		}
-		d.in.DNS = d.dns.Status()
-		if d.in.DNS.Error == "" {
-			d.in.DNS.Error = d.dnsState.err
+		j.kept, j.dropKept = d.keptLocked()
+		d.offered = &job{gen: j.gen, plan: plan, dns: d.dns}
+		if d.apply != nil {
+			d.apply.offer(j)
 		}
 	}
 	if !d.in.SignedIn() && d.sess != nil {
@@ -162,10 +154,8 @@ func (d *daemon) updateLocked() {
 	d.publishLocked(state.Derive(&d.in))
 }
 
-// due says whether to try applying now: at once for a new plan; the same
-// plan that failed only once its retry time has come.
-func due(retryAt time.Time, same bool, now time.Time) bool {
-	return !same || !now.Before(retryAt)
+func samePlan(a, b state.Plan) bool {
+	return a.Tunnel.Equal(b.Tunnel) && slices.EqualFunc(a.DNS, b.DNS, sameRoute)
 }
 
 // onDevice reports whether every peer of cfg is on the device (a failed
@@ -186,18 +176,6 @@ func sameRoute(a, b dnsplit.Route) bool {
 	return a.CID == b.CID && a.Server == b.Server && slices.Equal(a.Domains, b.Domains)
 }
 
-// readLocked reads the device into the inputs. mu held.
-func (d *daemon) readLocked() {
-	r := d.eng.Read()
-	if d.counts != nil {
-		d.counts.observeDevice(r, d.tunnel.value)
-	}
-	if d.tunnel.err != "" {
-		r.Err = d.tunnel.err
-	}
-	d.in.Device = r
-}
-
 // publishLocked makes st the current status if it differs from the last
 // one, and offers it to every watcher. mu held.
 func (d *daemon) publishLocked(st localapi.Status) {
@@ -212,16 +190,32 @@ func (d *daemon) publishLocked(st localapi.Status) {
 	}
 	st.Seq = d.status.Seq + 1
 	d.status = st
+	d.snapshot.Store(&st)
 	for w := range d.watchers {
 		w.offer(st)
 	}
 }
 
-// Status returns the current status.
+// Status returns the current status: the last one published, which never
+// waits for the lock or for anything being applied.
 func (d *daemon) Status() localapi.Status {
+	if st := d.snapshot.Load(); st != nil {
+		return *st
+	}
+	return localapi.Status{}
+}
+
+// settle waits until the applier has acted on every plan made so far
+// (outside mu: status never waits for it), and returns the outcome of the
+// last prefs write.
+func (d *daemon) settle(ctx context.Context) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.status
+	gen := d.gen
+	d.mu.Unlock()
+	if d.apply == nil {
+		return nil
+	}
+	return d.apply.wait(ctx, gen)
 }
 
 // readLoop reads the device on state.ReadEvery's schedule (local reads of
@@ -239,17 +233,15 @@ func (d *daemon) readLoop(ctx context.Context) {
 		case <-t.C:
 		case <-d.wakeRead:
 		}
-		d.mu.Lock()
-		d.in.Now = d.clock()
 		d.eng.Nudge()
-		d.readLocked()
+		d.readDevice() // returns with mu held
 		d.updateLocked()
-		d.eng.Probe()
 		wait := state.ReadEvery(&d.in)
 		if next := state.NextChange(&d.in); !next.IsZero() {
 			wait = min(wait, max(next.Sub(d.in.Now), time.Millisecond))
 		}
 		d.mu.Unlock()
+		d.eng.Probe()
 		t.Reset(wait)
 	}
 }

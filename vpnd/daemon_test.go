@@ -76,12 +76,15 @@ func TestSessionConnectMoveExpire(t *testing.T) {
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	// The answer comes once control accepted; the map was fetched at once,
-	// so the peer is already configured.
-	if c := cluster(st, "ky3"); c.State != localapi.ClusterConnected || c.Server.NodeID != "n1" {
+	// The answer comes once control accepted (and the wanted cluster is
+	// on disk); the map stream brings the cluster right after.
+	if c := cluster(st, "ky3"); !c.Wanted || c.State == localapi.ClusterDisconnected {
 		t.Errorf("ky3 right after connect: %+v", c)
 	}
 	eventually(t, "ky3 peerUp", func() bool { return cluster(td.Status(), "ky3").PeerUp })
+	if c := cluster(td.Status(), "ky3"); c.State != localapi.ClusterConnected || c.Server.NodeID != "n1" {
+		t.Errorf("ky3 up: %+v", c)
+	}
 	cfg := td.eng.config()
 	if !slices.Equal(peerKeys(cfg), []string{w.serverKey("ky3", "n1").String()}) || len(cfg.Routes) != 1 ||
 		cfg.Routes[0].String() != "100.100.1.0/24" || cfg.Addresses[0].String() != dev.Address+"/32" {
@@ -108,6 +111,9 @@ func TestSessionConnectMoveExpire(t *testing.T) {
 	// Control ends the session: everything comes down, the wanted clusters stay.
 	w.fc.ExpireSession("tok1")
 	eventually(t, "session expired", func() bool { return td.Status().Session.State == localapi.SessionExpired })
+	if err := td.settle(context.Background()); err != nil { // status says it at once; the tunnel follows
+		t.Fatal(err)
+	}
 	st = td.Status()
 	if c := cluster(st, "ky3"); c.State != localapi.ClusterDisconnected || !c.Wanted || c.PeerUp {
 		t.Errorf("ky3 after expiry: %+v", c)
@@ -240,6 +246,9 @@ func TestLocalClockExpiry(t *testing.T) {
 	td.mu.Unlock()
 	td.kickRead()
 	eventually(t, "expired by the clock", func() bool { return td.Status().Session.State == localapi.SessionExpired })
+	if err := td.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if len(td.eng.config().Peers) != 0 {
 		t.Error("peers left after the session lapsed")
 	}

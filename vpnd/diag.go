@@ -60,7 +60,7 @@ func (d *daemon) probe(ctx context.Context, req localapi.ProbeRequest) (localapi
 	d.mu.Lock()
 	var key wgtypes.Key
 	found := false
-	for _, p := range d.tunnel.value.Peers {
+	for _, p := range d.applied.tunnel.Peers {
 		if p.CID == req.CID {
 			key, found = p.PublicKey, true
 			res.Endpoint = p.Endpoint.String()
@@ -74,8 +74,7 @@ func (d *daemon) probe(ctx context.Context, req localapi.ProbeRequest) (localapi
 	// wireguard-go starts no handshake within RekeyTimeout (5 s) of the
 	// last one it sent: after a handshake that recent, wait until one may
 	// be sent (a timer to a known instant), so that the answer is to now.
-	d.mu.Lock()
-	d.readLocked() // the device now, not at the last read
+	d.readDevice() // the device now, not at the last read (returns with mu held)
 	var wait time.Duration
 	if r, ok := d.in.Device.Peer(key); ok && !r.LastHandshake.IsZero() {
 		wait = r.LastHandshake.Add(rekeyTimeout + 10*time.Millisecond).Sub(d.clock())

@@ -63,6 +63,9 @@ func TestSplitDNSFollowsClusters(t *testing.T) {
 	td.dns = dns
 	td.updateLocked()
 	td.mu.Unlock()
+	if err := td.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if st := td.Status(); st.DNS.Mode != dnsplit.ModeResolvConf || st.DNS.Reason == "" {
 		t.Fatalf("dns status %+v", st.DNS)
 	}

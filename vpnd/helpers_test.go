@@ -220,7 +220,9 @@ func startDaemon(t *testing.T, w *world, dir string, opts ...func(*daemon)) *tes
 	}
 	prefs, _ := sd.LoadPrefs()
 	d.in = state.Inputs{Version: "test", Interface: "wgfake", Prefs: prefs}
+	d.apply = newApplier()
 	d.mu.Lock()
+	d.restoreKeptLocked()
 	d.updateLocked()
 	if d.in.SignedIn() {
 		ctl, _ := d.newControl(prefs.APIURL, prefs.AccessToken)
@@ -228,9 +230,11 @@ func startDaemon(t *testing.T, w *world, dir string, opts ...func(*daemon)) *tes
 	}
 	d.mu.Unlock()
 	done := make(chan struct{})
-	pendingDone := make(chan struct{})
-	go func() { d.pendingLoop(ctx); close(pendingDone) }()
-	go func() { d.readLoop(ctx); <-pendingDone; close(done) }()
+	var loops sync.WaitGroup
+	loops.Go(func() { d.applyLoop(ctx) })
+	loops.Go(func() { d.pendingLoop(ctx) })
+	loops.Go(func() { d.readLoop(ctx) })
+	go func() { loops.Wait(); close(done) }()
 	td := &testDaemon{daemon: d, eng: eng, dir: sd, cancel: cancel, done: done}
 	t.Cleanup(td.stop)
 	return td

@@ -120,6 +120,9 @@ func TestWakeAfterTheSessionLapsed(t *testing.T) {
 	td.mu.Unlock()
 	td.woke(wake.Sleep{From: exp.Add(-time.Hour), To: now})
 	st := td.Status()
+	if err := td.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if st.Session.State != localapi.SessionExpired || st.Session.Error == "" {
 		t.Fatalf("session after waking: %+v", st.Session)
 	}

@@ -75,6 +75,9 @@ func TestSignOutPendingUntilControlAnswers(t *testing.T) {
 	if w.fc.Calls("DELETE /v1/sessions/current") != 1 || len(w.fc.Joined(devID)) != 0 {
 		t.Errorf("control: %d session ends, joined %v", w.fc.Calls("DELETE /v1/sessions/current"), w.fc.Joined(devID))
 	}
+	if err := td.settle(context.Background()); err != nil { // status says it at once; the file follows
+		t.Fatal(err)
+	}
 	if p, _ := td.dir.LoadPrefs(); len(p.Pending) != 0 || p.AccessToken != "" {
 		t.Errorf("prefs after: %+v", p)
 	}

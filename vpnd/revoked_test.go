@@ -33,6 +33,12 @@ func TestRevokedDevice(t *testing.T) {
 
 	at := w.fc.RevokeDevice(oldPub)
 	eventually(t, "revoked", func() bool { return td.Status().Session.State == localapi.SessionRevoked })
+	// Status says so at once; the tunnel follows as the applier acts.
+	if err := td.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	td.kickRead()
+	eventually(t, "the new key read back", func() bool { return td.Status().Tunnel.PublicKey == td.publicKey().String() })
 	st := td.Status()
 	if !st.Session.RevokedAt.Equal(at) || !strings.Contains(st.Session.Error, "removed from RunOS") || st.Session.User != "alice@example.com" {
 		t.Errorf("session = %+v", st.Session)

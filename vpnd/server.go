@@ -134,8 +134,20 @@ func (s *server) endSession(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r)(s.d.endSession(r.Context()))
 }
 
+// connect joins the cluster, recording the CLI's default cluster when the
+// request names one (issue 21).
 func (s *server) connect(w http.ResponseWriter, r *http.Request) {
-	s.onCluster(w, r, s.d.connect)
+	req, err := parseConnectRequest(r.Body)
+	if err == nil && req.Default != "" {
+		if e := api.CheckCID(req.Default); e != nil {
+			err = fmt.Errorf("default: %w", e)
+		}
+	}
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	s.answer(w, r)(s.d.connectAs(r.Context(), req.CID, req.Default))
 }
 
 func (s *server) disconnect(w http.ResponseWriter, r *http.Request) {

@@ -74,7 +74,12 @@ func (d *daemon) syncLoop(ctx context.Context, s *syncSession) {
 		}
 		msg := controlErr(s.apiURL, err)
 		d.log.Warn("sync with control", "err", msg)
-		d.current(s, func(in *state.Inputs) { in.ControlErr = msg })
+		d.current(s, func(in *state.Inputs) {
+			if in.ControlErr == "" {
+				in.ControlErrSince = d.clock()
+			}
+			in.ControlErr = msg
+		})
 		select {
 		case <-ctx.Done():
 			return
@@ -230,14 +235,17 @@ func setJoinErr(in *state.Inputs, cid, msg string) {
 // version (an answer overtaken by a newer one is dropped).
 func (d *daemon) applyMap(s *syncSession, m *api.DeviceMap) {
 	d.current(s, func(in *state.Inputs) {
-		if in.Map != nil && m.Version < in.Map.Version {
-			return
+		if in.Map != nil && !in.MapKept && m.Version < in.Map.Version {
+			return // the kept map is replaced by whatever control sends
 		}
 		if old := in.Map; old == nil || old.Version != m.Version {
 			d.logMoves(old, m)
 			d.logRefusalsLocked(m)
 		}
-		in.Map = m
+		if in.MapKept {
+			d.log.Info("control answers: its map replaces the kept configuration", "version", m.Version)
+		}
+		in.Map, in.MapKept, in.MapReceivedAt = m, false, d.clock()
 		if in.ControlErr != "" && d.counts != nil {
 			d.counts.control++ // control answers again after a failure
 		}

@@ -23,7 +23,7 @@ func TestMapFollowedByStreamOrLongPolls(t *testing.T) {
 		wantRequests        func(n int) bool // map requests after the three changes
 		wantWarning         bool
 	}{
-		{name: "stream", wantRequests: func(n int) bool { return n == 2 }},
+		{name: "stream", wantRequests: func(n int) bool { return n == 1 }}, // one stream: the connect fetches no map of its own
 		{name: "control without streams", noStreams: true, wantRequests: func(n int) bool { return n >= 5 }, wantWarning: true},
 		{name: "--long-poll", longPoll: true, wantRequests: func(n int) bool { return n >= 5 }},
 	} {

@@ -31,6 +31,7 @@ import (
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
 	"github.com/runos/vpn/vpnd/tunnel"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 // Config is what `runos vpnd` passes in from its flags.
@@ -101,85 +102,23 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if daemonAnswers(cfg.Socket) {
 		return fmt.Errorf("another daemon answers on %s: stop it first", cfg.Socket)
 	}
-	dir, err := store.Open(cfg.StateDir)
+	dir, key, err := openState(cfg)
 	if err != nil {
 		return err
 	}
-	// Whatever a crashed daemon left (interface, DNS) goes first.
-	if err := cleanup(cfg, dir); err != nil {
-		return fmt.Errorf("clean up after the previous daemon: %w", err)
-	}
-	key, err := dir.Key()
-	if err != nil {
-		return err
-	}
-	if err := recordTunnel(dir, cfg.Interface); err != nil {
-		return err
-	}
-	caFile := cfg.CAFile
-	// The engine asks control for relay tickets with the daemon's session
-	// (the relay checks the ticket with control) and tells the daemon of
-	// path changes: both through values made before the daemon, which
-	// needs the engine.
-	relay := &relayTickets{connect: func(apiURL, token string) (*api.Client, error) {
-		return api.NewClient(apiURL, token, caFile, api.AllowHTTP(cfg.AllowHTTP))
-	}}
-	wakeRead := make(chan struct{}, 1)
-	eng, err := tunnel.NewWith(cfg.Interface, key, log, tunnel.Options{
-		MTU: cfg.MTU, RelayTLS: sync.OnceValues(func() (*tls.Config, error) { return relayTLS(caFile) }),
-		RelayTicket: relay.ticket,
-		OnPathChange: func() {
-			select {
-			case wakeRead <- struct{}{}:
-			default:
-			}
-		},
-	})
+	h := newEngineHooks(cfg)
+	eng, err := openTunnel(cfg, dir, key, h)
 	if err != nil {
 		_ = forgetTunnel(dir)
 		return err
 	}
-	defer paceGC(log, os.Getenv("GOGC"))() // after New: its packet buffers are the live heap to pace for
-	var dns dnsplit.Configurator
-	dnsStatus := dnsplit.Status{Mode: "off", Reason: "split DNS is not part of this build"}
-	if cfg.DNS != nil {
-		if dns, err = cfg.DNS(eng.Name(), log); err != nil {
-			log.Warn("split DNS unavailable: cluster names will not resolve over the tunnel", "err", err)
-			dns = nil
-			dnsStatus = dnsplit.Status{Mode: "off", Reason: "split DNS failed to start", Error: err.Error()}
-		}
-	}
-	host, _ := os.Hostname()
+	defer paceGC(log, os.Getenv("GOGC"))() // after the tunnel: its packet buffers are the live heap to pace for
+	dns, dnsStatus := openDNS(cfg, eng.Name())
 	dctx, stop := context.WithCancel(ctx)
 	defer stop()
-	d := &daemon{
-		log: log, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
-		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
-		ctx: dctx, wakeRead: wakeRead, wakePending: make(chan struct{}, 1), relay: relay, counts: newCounters(time.Now()),
-		allowHTTP: cfg.AllowHTTP, longPoll: cfg.LongPoll,
-		newControl: func(apiURL, token string) (control, error) {
-			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
-		},
-	}
+	d := newDaemon(dctx, cfg, dir, key, eng, dns, h)
 	d.in = state.Inputs{Version: version.Version, Interface: eng.Name(), DNS: dnsStatus, Trust: cfg.Trust}
-	prefs, perr := dir.LoadPrefs()
-	if perr != nil {
-		log.Error("prefs", "err", perr)
-	}
-	d.mu.Lock()
-	d.in.Prefs = prefs
-	d.readLocked()
-	d.updateLocked()
-	if d.in.SignedIn() {
-		if ctl, cerr := d.newControl(prefs.APIURL, prefs.AccessToken); cerr == nil {
-			log.Info("resuming the session", "user", prefs.User, "wanted", prefs.Wanted)
-			d.startSyncLocked(ctl)
-		} else {
-			d.in.ControlErr = cerr.Error()
-		}
-	}
-	d.updateLocked()
-	d.mu.Unlock()
+	d.resume()
 
 	ln, err := platform.Listen(cfg.Socket)
 	if err != nil {
@@ -187,23 +126,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("local API socket %s: %w", cfg.Socket, err)
 	}
 	done := make(chan struct{})
-	srv := &http.Server{
-		Handler:           (&server{d: d, policy: access.SystemPolicy(dir.Path), done: done, logs: cfg.Logs}).handler(),
-		ConnContext:       connContext,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// No ReadTimeout: it would cut the /v1/watch streams; bodies are
-		// capped by size instead.
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := localAPIServer(cfg, d, dir, done)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	readDone := make(chan struct{})
-	pendingDone := make(chan struct{})
-	go func() { d.pendingLoop(dctx); close(pendingDone) }()
-	go func() { d.readLoop(dctx); <-pendingDone; close(readDone) }()
-	watching := d.watchNetworkAndSleep(dctx, cfg, eng.Name()) // netchange.go
-	waitMemory := startMemoryWatch(dctx, log, eng.Name())     // gives memory back after bursts of traffic (trim.go)
+	waitLoops := d.startLoops(dctx, cfg, eng.Name())
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
 		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)
 
@@ -217,15 +143,150 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	_ = srv.Shutdown(sctx) // closing the listener removes the socket file
 	cancel()
 	stop()
-	<-readDone // nothing applies a plan once the teardown starts
-	watching()
-	waitMemory()
+	waitLoops() // nothing applies a plan once the teardown starts
 	d.mu.Lock()
 	d.stopSyncLocked()
 	d.mu.Unlock()
 	d.teardown(dns, eng, dir)
 	log.Info("runos vpnd stopped")
 	return err
+}
+
+// openState opens the state directory, undoes whatever a crashed daemon
+// left (interface, DNS), and returns the device key, with the tunnel's
+// name recorded for the next start's clean-up.
+func openState(cfg Config) (store.Dir, wgtypes.Key, error) {
+	dir, err := store.Open(cfg.StateDir)
+	if err != nil {
+		return store.Dir{}, wgtypes.Key{}, err
+	}
+	if err := cleanup(cfg, dir); err != nil {
+		return store.Dir{}, wgtypes.Key{}, fmt.Errorf("clean up after the previous daemon: %w", err)
+	}
+	key, err := dir.Key()
+	if err != nil {
+		return store.Dir{}, wgtypes.Key{}, err
+	}
+	if err := recordTunnel(dir, cfg.Interface); err != nil {
+		return store.Dir{}, wgtypes.Key{}, err
+	}
+	return dir, key, nil
+}
+
+// engineHooks are what the engine asks of the daemon (relay tickets, asked
+// of control with the daemon's session: a relay never sees the session)
+// and tells it (path changes): values made before the daemon, which needs
+// the engine.
+type engineHooks struct {
+	relay    *relayTickets
+	wakeRead chan struct{}
+}
+
+func newEngineHooks(cfg Config) engineHooks {
+	caFile := cfg.CAFile
+	return engineHooks{
+		relay: &relayTickets{connect: func(apiURL, token string) (*api.Client, error) {
+			return api.NewClient(apiURL, token, caFile, api.AllowHTTP(cfg.AllowHTTP))
+		}},
+		wakeRead: make(chan struct{}, 1),
+	}
+}
+
+func openTunnel(cfg Config, dir store.Dir, key wgtypes.Key, h engineHooks) (*tunnel.Engine, error) {
+	caFile := cfg.CAFile
+	return tunnel.NewWith(cfg.Interface, key, cfg.Logger, tunnel.Options{
+		MTU: cfg.MTU, RelayTLS: sync.OnceValues(func() (*tls.Config, error) { return relayTLS(caFile) }),
+		RelayTicket: h.relay.ticket,
+		OnPathChange: func() {
+			select {
+			case h.wakeRead <- struct{}{}:
+			default:
+			}
+		},
+	})
+}
+
+// openDNS starts the split-DNS configurator; without one (not built in, or
+// failed to start) the status says why.
+func openDNS(cfg Config, iface string) (dnsplit.Configurator, dnsplit.Status) {
+	if cfg.DNS == nil {
+		return nil, dnsplit.Status{Mode: "off", Reason: "split DNS is not part of this build"}
+	}
+	dns, err := cfg.DNS(iface, cfg.Logger)
+	if err != nil {
+		cfg.Logger.Warn("split DNS unavailable: cluster names will not resolve over the tunnel", "err", err)
+		return nil, dnsplit.Status{Mode: "off", Reason: "split DNS failed to start", Error: err.Error()}
+	}
+	return dns, dns.Status()
+}
+
+func newDaemon(ctx context.Context, cfg Config, dir store.Dir, key wgtypes.Key, eng *tunnel.Engine, dns dnsplit.Configurator, h engineHooks) *daemon {
+	host, _ := os.Hostname()
+	return &daemon{
+		log: cfg.Logger, clock: time.Now, dir: dir, public: key.PublicKey(), hostname: host, goos: runtime.GOOS,
+		eng: eng, dns: dns, mapWait: 60 * time.Second, backoffMin: 100 * time.Millisecond, backoffMax: 10 * time.Second,
+		ctx: ctx, wakeRead: h.wakeRead, wakePending: make(chan struct{}, 1), relay: h.relay, counts: newCounters(time.Now()),
+		allowHTTP: cfg.AllowHTTP, longPoll: cfg.LongPoll, apply: newApplier(),
+		newControl: func(apiURL, token string) (control, error) {
+			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
+		},
+	}
+}
+
+// resume takes the prefs of the last run and, with a live session, the
+// map kept of it (the tunnels, routes and DNS come back at once, control
+// or not), then starts syncing with control (which joins the wanted
+// clusters again and replaces the kept map with its own).
+func (d *daemon) resume() {
+	prefs, err := d.dir.LoadPrefs()
+	if err != nil {
+		d.log.Error("prefs", "err", err)
+	}
+	d.readDevice() // returns with mu held
+	defer d.mu.Unlock()
+	d.in.Prefs = prefs
+	d.restoreKeptLocked()
+	d.updateLocked()
+	if !d.in.SignedIn() {
+		return
+	}
+	ctl, err := d.newControl(prefs.APIURL, prefs.AccessToken)
+	if err != nil {
+		d.in.ControlErr = err.Error()
+	} else {
+		d.log.Info("resuming the session", "user", prefs.User, "wanted", prefs.Wanted)
+		d.startSyncLocked(ctl)
+	}
+	d.updateLocked()
+}
+
+func localAPIServer(cfg Config, d *daemon, dir store.Dir, done chan struct{}) *http.Server {
+	return &http.Server{
+		Handler:           (&server{d: d, policy: access.SystemPolicy(dir.Path), done: done, logs: cfg.Logs}).handler(),
+		ConnContext:       connContext,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No ReadTimeout: it would cut the /v1/watch streams; bodies are
+		// capped by size instead.
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// startLoops starts the daemon's goroutines: the applier, the pending
+// changes, the device reader, the network and sleep watch and the memory
+// watch. wait returns once all have ended (after ctx).
+func (d *daemon) startLoops(ctx context.Context, cfg Config, iface string) (wait func()) {
+	var wg sync.WaitGroup
+	wg.Go(func() { d.applyLoop(ctx) })
+	wg.Go(func() { d.pendingLoop(ctx) })
+	wg.Go(func() { d.readLoop(ctx) })
+	watching := d.watchNetworkAndSleep(ctx, cfg, iface) // netchange.go
+	waitMemory := startMemoryWatch(ctx, d.log, iface)   // gives memory back after bursts of traffic (trim.go)
+	return func() {
+		wg.Wait()
+		watching()
+		waitMemory()
+	}
 }
 
 // teardown undoes every change: DNS first (it points into the tunnel), then

@@ -24,6 +24,7 @@ import (
 	"github.com/runos/vpn/gateway"
 	"github.com/runos/vpn/gateway/metrics"
 	"github.com/runos/vpn/gateway/nodekey"
+	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/internal/secretfile"
 	"github.com/runos/vpn/internal/version"
@@ -54,6 +55,7 @@ type flags struct {
 	relayListen, relayCert, relayKey, relayRecord       string
 	insecureHTTP, longPoll                              bool
 	metricsAddr                                         string
+	inside                                              api.ClusterInside
 }
 
 type usageError struct{ error }
@@ -138,6 +140,11 @@ the DNS listener are removed before the process exits.`,
 	fl.BoolVar(&f.insecureHTTP, api.FlagInsecureHTTP, false, "allow an http:// --control (tests only: the enrollment token would travel in clear text)")
 	fl.BoolVar(&f.longPoll, "long-poll", false, "follow control by long-polls, as gateways before push streams did, instead of one stream")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
+	fl.StringVar(&f.inside.NodeNetwork, "node-network", "", "the cluster's internal node network, e.g. 10.10.0.0/24: devices reach it through the VPN node (default: none)")
+	fl.StringVar(&f.inside.PodRange, "pod-range", "", "the cluster's pod range, e.g. 10.244.0.0/16 (default: none)")
+	fl.StringVar(&f.inside.ServiceRange, "service-range", "", "the cluster's Service range, e.g. 10.96.0.0/12 (default: none)")
+	fl.StringVar(&f.inside.DNSServer, "cluster-dns", "", "kube-dns' address, e.g. 10.96.0.10: the cluster DNS asks it for Service names (default: none)")
+	fl.StringVar(&f.inside.APIAddress, "api-vip", "", "the control-plane VIP where the Kubernetes API listens on 6443: k8s.<cid>… answers it (default: none)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	cmd.SetVersionTemplate("runos-gateway {{.Version}}\n")
 	cmd.SetArgs(args)
@@ -194,6 +201,9 @@ func (f flags) check(getenv func(string) string) (caFile string, err error) {
 			return "", usagef("--relay-listen %s: plain HTTP only on a loopback address (behind the node's ingress); elsewhere give --relay-cert and --relay-key", f.relayListen)
 		}
 	}
+	if err := f.inside.Check(); err != nil {
+		return "", usagef("what lies inside the cluster (--node-network, --pod-range, --service-range, --cluster-dns, --api-vip): %v", err)
+	}
 	if f.caFile != "" {
 		return f.caFile, nil
 	}
@@ -233,9 +243,11 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 	}
 	log.Info("runos-gateway starting", "version", version.String(), "node", f.nodeID, "control", f.control,
 		"interface", f.iface, "heartbeat", f.heartbeat.String(), "publicKey", key.PublicKey().String())
+	fwd := reach.New(reach.LinuxOS{}, log)
 	var mets gateway.Metrics
 	if f.metricsAddr != "" {
 		m := metrics.New(time.Now)
+		m.ReachDropped(fwd.Dropped)
 		stop, err := serveMetrics(f.metricsAddr, m, log)
 		if err != nil {
 			return err
@@ -264,6 +276,9 @@ func serve(ctx context.Context, f flags, getenv func(string) string, stderr io.W
 		Version:   version.Version,
 		Logger:    log,
 		PublicIP:  gateway.DetectPublicIP(f.control),
+		Inside:    f.inside,
+		Reach:     fwd,
+		StateDir:  f.stateDir,
 	})
 	if err != nil {
 		return err

@@ -44,6 +44,8 @@ func TestFlags(t *testing.T) {
 		{append(base, "--log-format", "xml"), exitUsage, `--log-format "xml"`},
 		{append(base, "--interface", "much-too-long-name"), exitUsage, "1 to 15 characters"},
 		{append(base, "--interface", "wg/1"), exitUsage, "no spaces, slashes or colons"},
+		{append(base, "--service-range", "10.96.0.0/12", "--cluster-dns", "192.168.0.10"), exitUsage, "cluster dns 192.168.0.10 is in none of the declared prefixes"},
+		{append(base, "--pod-range", "100.96.0.0/16"), exitUsage, "overlaps the VPN's pool"},
 		{append(base, "extra"), exitUsage, `unexpected argument "extra"`},
 		{append(base, "--no-such-flag"), exitUsage, "unknown flag: --no-such-flag"},
 		{[]string{"--control", "ftp://x", "--node-id", "n1", "--token-file", tok, "--state-dir", dir}, exitUsage, "--control"},

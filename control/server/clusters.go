@@ -112,6 +112,9 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request, p *princi
 		for _, n := range nodes {
 			d.Nodes = append(d.Nodes, s.nodeDoc(n, svcs, now))
 		}
+		if d.Inside, err = insideOf(rd, c.CID, svcs); err != nil {
+			return err
+		}
 		for _, svc := range svcs {
 			sd, err := s.serviceDoc(rd, svc, now)
 			if err != nil {

@@ -176,7 +176,8 @@ func (s *Server) clusterConfig(ctx context.Context, cid string) (clusterEntry, e
 			vpn, ok := vpnConfig(c, svcs, host)
 			e.cfg = api.ClusterConfig{CID: c.CID, AID: c.AID, Name: c.Name, Domain: c.Domain(), VPN: vpn}
 			e.ok = ok
-			return nil
+			e.cfg.Inside, err = insideOf(r, cid, svcs)
+			return err
 		})
 		if err != nil {
 			return clusterEntry{}, err

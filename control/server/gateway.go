@@ -77,7 +77,11 @@ func (s *Server) gatewayMap(rd store.Reader, cid, nid string) (api.GatewayMap, e
 		gs.MoveID = mv.ID
 	}
 	for _, p := range peers {
-		gs.Peers = append(gs.Peers, api.GatewayPeer{DeviceID: p.DeviceID, PublicKey: p.PublicKey, Address: p.Address.String()})
+		gs.Peers = append(gs.Peers, api.GatewayPeer{DeviceID: p.DeviceID, PublicKey: p.PublicKey, Address: p.Address.String(),
+			ExpiresAt: p.ExpiresAt})
+	}
+	if gs.Inside, err = insideOf(rd, cid, svcs); err != nil {
+		return m, err
 	}
 	if err := gatewayPolicy(rd, c.AID, gs, peers); err != nil {
 		return m, err
@@ -110,7 +114,7 @@ func checkReport(rep *api.GatewayReport) *api.Error {
 	if rep.Listening && rep.PublicKey == "" {
 		return errInvalid("a listening gateway must report its publicKey")
 	}
-	return nil
+	return checkInside(rep)
 }
 
 // sourceAddr is the gateway's address as control sees it: the detected
@@ -167,6 +171,9 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 			n.DetectedIP = src
 		}
 		if err := tx.UpdateNode(n); err != nil {
+			return err
+		}
+		if err := recordInside(tx, n, rep); err != nil {
 			return err
 		}
 		svcs, err := tx.Services(n.CID)

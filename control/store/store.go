@@ -21,6 +21,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/oauth"
 )
@@ -136,6 +137,10 @@ type Reader interface {
 	PeerCount(cid string, now time.Time) (int, error)
 	DevicesOfSession(sessionID string) ([]model.Device, error)
 
+	// ClusterInside is what the cluster's gateways reported lies inside
+	// it (api.ClusterInside without Mapped); ErrNotFound when nothing was.
+	ClusterInside(cid string) (api.ClusterInside, error)
+
 	AccessReader // access.go
 	PolicyReader // policy.go
 }
@@ -175,6 +180,9 @@ type Writer interface {
 	UpdateSession(model.Session) error
 	// DeleteSessionsEndedBy forgets sessions that ended or expired at or before t.
 	DeleteSessionsEndedBy(t time.Time) (int, error)
+
+	// PutClusterInside records (or replaces) what lies inside cid.
+	PutClusterInside(cid string, in api.ClusterInside) error
 
 	AccessWriter // access.go
 	PolicyWriter // policy.go

@@ -336,12 +336,19 @@ func trouble(s State, c localapi.ClusterStatus) string {
 			return localapi.CaptivePortalMessage
 		}
 		if !c.PeerUp {
+			if n := privateNote(s.Status.Network.Uplink, c); n != "" {
+				return n // not a firewall's doing: see private.go
+			}
 			if c.Error != "" {
 				// What the daemon observed, e.g. "no answer from n1 at
 				// 10.77.0.21:32768 for 17 s".
 				return c.Error
 			}
 			return "no handshake"
+		}
+		if c.Kept != nil {
+			// Up on what control sent earlier: say so, as status does.
+			return c.Kept.Message
 		}
 	case localapi.ClusterError:
 		if c.Error != "" {
@@ -380,20 +387,25 @@ func clusterRow(s State, c localapi.ClusterStatus) Item {
 	busy := s.busyOn(it.Click) || s.SigningIn
 	it.Enabled = !s.ReadOnly && !busy
 	if it.Tooltip == "" {
-		it.Tooltip = rowTooltip(c)
+		it.Tooltip = rowTooltip(s.Status.Network.Uplink, c)
 	}
 	if c.Name != "" && c.Name != c.CID {
 		it.Tooltip = c.Name + ": " + it.Tooltip
 	}
+	if r := reachTooltip(c.Reach); r != "" && c.State == localapi.ClusterConnected {
+		it.Tooltip += "\n" + r
+	}
 	return it
 }
 
-func rowTooltip(c localapi.ClusterStatus) string {
+func rowTooltip(uplink string, c localapi.ClusterStatus) string {
 	switch {
 	case c.State == localapi.ClusterConnected && c.PeerUp && c.Path == localapi.PathRelay:
 		return fmt.Sprintf("Connected through %s over its HTTPS relay (%s): %s", c.Server.NodeID, c.Relay, c.PathReason)
 	case c.State == localapi.ClusterConnected && c.PeerUp:
 		return fmt.Sprintf("Connected through %s (%s)", c.Server.NodeID, c.Server.Endpoint)
+	case c.State == localapi.ClusterConnected && privateNote(uplink, c) != "":
+		return privateTooltip(c)
 	case c.State == localapi.ClusterConnected && c.Error != "":
 		return capitalizeFirst(c.Error) + "; the tunnel to " + c.CID + " carries nothing until it answers again"
 	case c.State == localapi.ClusterConnected:

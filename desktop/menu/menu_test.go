@@ -777,3 +777,21 @@ func TestEqual(t *testing.T) {
 		t.Fatal("a changed row compares equal")
 	}
 }
+
+// TestKeptConfiguration: a cluster up on the configuration the daemon
+// kept while control is unreachable says so in its row, with the words
+// of status; the full text is in the tooltip when the row is clipped.
+func TestKeptConfiguration(t *testing.T) {
+	ky3 := cluster("ky3", localapi.ClusterConnected, true, true)
+	msg := "control unreachable since 2026-03-10 08:20 UTC; using the configuration of 2026-03-10 08:02 UTC"
+	ky3.Kept = &localapi.KeptConfig{Message: msg}
+	s, _ := run(t, State{}, StatusEvent{status(3, localapi.SessionSignedIn, ky3)})
+	m := Build(s, now)
+	row := m.Clusters[0]
+	if full := "ky3 — " + msg; row.Title != clip(full) || !strings.Contains(row.Tooltip, msg) && row.Title != full {
+		t.Fatalf("row %q, tooltip %q", row.Title, row.Tooltip)
+	}
+	if !row.Checked || m.Icon != IconConnected {
+		t.Errorf("a cluster up on the kept configuration is still connected: %+v, icon %v", row, m.Icon)
+	}
+}

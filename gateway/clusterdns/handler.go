@@ -12,6 +12,9 @@ import (
 // the listeners never restart for a new set of domains.
 type Handler struct {
 	zone atomic.Pointer[Zone]
+	// Exchange asks kube-dns for names inside the cluster; nil: over UDP
+	// (TCP when truncated) with a 2 s timeout.
+	Exchange Exchanger
 }
 
 // SetZone replaces the zone answered from now on; nil refuses everything.
@@ -22,7 +25,11 @@ func (h *Handler) Zone() *Zone { return h.zone.Load() }
 
 // ServeDNS answers one query.
 func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	resp := h.zone.Load().Answer(req)
+	ex := h.Exchange
+	if ex == nil {
+		ex = defaultExchange
+	}
+	resp := h.zone.Load().AnswerWith(req, ex)
 	resp.Compress = true
 	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
 		size := dns.MinMsgSize

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/runos/vpn/api"
 )
 
 // TTL of the answers. The address belongs to the service, not the node, so
@@ -23,6 +25,7 @@ const TTL = 60
 type Zone struct {
 	address netip.Addr
 	domains []string // canonical: lowercase, fully qualified, longest first
+	inside  *Inside  // names inside the cluster (inside.go); nil: none
 }
 
 // NewZone checks the domains and returns the zone. Domains are given without
@@ -73,8 +76,13 @@ func (z *Zone) match(name string) string {
 }
 
 // Answer builds the reply to req. It never fails: what it cannot answer is
-// FORMERR, NOTIMP or REFUSED. A nil zone refuses everything.
-func (z *Zone) Answer(req *dns.Msg) *dns.Msg {
+// FORMERR, NOTIMP or REFUSED. A nil zone refuses everything. Names inside
+// the cluster are refused here (SERVFAIL): AnswerWith asks kube-dns.
+func (z *Zone) Answer(req *dns.Msg) *dns.Msg { return z.AnswerWith(req, nil) }
+
+// AnswerWith is Answer that asks kube-dns with exchange for the names
+// inside the cluster (nil: they fail with SERVFAIL).
+func (z *Zone) AnswerWith(req *dns.Msg, exchange Exchanger) *dns.Msg {
 	resp := new(dns.Msg)
 	resp.SetReply(req) // echoes the id, opcode, RD, CD and the first question
 	resp.RecursionAvailable = false
@@ -99,6 +107,13 @@ func (z *Zone) Answer(req *dns.Msg) *dns.Msg {
 		return resp
 	}
 	q := req.Question[0]
+	if ask, mappedOnly := z.insideName(q.Name); ask != "" && (q.Qclass == dns.ClassINET || q.Qclass == dns.ClassANY) {
+		if exchange == nil {
+			resp.Rcode = dns.RcodeServerFailure
+			return resp
+		}
+		return z.answerInside(req, resp, ask, mappedOnly, exchange)
+	}
 	domain := ""
 	if z != nil {
 		domain = z.match(q.Name)
@@ -113,6 +128,9 @@ func (z *Zone) Answer(req *dns.Msg) *dns.Msg {
 	case q.Qtype == dns.TypeA && z.address.Is4(), q.Qtype == dns.TypeANY && z.address.Is4():
 		hdr.Rrtype = dns.TypeA
 		resp.Answer = []dns.RR{&dns.A{Hdr: hdr, A: z.address.AsSlice()}}
+	case q.Qtype == dns.TypeAAAA && z.isAPIName(q.Name):
+		hdr.Rrtype = dns.TypeAAAA
+		resp.Answer = []dns.RR{&dns.AAAA{Hdr: hdr, AAAA: api.MappedAddr(z.inside.Mapped, z.inside.VIP).AsSlice()}}
 	case q.Qtype == dns.TypeAAAA && z.address.Is6(), q.Qtype == dns.TypeANY && z.address.Is6():
 		hdr.Rrtype = dns.TypeAAAA
 		resp.Answer = []dns.RR{&dns.AAAA{Hdr: hdr, AAAA: z.address.AsSlice()}}

@@ -32,7 +32,8 @@ type Gateway struct {
 	now        func() time.Time
 
 	mu       sync.Mutex
-	answered time.Time // control's last answer; zero: none yet
+	answered time.Time                // control's last answer; zero: none yet
+	dropped  func() map[string]uint64 // forwarding's drop counters; nil: none
 }
 
 // New returns the gateway's collectors; now is the clock of the
@@ -56,7 +57,7 @@ func New(now func() time.Time) *Gateway {
 	}
 	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "control_last_answer_age_seconds",
 		Help: "Seconds since control last answered (a map or a report); -1 before its first answer."}, g.sinceControl)
-	g.reg.MustRegister(g.peers, g.handshakes, g.rx, g.tx, g.role, g.refused, since,
+	g.reg.MustRegister(g.peers, g.handshakes, g.rx, g.tx, g.role, g.refused, since, dropCollector{g},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g.Serving("", 0)
 	return g
@@ -113,4 +114,33 @@ func (g *Gateway) sinceControl() float64 {
 		return -1
 	}
 	return g.now().Sub(g.answered).Seconds()
+}
+
+// ReachDropped gives the counters of what devices sent through the node
+// that forwarding dropped, by reason (gateway/reach), read at each scrape.
+func (g *Gateway) ReachDropped(read func() map[string]uint64) {
+	g.mu.Lock()
+	g.dropped = read
+	g.mu.Unlock()
+}
+
+var droppedDesc = prometheus.NewDesc(ns+"_reach_dropped_packets_total",
+	"Packets devices sent through this node that were dropped: to another device, to the node's other addresses, neither TCP nor UDP into the cluster, or outside the cluster's declared prefixes.",
+	[]string{"reason"}, nil)
+
+// dropCollector reads the drop counters when scraped.
+type dropCollector struct{ g *Gateway }
+
+func (c dropCollector) Describe(ch chan<- *prometheus.Desc) { ch <- droppedDesc }
+
+func (c dropCollector) Collect(ch chan<- prometheus.Metric) {
+	c.g.mu.Lock()
+	read := c.g.dropped
+	c.g.mu.Unlock()
+	if read == nil {
+		return
+	}
+	for reason, n := range read() {
+		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(n), reason)
+	}
 }

@@ -58,3 +58,20 @@ runos_gateway_transmitted_bytes_total 40
 		t.Error(err)
 	}
 }
+
+func TestReachDropped(t *testing.T) {
+	g := New(time.Now)
+	if n, err := testutil.GatherAndCount(g.Registry(), "runos_gateway_reach_dropped_packets_total"); err != nil || n != 0 {
+		t.Fatalf("before forwarding: %d series, %v", n, err)
+	}
+	g.ReachDropped(func() map[string]uint64 { return map[string]uint64{"node": 2, "undeclared": 5} })
+	want := `
+# HELP runos_gateway_reach_dropped_packets_total Packets devices sent through this node that were dropped: to another device, to the node's other addresses, neither TCP nor UDP into the cluster, or outside the cluster's declared prefixes.
+# TYPE runos_gateway_reach_dropped_packets_total counter
+runos_gateway_reach_dropped_packets_total{reason="node"} 2
+runos_gateway_reach_dropped_packets_total{reason="undeclared"} 5
+`
+	if err := testutil.GatherAndCompare(g.Registry(), strings.NewReader(want), "runos_gateway_reach_dropped_packets_total"); err != nil {
+		t.Fatal(err)
+	}
+}

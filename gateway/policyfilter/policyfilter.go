@@ -18,6 +18,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/tun"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/policy"
 )
 
@@ -34,15 +35,22 @@ type Filter struct {
 type tables struct {
 	devices *policy.DeviceFilters // nil: no policy, everything passes
 	service netip.Addr            // the VPN server's address: its DNS and ICMP always pass
+	mapped  netip.Prefix          // the cluster's mapped /96 (invalid: none)
 }
+
+// deviceSite is where devices' IPv6 tunnel addresses are (api.DeviceAddr6).
+var deviceSite = netip.PrefixFrom(api.MappedPool.Addr(), 96)
 
 // Set swaps in the filters of a new map: devices nil when the account has
 // no policy. service is the cluster's VPN address, whose DNS (port 53) and
 // ICMP every device may always use, whatever the rules say: names must
 // resolve and the server must answer a ping for the daemon to say why a
-// destination is refused rather than that the VPN is down.
-func (f *Filter) Set(devices *policy.DeviceFilters, service netip.Addr) {
-	f.cur.Store(&tables{devices: devices, service: service.Unmap()})
+// destination is refused rather than that the VPN is down. mapped is the
+// cluster's mapped IPv6 range (gateway/reach): a packet there is checked
+// as the IPv4 address it stands for, since rules name the cluster's own
+// addresses, and a device's IPv6 tunnel address as its IPv4 one.
+func (f *Filter) Set(devices *policy.DeviceFilters, service netip.Addr, mapped netip.Prefix) {
+	f.cur.Store(&tables{devices: devices, service: service.Unmap(), mapped: mapped})
 }
 
 // DroppedPackets is how many packets were refused since the start.
@@ -58,6 +66,12 @@ func (f *Filter) Allow(pkt []byte) bool {
 	src, k, ok := parse(pkt)
 	if !ok {
 		return false
+	}
+	if v4, err := api.Unmapped(deviceSite, src); err == nil {
+		src = v4
+	}
+	if v4, err := api.Unmapped(t.mapped, k.Addr); err == nil && t.mapped.IsValid() {
+		k.Addr = v4
 	}
 	if k.Addr == t.service && (k.Proto == policy.ICMP || k.Port == 53 && (k.Proto == policy.UDP || k.Proto == policy.TCP)) {
 		return true

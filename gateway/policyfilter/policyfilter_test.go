@@ -9,6 +9,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/tun"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/policy"
 )
 
@@ -34,6 +35,10 @@ func packet(src, dst string, proto uint8, port uint16) []byte {
 	return append(b, l4...)
 }
 
+// mapped is ky3's mapped range (gateway/reach): 10.96.0.20 is
+// fd52:4f53:5600:1::a60:14 there.
+var mapped = netip.MustParsePrefix("fd52:4f53:5600:1::/96")
+
 const (
 	ada     = "100.96.0.2" // in oncall: everything in ky3
 	bob     = "100.96.0.3" // Postgres on one address only
@@ -51,7 +56,7 @@ func filterFor(t *testing.T) *Filter {
 	f.Set(policy.CompileDevices(p, "ky3", []policy.Device{
 		{Addr: netip.MustParseAddr(ada), User: policy.Subject{User: "ada@x"}},
 		{Addr: netip.MustParseAddr(bob), User: policy.Subject{User: "bob@x"}},
-	}), netip.MustParseAddr(service))
+	}), netip.MustParseAddr(service), mapped)
 	return &f
 }
 
@@ -72,6 +77,9 @@ func TestAllow(t *testing.T) {
 		{"bob not the server's web page", packet(bob, service, 6, 80), false},
 		{"no device of the cluster", packet("100.96.0.9", "10.96.0.20", 6, 5432), false},
 		{"IPv6 from no device", packet("fd00::1", "fd00::2", 6, 5432), false},
+		{"bob reaches Postgres by its mapped address", packet(api.DeviceAddr6(netip.MustParseAddr(bob)).String(), "fd52:4f53:5600:1::a60:14", 6, 5432), true},
+		{"bob not another mapped address", packet(api.DeviceAddr6(netip.MustParseAddr(bob)).String(), "fd52:4f53:5600:1::a60:15", 6, 5432), false},
+		{"bob not in another cluster's mapped range", packet(api.DeviceAddr6(netip.MustParseAddr(bob)).String(), "fd52:4f53:5600:2::a60:14", 6, 5432), false},
 		{"not IP", []byte{0x00, 0x01}, false},
 		{"a short IPv4 header", packet(bob, "10.96.0.20", 6, 5432)[:12], false},
 	} {
@@ -83,7 +91,7 @@ func TestAllow(t *testing.T) {
 	if !open.Allow([]byte{0}) {
 		t.Error("a filter with no policy refused a packet")
 	}
-	open.Set(nil, netip.MustParseAddr(service))
+	open.Set(nil, netip.MustParseAddr(service), netip.Prefix{})
 	if !open.Allow(packet(bob, "10.96.0.21", 6, 22)) {
 		t.Error("an account without a policy refused a packet")
 	}
@@ -154,7 +162,7 @@ func BenchmarkWrite1000Rules(b *testing.B) {
 		b.Fatal(err)
 	}
 	var f Filter
-	f.Set(policy.CompileDevices(p, "ky3", devices), netip.MustParseAddr(service))
+	f.Set(policy.CompileDevices(p, "ky3", devices), netip.MustParseAddr(service), netip.Prefix{})
 	benchWrite(b, &f)
 }
 

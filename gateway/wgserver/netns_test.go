@@ -85,7 +85,7 @@ func TestServerReal(t *testing.T) {
 	if pub := sh(t, "wg", "show", ifname, "public-key"); strings.TrimSpace(pub) != priv.PublicKey().String() {
 		t.Fatalf("wg show public-key = %q", pub)
 	}
-	wantPeers(t, ifname, map[wgtypes.Key]string{k1: "100.96.0.2/32", k2: "100.96.0.3/32"})
+	wantPeers(t, ifname, map[wgtypes.Key]string{k1: "100.96.0.2/32 fd52:4f53:5600::6460:2/128", k2: "100.96.0.3/32 fd52:4f53:5600::6460:3/128"})
 	if a := sh(t, "ip", "-o", "addr", "show", "dev", ifname); !strings.Contains(a, "100.100.1.1/24") {
 		t.Fatalf("address: %s", a)
 	}
@@ -111,7 +111,7 @@ func TestServerReal(t *testing.T) {
 	if st.Index != index || !st.Listening || st.ListenPort != 32769 {
 		t.Fatalf("after changes: %+v (index was %d)", st, index)
 	}
-	wantPeers(t, ifname, map[wgtypes.Key]string{k2: "100.96.0.7/32", k3: "100.96.0.4/32"})
+	wantPeers(t, ifname, map[wgtypes.Key]string{k2: "100.96.0.7/32 fd52:4f53:5600::6460:7/128", k3: "100.96.0.4/32 fd52:4f53:5600::6460:4/128"})
 	if a := sh(t, "ip", "-o", "addr", "show", "dev", ifname); strings.Contains(a, "100.100.1.1") || !strings.Contains(a, "100.100.2.1/24") {
 		t.Fatalf("address after change: %s", a)
 	}

@@ -1,6 +1,7 @@
 package wgserver
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -18,8 +19,8 @@ func key(t *testing.T) wgtypes.Key {
 	return k.PublicKey()
 }
 
-// TestPeersAreHostPeers: a device is a host peer allowed its one address,
-// with no endpoint (its packets give it) and no keepalive; the diff of the
+// TestPeersAreHostPeers: a device is a host peer allowed its address (and,
+// for an IPv4 one, the IPv6 address derived from it), with no endpoint (its packets give it) and no keepalive; the diff of the
 // same devices twice is empty, so a re-Apply disturbs no session.
 func TestPeersAreHostPeers(t *testing.T) {
 	k4, k6 := key(t), key(t)
@@ -28,12 +29,12 @@ func TestPeersAreHostPeers(t *testing.T) {
 		{DeviceID: "d2", PublicKey: k6, Address: netip.MustParseAddr("fd00::2")},
 	})
 	want := []wghost.Peer{
-		{PublicKey: k4, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("100.96.0.2/32")}},
+		{PublicKey: k4, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("100.96.0.2/32"), netip.MustParsePrefix("fd52:4f53:5600::6460:2/128")}},
 		{PublicKey: k6, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("fd00::2/128")}},
 	}
 	for i := range want {
 		if got[i].PublicKey != want[i].PublicKey || got[i].Endpoint.IsValid() || got[i].Keepalive != 0 ||
-			len(got[i].AllowedIPs) != 1 || got[i].AllowedIPs[0] != want[i].AllowedIPs[0] {
+			fmt.Sprint(got[i].AllowedIPs) != fmt.Sprint(want[i].AllowedIPs) {
 			t.Errorf("peer %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"golang.zx2c4.com/wireguard/tun"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/wghost"
 )
 
@@ -211,7 +212,18 @@ func (s *Server) Close() error { return s.host.Close() }
 func peers(ps []Peer) []wghost.Peer {
 	out := make([]wghost.Peer, len(ps))
 	for i, p := range ps {
-		out[i] = wghost.Peer{PublicKey: p.PublicKey, AllowedIPs: []netip.Prefix{wghost.HostPrefix(p.Address)}}
+		out[i] = wghost.Peer{PublicKey: p.PublicKey, AllowedIPs: allowedIPs(p.Address)}
 	}
 	return out
+}
+
+// allowedIPs are a device's tunnel addresses: its IPv4 one and the IPv6 one
+// derived from it (api.DeviceAddr6), the source of what it sends to a
+// cluster's mapped range (gateway/reach, issue 21).
+func allowedIPs(a netip.Addr) []netip.Prefix {
+	a = a.Unmap()
+	if !a.Is4() {
+		return []netip.Prefix{wghost.HostPrefix(a)}
+	}
+	return []netip.Prefix{wghost.HostPrefix(a), wghost.HostPrefix(api.DeviceAddr6(a))}
 }

@@ -85,7 +85,7 @@ It needs root and Debian's iproute2, util-linux, dnsmasq-base, wireguard-tools
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(upCmd(), downCmd(), execCmd(), statusCmd(), demoCmd(), webappCmd(), browserCmd())
+	root.AddCommand(upCmd(), downCmd(), execCmd(), statusCmd(), demoCmd(), webappCmd(), browserCmd(), kubeDNSCmd(), kubeAPICmd())
 	root.AddCommand(netCmds()...)
 	return root
 }

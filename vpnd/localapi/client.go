@@ -159,6 +159,12 @@ func (c *Client) Connect(ctx context.Context, cid string) (*Status, error) {
 	return &s, c.do(ctx, http.MethodPost, "/v1/connect", ConnectRequest{CID: cid}, &s)
 }
 
+// ConnectWith joins a cluster, telling the daemon the default cluster too.
+func (c *Client) ConnectWith(ctx context.Context, req ConnectRequest) (*Status, error) {
+	var s Status
+	return &s, c.do(ctx, http.MethodPost, "/v1/connect", req, &s)
+}
+
 // Disconnect leaves a cluster.
 func (c *Client) Disconnect(ctx context.Context, cid string) (*Status, error) {
 	var s Status

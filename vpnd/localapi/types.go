@@ -91,6 +91,9 @@ const (
 	// WarnCaptivePortal: the network holds back UDP and HTTPS until its
 	// sign-in page is done (plain HTTP is redirected to it).
 	WarnCaptivePortal = "captive-portal"
+	// WarnNotSaved: the daemon could not write its state directory (the
+	// session and wanted clusters would not survive a restart); retried.
+	WarnNotSaved = "not-saved"
 )
 
 // Paths of a cluster's WireGuard datagrams (ClusterStatus.Path).
@@ -216,6 +219,43 @@ type ClusterStatus struct {
 	Subnet        string     `json:"subnet,omitempty"`
 	DNS           ClusterDNS `json:"dns"`
 	Error         string     `json:"error"` // "" when there is none
+	// Reach is what the laptop routes into the cluster beyond its VPN
+	// server (issue 21); nil when the cluster declares nothing inside.
+	Reach *ClusterReach `json:"reach,omitempty"`
+	// Kept is set while the cluster runs on a configuration control sent
+	// earlier, because control does not answer now (or has not since the
+	// daemon started, which then used the configuration it kept on disk).
+	Kept *KeptConfig `json:"kept,omitempty"`
+}
+
+// ClusterReach says, for one cluster, which of its internal ranges the
+// laptop routes to it directly, which are shadowed (by the default
+// cluster, another cluster, or the laptop's own network), and the mapped
+// range under which all of them are reachable whatever shadows them (the
+// names of the cluster resolve into it).
+type ClusterReach struct {
+	Default  bool            `json:"default"` // the default cluster: raw ranges and *.svc.cluster.local go here first
+	Routed   []string        `json:"routed"`
+	Shadowed []ShadowedRange `json:"shadowed"`
+	Mapped   string          `json:"mapped,omitempty"` // the cluster's mapped IPv6 /96
+	Refused  []string        `json:"refused,omitempty"`
+}
+
+// ShadowedRange is an internal range not routed to its cluster, and why.
+type ShadowedRange struct {
+	Prefix string `json:"prefix"`
+	By     string `json:"by"` // a cid, or "the local network (<iface> <prefix>)"
+}
+
+// KeptConfig says a cluster runs without control: since when control has
+// not answered, and when it sent the configuration in use.
+type KeptConfig struct {
+	ControlUnreachableSince time.Time `json:"controlUnreachableSince"`
+	ConfigurationOf         time.Time `json:"configurationOf"`
+	// Message is both in words, as status and the desktop show them:
+	// "control unreachable since 2026-12-04 17:02 UTC; using the
+	// configuration of 2026-12-04 16:58 UTC".
+	Message string `json:"message"`
 }
 
 // The status's documented fields are always in its JSON, so a script can
@@ -258,6 +298,10 @@ type SessionRequest struct {
 // ConnectRequest names a cluster.
 type ConnectRequest struct {
 	CID string `json:"cid"`
+	// Default is the cluster the user works on (runos config set cid), as
+	// the CLI knows it: raw internal addresses and *.svc.cluster.local go
+	// to it first (issue 21). "" leaves the daemon's as it was.
+	Default string `json:"default,omitempty"`
 }
 
 // Version is the daemon's build.

@@ -52,12 +52,20 @@ func Derive(in *Inputs) localapi.Status {
 	}
 	slices.Sort(cids)
 	cids = slices.Compact(cids)
+	var rp reachPlan
+	if live {
+		rp = planReach(in, cs)
+	}
 	for _, cid := range cids {
 		wanted := slices.Contains(in.Prefs.Wanted, cid)
 		cst := localapi.ClusterStatus{CID: cid, Name: names[cid], Wanted: wanted, State: localapi.ClusterDisconnected,
 			DNS: localapi.ClusterDNS{Domains: []string{}}}
 		if wanted && live {
 			deriveCluster(in, &cst, cs[cid])
+			cst.Reach = rp.status[cid]
+			if cs[cid] != nil {
+				cst.Kept = kept(in)
+			}
 		} else if p, ok := pendingLeave(in, cid); ok {
 			cst.Error = pendingText(in, p)
 		}
@@ -68,6 +76,23 @@ func Derive(in *Inputs) localapi.Status {
 	}
 	st.Warnings = warnings(in)
 	return st
+}
+
+// kept says a cluster's configuration is not control's of now: the map
+// restored from disk at start, or the last one while control fails; nil
+// when control answers.
+func kept(in *Inputs) *localapi.KeptConfig {
+	if !in.MapKept && in.ControlErr == "" {
+		return nil
+	}
+	since := in.ControlErrSince
+	if since.IsZero() {
+		since = in.Now
+	}
+	const at = "2006-01-02 15:04 UTC"
+	return &localapi.KeptConfig{ControlUnreachableSince: since, ConfigurationOf: in.MapReceivedAt,
+		Message: fmt.Sprintf("control unreachable since %s; using the configuration of %s",
+			since.UTC().Format(at), in.MapReceivedAt.UTC().Format(at))}
 }
 
 func deriveSession(in *Inputs) localapi.Session {
@@ -218,6 +243,10 @@ func warnings(in *Inputs) []localapi.Warning {
 	}
 	if in.DNS.Error != "" {
 		w = append(w, localapi.Warning{Code: localapi.WarnDNS, Message: "dns: " + in.DNS.Error})
+	}
+	if in.SaveErr != "" {
+		w = append(w, localapi.Warning{Code: localapi.WarnNotSaved,
+			Message: in.SaveErr + ": a restart would forget the latest changes; the daemon keeps trying"})
 	}
 	for _, p := range in.Prefs.Pending {
 		code := localapi.WarnSignOutPending

@@ -699,6 +699,10 @@ func TestWarningCodes(t *testing.T) {
 			in.Prefs.ExpiresAt = t0.Add(10 * time.Minute)
 			in.DNS = dnsplit.Status{Mode: "resolv.conf", Error: "resolv.conf: read-only file system"}
 		}, []string{localapi.WarnSessionExpiring, localapi.WarnDNS}},
+		{"prefs not saved", func(in *Inputs) {
+			in.Prefs = signedInPrefs("ky3")
+			in.SaveErr = "save the session and wanted clusters: no space left on device"
+		}, []string{localapi.WarnNotSaved}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := base()

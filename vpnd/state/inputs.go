@@ -29,13 +29,24 @@ type Inputs struct {
 	SessionEnded bool
 	SessionErr   string
 
-	Map        *api.DeviceMap    // the last device map from control; nil before the first
-	Accounts   []api.Cluster     // GET /v1/clusters: the account's clusters
-	ControlErr string            // the last exchange with control failed: why ("" when it worked)
-	JoinErrs   map[string]string // by cid: control refused or failed the join
+	Map        *api.DeviceMap // the last device map from control; nil before the first
+	Accounts   []api.Cluster  // GET /v1/clusters: the account's clusters
+	ControlErr string         // the last exchange with control failed: why ("" when it worked)
+	// ControlErrSince is when ControlErr last went from "" to an error.
+	ControlErrSince time.Time
+	// MapReceivedAt is when control sent Map. MapKept says Map is the
+	// one kept on disk (vpnd/cache), restored at start: control has not
+	// answered this run yet.
+	MapReceivedAt time.Time
+	MapKept       bool
+	JoinErrs      map[string]string // by cid: control refused or failed the join
 	// PendingErrs says why each of Prefs.Pending (by its Key) did not
 	// reach control yet.
 	PendingErrs map[string]string
+
+	// SaveErr says why the last write of the prefs failed ("" when it
+	// worked): the applier retries it.
+	SaveErr string
 
 	Device wgcfg.Report   // what the WireGuard device reports
 	DNS    dnsplit.Status // the split-DNS configurator; Mode "" means off

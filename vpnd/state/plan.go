@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/wgcfg"
@@ -31,6 +32,11 @@ func Want(in *Inputs) Plan {
 		return p // no address: nothing can flow yet
 	}
 	cs := joined(in.Map, in.Trust)
+	rp := planReach(in, cs)
+	if rp.v6 {
+		a6 := api.DeviceAddr6(p.Tunnel.Addresses[0].Addr())
+		p.Tunnel.Addresses = append(p.Tunnel.Addresses, netip.PrefixFrom(a6, 128))
+	}
 	for _, cid := range in.Prefs.Wanted {
 		c, ok := cs[cid]
 		if !ok || c.err != nil || !c.cc.VPN.Ready {
@@ -45,10 +51,15 @@ func Want(in *Inputs) Plan {
 		case c.server.IsValid():
 			peer.Probe = netip.AddrPortFrom(c.server, 53)
 		}
+		peer.AllowedIPs = append(slices.Clone(c.peer.AllowedIPs), rp.extra[cid]...)
 		p.Tunnel.Peers = append(p.Tunnel.Peers, peer)
-		p.Tunnel.Routes = append(p.Tunnel.Routes, c.peer.AllowedIPs...)
+		p.Tunnel.Routes = append(p.Tunnel.Routes, peer.AllowedIPs...)
 		if c.dns.IsValid() && len(c.domains) > 0 {
-			p.DNS = append(p.DNS, dnsplit.Route{CID: cid, Server: c.dns, Domains: slices.Clone(c.domains)})
+			domains := slices.Clone(c.domains)
+			if cid == rp.def {
+				domains = append(domains, ServiceDomain)
+			}
+			p.DNS = append(p.DNS, dnsplit.Route{CID: cid, Server: c.dns, Domains: domains})
 		}
 	}
 	return p

@@ -111,6 +111,9 @@ type Prefs struct {
 	User        string    `json:"user,omitempty"`
 	DeviceID    string    `json:"deviceId,omitempty"`
 	Wanted      []string  `json:"wanted,omitempty"` // cids, sorted
+	// DefaultCID is the cluster the user works on, as the CLI said at the
+	// last connect (issue 21): raw internal addresses go to it first.
+	DefaultCID string `json:"defaultCid,omitempty"`
 	// RevokedAt: control removed this device (its key is refused); the
 	// session is gone and the key was replaced, until the next sign-in.
 	RevokedAt  time.Time `json:"revokedAt,omitzero"`

@@ -231,9 +231,16 @@ CREATE TABLE audit_accounts (
 `,
 	// 2: a VPN service's relay URL override (issue 14).
 	2: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
-	// 3: access policies and groups (issue 23): the document in force per
-	// account, the ones it replaced, and the account's groups of users.
+	// 3: what lies inside a cluster, as its gateways report it (issue 21).
 	3: `
+CREATE TABLE cluster_inside (
+	cid    TEXT PRIMARY KEY REFERENCES clusters(cid) ON DELETE CASCADE,
+	inside TEXT NOT NULL
+);
+`,
+	// 4: access policies and groups (issue 23): the document in force per
+	// account, the ones it replaced, and the account's groups of users.
+	4: `
 CREATE TABLE policies (
 	aid      TEXT PRIMARY KEY REFERENCES accounts(aid) ON DELETE CASCADE,
 	version  BIGINT NOT NULL,

@@ -260,9 +260,16 @@ ALTER TABLE oauth_device_codes RENAME COLUMN user TO email;
 ALTER TABLE revoked_keys RENAME COLUMN user TO email;
 CREATE UNIQUE INDEX users_email_lower ON users(lower(email));
 `,
-	// 7: access policies and groups (issue 23): the document in force per
-	// account, the ones it replaced, and the account's groups of users.
+	// 7: what lies inside a cluster, as its gateways report it (issue 21).
 	7: `
+CREATE TABLE cluster_inside (
+	cid    TEXT PRIMARY KEY REFERENCES clusters(cid) ON DELETE CASCADE,
+	inside TEXT NOT NULL
+) WITHOUT ROWID;
+`,
+	// 8: access policies and groups (issue 23): the document in force per
+	// account, the ones it replaced, and the account's groups of users.
+	8: `
 CREATE TABLE policies (
 	aid      TEXT PRIMARY KEY REFERENCES accounts(aid) ON DELETE CASCADE,
 	version  INTEGER NOT NULL,

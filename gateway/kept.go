@@ -1,0 +1,203 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/internal/atomicfile"
+)
+
+// A gateway keeps the last map control sent it (in its state directory,
+// 0600, written atomically), so that started again while control is away
+// (a node reboot, a crash, an upgrade during an outage) it serves its peers
+// at once from it instead of coming back with none. Control's next map
+// replaces it. Every peer carries its session's expiry: a peer is served
+// only until then, kept map or not, so a restart never lets a session
+// outlive itself; a kept peer with no expiry (a map of an older control)
+// is not served from the file.
+
+// KeptFile is the kept map's name in the state directory.
+const KeptFile = "last-map.json"
+
+// keptMaxSize bounds the file: a map of thousands of peers is a few
+// hundred kilobytes.
+const keptMaxSize = 8 << 20
+
+// keptMap is the file's content.
+type keptMap struct {
+	ReceivedAt time.Time      `json:"receivedAt"`
+	Map        api.GatewayMap `json:"map"`
+}
+
+// parseKept reads a kept map for node, refusing what this gateway would
+// not have written: too large, not one object, another node's, or a map
+// planFor refuses.
+func parseKept(b []byte, node string) (keptMap, error) {
+	var k keptMap
+	if len(b) > keptMaxSize {
+		return k, fmt.Errorf("%d bytes, more than the %d a kept map may have", len(b), keptMaxSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&k); err != nil {
+		return keptMap{}, err
+	}
+	if dec.More() {
+		return keptMap{}, errors.New("more than one JSON value")
+	}
+	if k.ReceivedAt.IsZero() {
+		return keptMap{}, errors.New("no time of receipt")
+	}
+	if node != "" && k.Map.NodeID != node {
+		return keptMap{}, fmt.Errorf("the map of node %q, not %q", k.Map.NodeID, node)
+	}
+	if _, err := planFor(&k.Map); err != nil {
+		return keptMap{}, err
+	}
+	return k, nil
+}
+
+// loadKept reads the kept map in dir; ok is false when there is none. A
+// file that does not parse is removed and reported.
+func loadKept(dir, node string) (k keptMap, ok bool, err error) {
+	p := filepath.Join(dir, KeptFile)
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return keptMap{}, false, nil
+	}
+	if err != nil {
+		return keptMap{}, false, fmt.Errorf("the kept map: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, keptMaxSize+1))
+	if err != nil {
+		return keptMap{}, false, fmt.Errorf("the kept map: %w", err)
+	}
+	if k, err = parseKept(b, node); err != nil {
+		_ = os.Remove(p)
+		return keptMap{}, false, fmt.Errorf("the kept map %s is not usable (%v): removed it", p, err)
+	}
+	return k, true, nil
+}
+
+func saveKept(dir string, k keptMap) error {
+	b, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, KeptFile), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("keep the map for restarts without control: %w", err)
+	}
+	return nil
+}
+
+// unexpired is m without the peers whose session ended by now (and, for
+// a kept map, without those whose end is unknown), and the next instant a
+// peer's session ends (zero: none).
+func unexpired(m *api.GatewayMap, now time.Time, kept bool) (*api.GatewayMap, time.Time) {
+	if m == nil || m.Serve == nil {
+		return m, time.Time{}
+	}
+	var next time.Time
+	live := func(p api.GatewayPeer) bool {
+		if p.ExpiresAt.IsZero() {
+			return !kept
+		}
+		if !p.ExpiresAt.After(now) {
+			return false
+		}
+		if next.IsZero() || p.ExpiresAt.Before(next) {
+			next = p.ExpiresAt
+		}
+		return true
+	}
+	if !slices.ContainsFunc(m.Serve.Peers, func(p api.GatewayPeer) bool { return !live(p) }) {
+		return m, next
+	}
+	out, serve := *m, *m.Serve
+	serve.Peers = nil
+	next = time.Time{}
+	for _, p := range m.Serve.Peers {
+		if live(p) {
+			serve.Peers = append(serve.Peers, p)
+		}
+	}
+	out.Serve = &serve
+	return &out, next
+}
+
+// restoreKept serves the kept map, if there is one for this node, until
+// control's first map replaces it.
+func (a *agent) restoreKept() {
+	if a.cfg.StateDir == "" {
+		return
+	}
+	k, ok, err := loadKept(a.cfg.StateDir, a.cfg.NodeID)
+	if err != nil {
+		a.log.Warn("the kept map", "err", err)
+	}
+	if !ok {
+		return
+	}
+	peers := 0
+	if k.Map.Serve != nil {
+		peers = len(k.Map.Serve.Peers)
+	}
+	a.log.Info("serving the kept map until control answers", "version", k.Map.Version,
+		"of", k.ReceivedAt.UTC().Format(time.RFC3339), "peers", peers)
+	a.want, a.kept = &k.Map, true
+	a.reconcile()
+}
+
+// keep writes m as the kept map (a failure is logged: the next map tries
+// again, and without the file a restart only waits for control).
+func (a *agent) keep(m *api.GatewayMap) {
+	if a.cfg.StateDir == "" {
+		return
+	}
+	if err := saveKept(a.cfg.StateDir, keptMap{ReceivedAt: time.Now().UTC(), Map: *m}); err != nil {
+		a.log.Warn("keep the map", "err", err)
+	}
+}
+
+// alarm is a timer for one instant that can be moved, with a nil channel
+// while unset (a select on it then never fires).
+type alarm struct {
+	t  *time.Timer
+	at time.Time
+}
+
+func newAlarm() *alarm { return &alarm{} }
+
+func (a *alarm) set(at time.Time) {
+	if at.Equal(a.at) {
+		return
+	}
+	a.stop()
+	a.at = at
+	if !at.IsZero() {
+		a.t = time.NewTimer(max(time.Until(at), 0))
+	}
+}
+
+func (a *alarm) c() <-chan time.Time {
+	if a.t == nil {
+		return nil
+	}
+	return a.t.C
+}
+
+func (a *alarm) stop() {
+	if a.t != nil {
+		a.t.Stop()
+		a.t = nil
+	}
+	a.at = time.Time{}
+}

@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/gateway/wgserver"
+)
+
+func (f *fakeServer) last() (wgserver.Spec, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.applies) == 0 {
+		return wgserver.Spec{}, false
+	}
+	return f.applies[len(f.applies)-1], f.open
+}
+
+// waitPeers waits until the server was last given want peers (by device id).
+func waitPeers(t *testing.T, f *fakeServer, what string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, open := f.last()
+		var got []string
+		for _, p := range s.Peers {
+			got = append(got, p.DeviceID)
+		}
+		if open && len(got) == len(want) && (len(want) == 0 || equalSet(got, want)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the server has peers %v (open %v), want %v", what, got, open, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func equalSet(a, b []string) bool {
+	m := map[string]bool{}
+	for _, x := range a {
+		m[x] = true
+	}
+	for _, x := range b {
+		if !m[x] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// TestKeptMapServedAfterRestart: the gateway keeps control's last map;
+// started again with control unreachable it serves its peers from it at
+// once, drops each at its session's expiry, and control's first map then
+// replaces the kept one.
+func TestKeptMapServedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	withDir := func(c *Config) { c.StateDir = dir }
+	long, _ := peer(t, "d1", "100.96.0.2")
+	long.ExpiresAt = time.Now().Add(time.Hour)
+	short, _ := peer(t, "d2", "100.96.0.3")
+	short.ExpiresAt = time.Now().Add(1500 * time.Millisecond)
+	h := start(t, withDir)
+	h.ctl.set(service(api.GatewayActive, long, short))
+	waitPeers(t, h.srv, "control's map", "d1", "d2")
+	if fi, err := os.Stat(filepath.Join(dir, KeptFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("kept map: %v %v", fi, err)
+	}
+	h.stop()
+	<-h.done
+	h.done <- nil // for the cleanup's receive
+
+	down := newFakeControl("n1")
+	down.failMaps = 1 << 30
+	h2 := start(t, func(c *Config) { withDir(c); c.Control = down })
+	waitPeers(t, h2.srv, "the kept map, control down", "d1", "d2")
+	waitPeers(t, h2.srv, "d2's session over", "d1")
+
+	other, _ := peer(t, "d3", "100.96.0.4")
+	other.ExpiresAt = time.Now().Add(time.Hour)
+	down.mu.Lock()
+	down.failMaps = 0
+	down.mu.Unlock()
+	down.set(service(api.GatewayActive, other))
+	waitPeers(t, h2.srv, "control's map again", "d3")
+}
+
+// TestKeptPeerWithoutExpiryNotServed: a kept map of an older control
+// (peers without expiries) serves none of them after a restart.
+func TestKeptPeerWithoutExpiryNotServed(t *testing.T) {
+	p, _ := peer(t, "d1", "100.96.0.2")
+	m := &api.GatewayMap{Version: 3, NodeID: "n1", CID: "ky3", Serve: service(api.GatewayActive, p)}
+	if got, _ := unexpired(m, time.Now(), true); len(got.Serve.Peers) != 0 {
+		t.Errorf("kept: %+v", got.Serve.Peers)
+	}
+	if got, _ := unexpired(m, time.Now(), false); len(got.Serve.Peers) != 1 {
+		t.Errorf("live: %+v", got.Serve.Peers)
+	}
+}
+
+func TestParseKeptRefuses(t *testing.T) {
+	p, _ := peer(t, "d1", "100.96.0.2")
+	good := keptMap{ReceivedAt: time.Now(), Map: api.GatewayMap{Version: 3, NodeID: "n1", CID: "ky3", Serve: service(api.GatewayActive, p)}}
+	b, _ := json.Marshal(good)
+	if _, err := parseKept(b, "n1"); err != nil {
+		t.Fatalf("good: %v", err)
+	}
+	if _, err := parseKept(b, "n2"); err == nil {
+		t.Error("another node's map accepted")
+	}
+	bad := good
+	bad.Map.Serve = service("boss", p)
+	b, _ = json.Marshal(bad)
+	if _, err := parseKept(b, "n1"); err == nil {
+		t.Error("a map planFor refuses accepted")
+	}
+	if _, err := parseKept(make([]byte, keptMaxSize+1), "n1"); err == nil {
+		t.Error("an oversized file accepted")
+	}
+}
+
+// FuzzParseKept: whatever is on disk, parseKept errs or returns a map that
+// planFor accepts, and never panics.
+func FuzzParseKept(f *testing.F) {
+	good, _ := json.Marshal(keptMap{ReceivedAt: time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC),
+		Map: api.GatewayMap{Version: 3, NodeID: "n1", CID: "ky3", Serve: service(api.GatewayActive,
+			api.GatewayPeer{DeviceID: "d1", PublicKey: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", Address: "100.96.0.2"})}})
+	f.Add(good)
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"receivedAt":"2026-01-01T00:00:00Z","map":{"nodeId":"n1"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := parseKept(b, "n1")
+		if err != nil {
+			return
+		}
+		if _, err := planFor(&k.Map); err != nil {
+			t.Fatalf("accepted a map planFor refuses: %v", err)
+		}
+		if _, next := unexpired(&k.Map, time.Now(), true); !next.IsZero() && !next.After(time.Now().Add(-time.Second)) {
+			t.Fatalf("next expiry %v is in the past", next)
+		}
+	})
+}

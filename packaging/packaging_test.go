@@ -1,0 +1,175 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildAll builds every package of this machine's architecture from
+// stand-in programs (the packages' layout does not depend on them; the
+// docs come from the real command tree).
+func buildAll(t *testing.T) (dir string, made []string, pkgs []pkg) {
+	t.Helper()
+	dir = t.TempDir()
+	bin := filepath.Join(dir, "bin", "linux-amd64")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"runos", "runos-control", "runos-gateway"} {
+		if err := os.WriteFile(filepath.Join(bin, p), []byte("#!/bin/sh\necho "+p+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := config{bin: filepath.Join(dir, "bin"), root: "..", out: filepath.Join(dir, "dist"), version: "v1.2.3-4-gabcdef",
+		mtime: time.Unix(1764806400, 0), arches: []string{"amd64"}, formats: []string{"deb", "rpm"}}
+	made, err := build(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same list the packages were built from, for the checks.
+	tmp := t.TempDir()
+	docs := filepath.Join(tmp, "docs")
+	if err := writeDocs(docs, c.mtime); err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err = packages(inputs{bin: bin, docs: docs, root: "..", tmp: tmp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, made, pkgs
+}
+
+func need(t *testing.T, tool string) {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
+		if os.Getenv("RUNOS_E2E") == "1" {
+			t.Fatalf("%s is missing (Debian's %s package; .ci/deps install test)", tool, tool)
+		}
+		t.Skipf("%s is missing", tool)
+	}
+}
+
+func output(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// want is the files of p as format installs them.
+func want(p pkg, format string) []string {
+	var w []string
+	for _, f := range p.files {
+		if f.packager == "" || f.packager == format {
+			w = append(w, f.dst)
+		}
+	}
+	slices.Sort(w)
+	return w
+}
+
+// TestPackagesHoldTheirFiles reads each built .deb (dpkg-deb -c) and .rpm
+// (rpm -qlp) back: each holds exactly its list, runos a man page per
+// command and the three completions.
+func TestPackagesHoldTheirFiles(t *testing.T) {
+	need(t, "dpkg-deb")
+	need(t, "rpm")
+	_, made, pkgs := buildAll(t)
+	if len(made) != 6 {
+		t.Fatalf("made %v", made)
+	}
+	for _, p := range pkgs {
+		deb := filepath.Join(filepath.Dir(made[0]), p.name+"_1.2.3+4.gabcdef_amd64.deb")
+		var got []string
+		for _, line := range strings.Split(output(t, "dpkg-deb", "-c", deb), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 6 && !strings.HasSuffix(f[5], "/") {
+				got = append(got, strings.TrimPrefix(f[5], "."))
+			}
+		}
+		slices.Sort(got)
+		if w := want(p, "deb"); !slices.Equal(got, w) {
+			t.Errorf("%s holds\n %v\nwant\n %v", deb, got, w)
+		}
+		rpm := filepath.Join(filepath.Dir(made[0]), p.name+"-1.2.3+4.gabcdef-1.x86_64.rpm")
+		got = strings.Fields(output(t, "rpm", "-qlp", rpm))
+		slices.Sort(got)
+		if w := want(p, "rpm"); !slices.Equal(got, w) {
+			t.Errorf("%s holds\n %v\nwant\n %v", rpm, got, w)
+		}
+	}
+	runos := want(pkgs[0], "deb")
+	for _, f := range []string{"/usr/bin/runos", "/usr/share/man/man1/runos.1.gz", "/usr/share/man/man1/runos-vpn-up.1.gz",
+		"/usr/share/man/man1/runos-vpn-install.1.gz", "/usr/share/bash-completion/completions/runos",
+		"/usr/share/zsh/vendor-completions/_runos", "/usr/share/fish/vendor_completions.d/runos.fish"} {
+		if !slices.Contains(runos, f) {
+			t.Errorf("runos lacks %s", f)
+		}
+	}
+}
+
+// TestScriptsStartNothing: no maintainer script starts, restarts or
+// enables a service, or runs runos vpn install (the user's one step).
+func TestScriptsStartNothing(t *testing.T) {
+	starts := regexp.MustCompile(`(systemctl|service|invoke-rc\.d|update-rc\.d|deb-systemd-invoke)\b[^#\n]*\b(start|restart|enable|reload-or-restart|try-restart)\b|vpn install`)
+	ents, err := assets.ReadDir("scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, _ := assets.ReadFile("scripts/" + e.Name())
+		for i, line := range strings.Split(string(b), "\n") {
+			code, _, _ := strings.Cut(line, "#")
+			if m := starts.FindString(code); m != "" && !strings.Contains(code, "disable --now") {
+				t.Errorf("%s:%d starts something: %q", e.Name(), i+1, line)
+			}
+		}
+		if out, err := exec.Command("sh", "-n", "-c", string(b)).CombinedOutput(); err != nil {
+			t.Errorf("%s: sh -n: %v %s", e.Name(), err, out)
+		}
+	}
+}
+
+// TestUnitsVerify runs systemd-analyze verify over the two units, with
+// the programs they name in place.
+func TestUnitsVerify(t *testing.T) {
+	need(t, "systemd-analyze")
+	dir := t.TempDir()
+	if err := writeAssets(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"runos-control.service", "runos-gateway.service"} {
+		unit := filepath.Join(dir, "etc", name)
+		b, _ := os.ReadFile(unit)
+		// The programs are not installed here: point ExecStart at one that is.
+		s := strings.NewReplacer("/usr/bin/runos-control", "/bin/true", "/usr/bin/runos-gateway", "/bin/true").Replace(string(b))
+		os.WriteFile(unit, []byte(s), 0o644)
+		out, err := exec.Command("systemd-analyze", "verify", "--man=no", unit).CombinedOutput()
+		if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+			t.Errorf("%s: systemd-analyze verify: %v\n%s", name, err, out)
+		}
+	}
+}
+
+func TestDebVersion(t *testing.T) {
+	for in, want := range map[string]string{
+		"v1.2.3":              "1.2.3",
+		"v1.2.3-4-gabcdef":    "1.2.3+4.gabcdef",
+		"v1.2.3-rc1":          "1.2.3~rc1",
+		"128d0e0":             "0.0.0+git.128d0e0",
+		"128d0e0-dirty":       "0.0.0+git.128d0e0.dirty",
+		"v1.2.3-4-gabc-dirty": "1.2.3+4.gabc.dirty",
+	} {
+		if got := debVersion(in); got != want {
+			t.Errorf("debVersion(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package vpnd
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/vpnd/state"
+)
+
+// heldDNS is fakeDNS whose Set waits while held, as a Set to a stopped
+// systemd-resolved does.
+type heldDNS struct {
+	fakeDNS
+	mu      sync.Mutex
+	gate    chan struct{} // nil: not held; else closed on release
+	entered chan struct{} // a Set is waiting at the gate
+}
+
+func (h *heldDNS) hold() {
+	h.mu.Lock()
+	h.gate = make(chan struct{})
+	h.mu.Unlock()
+}
+
+func (h *heldDNS) release() {
+	h.mu.Lock()
+	close(h.gate)
+	h.gate = nil
+	h.mu.Unlock()
+}
+
+func (h *heldDNS) Set(ctx context.Context, rs []dnsplit.Route) error {
+	h.mu.Lock()
+	gate := h.gate
+	h.mu.Unlock()
+	if gate != nil {
+		h.entered <- struct{}{}
+		<-gate
+	}
+	return h.fakeDNS.Set(ctx, rs)
+}
+
+// TestPlansCoalesceBehindSlowDNS: while a DNS change hangs, the daemon
+// keeps deciding (changes and status answer at once, status saying what
+// was decided), the plans made meanwhile wait as one, and once DNS answers
+// the latest plan is the one applied: the ones in between are skipped,
+// none is applied out of order.
+func TestPlansCoalesceBehindSlowDNS(t *testing.T) {
+	w := newWorld(t)
+	w.fc.AddSession("tok1", "alice@example.com", time.Hour)
+	td := startDaemon(t, w, t.TempDir())
+	dns := &heldDNS{entered: make(chan struct{}, 1)}
+	td.mu.Lock()
+	td.dns = dns
+	td.updateLocked()
+	td.mu.Unlock()
+	handOver(t, td, w, "tok1")
+	for _, cid := range []string{"ky3", "xym"} {
+		if _, aerr := td.connect(context.Background(), cid); aerr != nil {
+			t.Fatal(aerr)
+		}
+	}
+	eventually(t, "both up with their names", func() bool {
+		st := td.Status()
+		return cluster(st, "ky3").PeerUp && cluster(st, "xym").PeerUp && len(dns.domains()) == 2
+	})
+
+	dns.hold()
+	want := func(cids ...string) { td.change(func(in *state.Inputs) { in.Prefs.Wanted = cids }) }
+	want("ky3")
+	<-dns.entered                // the applier is stuck in Set with ky3 alone
+	setsBefore := dns.setCount() // the hanging Set counts once it returns
+	decided := make(chan struct{})
+	go func() {
+		defer close(decided)
+		for i := range 50 {
+			if i%2 == 0 {
+				want("ky3", "xym")
+			} else {
+				want("ky3")
+			}
+			_ = td.Status()
+		}
+		want("xym")
+	}()
+	select {
+	case <-decided:
+	case <-time.After(10 * time.Second):
+		t.Fatal("changes waited for the hanging DNS change")
+	}
+	if st := td.Status(); cluster(st, "ky3").Wanted || !cluster(st, "xym").Wanted {
+		t.Errorf("status does not say what was decided while DNS hangs: ky3 %+v, xym %+v", cluster(st, "ky3"), cluster(st, "xym"))
+	}
+
+	dns.release()
+	if err := td.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := dns.domains(); !slices.Equal(got, []string{"xym.rjwrn.example.com"}) {
+		t.Errorf("DNS after the hang: %v, want xym's alone (the latest plan)", got)
+	}
+	if n := dns.setCount() - setsBefore; n > 2 {
+		t.Errorf("%d DNS changes after the hang for 52 plans, want the hanging one and the latest", n)
+	}
+	if got := peerKeys(td.eng.config()); !slices.Equal(got, []string{w.serverKey("xym", "n1").String()}) {
+		t.Errorf("tunnel peers %v, want xym's alone", got)
+	}
+}
+
+func (f *fakeDNS) setCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sets
+}
