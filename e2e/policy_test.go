@@ -195,3 +195,39 @@ func (w *world) liveDownload(addr string) *download {
 	}()
 	return d
 }
+
+// TestPolicyInsideCluster: rules name addresses inside the cluster. A
+// policy letting everyone reach ky3's web Service on port 80 and nothing
+// else there lets it through by its raw and its mapped address (the mapped
+// one checked as the address it stands for), and refuses the pod behind it
+// on 8080 and another node.
+func TestPolicyInsideCluster(t *testing.T) {
+	w := newWorld(t, 1, 0)
+	laptop := w.env.Client.Host
+	op := []string{"RUNOS_TOKEN=" + w.env.OperatorToken}
+	ky3, _ := w.env.Cluster("ky3")
+	svc := ky3.Services[0]
+
+	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
+	r := w.reachOf(laptop, "ky3")
+	file := filepath.Join(w.env.Dir, "policy.txt")
+	if err := os.WriteFile(file, []byte("version 1\nallow * -> ky3: "+svc.ClusterIP+":80\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.must(laptop, op, "runos", "policy", "set", file)
+
+	for url, allowed := range map[string]bool{
+		"http://" + svc.ClusterIP + "/":                    true,
+		mappedURL(t, r["ky3"].Mapped, svc.ClusterIP, "80"): true,
+		"http://" + svc.PodIP + ":8080/":                   false,
+		"http://" + ky3.Nodes[1].InternalIP + "/":          false,
+	} {
+		body, err := w.run(laptop, nil, "curl", "-sS", "--max-time", "2", url)
+		switch {
+		case allowed && (err != nil || !strings.Contains(body, svc.Body)):
+			t.Errorf("GET %s under the policy = %q, %v; want %q", url, body, err, svc.Body)
+		case !allowed && err == nil:
+			t.Errorf("GET %s under the policy answered %q; want it refused", url, body)
+		}
+	}
+}
