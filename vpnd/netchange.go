@@ -77,6 +77,9 @@ func (d *daemon) woke(s wake.Sleep) {
 // re-opens the relay decisions and has DNS look at what the network did to
 // the resolver. It runs outside the daemon's lock.
 func (d *daemon) reconnect(why string) {
+	if d.relay != nil {
+		d.relay.networkChanged() // before the engine redials its relays
+	}
 	if err := d.eng.NetworkChanged(); err != nil {
 		d.log.Warn("rebind the tunnel after a change", "why", why, "err", err)
 	}

@@ -32,6 +32,20 @@ func (r *relayTickets) set(c relayCreds) {
 	}
 }
 
+// networkChanged forgets the client: its kept-alive connection to control
+// was made over the network that is gone (its packets now go nowhere, and
+// a ticket asked over it waits for its deadline while the relay waits for
+// the ticket). The next ticket dials control afresh.
+func (r *relayTickets) networkChanged() {
+	r.mu.Lock()
+	cl := r.client
+	r.client = nil
+	r.mu.Unlock()
+	if cl != nil {
+		cl.HTTP.CloseIdleConnections()
+	}
+}
+
 // ticket asks control for the relay ticket of cid's VPN node.
 func (r *relayTickets) ticket(ctx context.Context, cid string) (string, error) {
 	cl, deviceID, err := r.clientFor()
