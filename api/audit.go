@@ -26,11 +26,18 @@ const (
 
 	AuditTokenCreated = "token.created"
 	AuditTokenRevoked = "token.revoked"
+
+	// Access policy (issue 23): a document set, a group's members
+	// changed, a join refused by the policy.
+	AuditPolicySet    = "policy.set"
+	AuditGroupChanged = "group.changed"
+	AuditJoinRefused  = "join.refused"
 )
 
 // AuditKinds lists every kind, for help texts and validation.
 var AuditKinds = []string{AuditSignedIn, AuditSignedOut, AuditSessionEnded, AuditDeviceRegistered, AuditDeviceJoined, AuditDeviceLeft, AuditDeviceRevoked,
-	AuditDeviceDeleted, AuditServiceAdded, AuditMoveRequested, AuditMoveDone, AuditMoveFailed, AuditIngressChanged, AuditNodeDeleted, AuditTokenCreated, AuditTokenRevoked}
+	AuditDeviceDeleted, AuditServiceAdded, AuditMoveRequested, AuditMoveDone, AuditMoveFailed, AuditIngressChanged, AuditNodeDeleted, AuditTokenCreated, AuditTokenRevoked,
+	AuditPolicySet, AuditGroupChanged, AuditJoinRefused}
 
 // Kinds of actor.
 const (

@@ -24,6 +24,9 @@ type Error struct {
 	// At is when what the error reports began, where that is known: a
 	// device's revocation, a token's expiry.
 	At time.Time `json:"at,omitzero"`
+	// Details are the error's parts, one a line, where there are several:
+	// each bad line of a policy document.
+	Details []string `json:"details,omitempty"`
 }
 
 // Error codes shared by server and clients.
@@ -336,6 +339,10 @@ type GatewayPeer struct {
 	DeviceID  string `json:"deviceId"`
 	PublicKey string `json:"publicKey"`
 	Address   string `json:"address"` // device tunnel address (allowed IP /32)
+	// User and Groups are whose policy rules the device's packets are
+	// checked against (set when the account has a policy).
+	User   string   `json:"user,omitempty"`
+	Groups []string `json:"groups,omitempty"`
 	// ExpiresAt is when the device's session ends: a gateway serving from
 	// the map it kept (control unreachable) drops the peer then.
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
@@ -360,6 +367,10 @@ type GatewayService struct {
 	DevicePool string        `json:"devicePool"` // route replies to devices through the interface
 	Domains    []string      `json:"domains"`    // names the cluster DNS answers with Address
 	Peers      []GatewayPeer `json:"peers"`
+	// Policy is the account's access policy document (control/policy's
+	// format) the gateway enforces on every packet from a device; empty:
+	// the account has none, and devices reach everything.
+	Policy string `json:"policy,omitempty"`
 	// Inside is the cluster's inside as control keeps it, with Mapped:
 	// the range the gateway translates back (nil: nothing declared).
 	Inside *ClusterInside `json:"inside,omitempty"`

@@ -43,7 +43,8 @@ type Keystore interface {
 // Env is everything the commands use from outside the process.
 type Env struct {
 	// Stdin is where questions are answered (runos vpn up's choice of
-	// cluster); it is asked only when it and Stderr are terminals.
+	// cluster); it is asked only when it and Stderr are terminals. `runos
+	// policy set -` reads the document from it.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
@@ -96,6 +97,12 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
+// quietExit ends a command that said all it had to say with an exit code
+// other than 0: `runos policy test` answering deny, for scripts.
+type quietExit struct{ code int }
+
+func (e quietExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
 // Main runs the runos command with args (without the program name) and
 // returns the process exit code. Errors go to env.Stderr with their context.
 func Main(ctx context.Context, args []string, env Env) int {
@@ -108,6 +115,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	if cmd == nil {
 		cmd = root
+	}
+	var quiet quietExit
+	if errors.As(err, &quiet) {
+		return quiet.code
 	}
 	fmt.Fprintf(a.env.Stderr, "runos: %v\n", err)
 	var ue usageError
@@ -223,6 +234,7 @@ As an operator (after runos login, or with RUNOS_TOKEN):
   runos devices list --cid ky3          who is on the VPN
   runos devices revoke <id>             cut a device off within a second
   runos audit                           who changed what
+  runos policy get|set|test             who may reach what (runos groups)
 
 Set a default cluster so you can drop --cid:  runos config set cid ky3`,
 		a.vpnCmd(),
@@ -237,6 +249,8 @@ Set a default cluster so you can drop --cid:  runos config set cid ky3`,
 		a.devicesCmd(),
 		a.sessionsCmd(),
 		a.tokensCmd(),
+		a.groupsCmd(),
+		a.policyCmd(),
 		a.auditCmd(),
 		a.versionCmd(),
 	)

@@ -81,6 +81,7 @@ type harness struct {
 	ks      *memKeystore
 	vpnd    *recordingDaemon
 	dir     string
+	stdin   string // what the command reads from standard input
 
 	mu       sync.Mutex
 	signIns  []signInCall
@@ -145,6 +146,7 @@ func (h *harness) run(args ...string) result {
 	env := Env{
 		Stdout:        &out,
 		Stderr:        &errb,
+		Stdin:         strings.NewReader(h.stdin),
 		Getenv:        func(k string) string { return h.env[k] },
 		Now:           func() time.Time { return h.now },
 		UserConfigDir: func() (string, error) { return "", errors.New("tests set RUNOS_CONFIG") },

@@ -21,6 +21,7 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/gateway/clusterdns"
+	"github.com/runos/vpn/gateway/policyfilter"
 	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/gateway/wgserver"
@@ -110,6 +111,8 @@ type Metrics interface {
 	Traffic(rx, tx uint64)
 	// ControlAnswered records that control answered (a map or a report).
 	ControlAnswered(at time.Time)
+	// PolicyDropped counts a packet from a device the access policy refused.
+	PolicyDropped()
 }
 
 type noMetrics struct{}
@@ -118,6 +121,7 @@ func (noMetrics) Serving(string, int)       {}
 func (noMetrics) Handshakes(int)            {}
 func (noMetrics) Traffic(uint64, uint64)    {}
 func (noMetrics) ControlAnswered(time.Time) {}
+func (noMetrics) PolicyDropped()            {}
 
 type agent struct {
 	cfg Config
@@ -138,6 +142,7 @@ type agent struct {
 	publicIP atomic.Pointer[string]
 	started  time.Time                        // this run's start, in every report: a new one tells devices to handshake again
 	traffic  map[wgtypes.Key]wgserver.Traffic // the counters at the last read of this server (metrics)
+	filter   *policyfilter.Filter             // the access policy on packets from devices
 }
 
 // Run follows control until ctx ends, then stops serving (the interface,
@@ -159,21 +164,24 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
+	filter := &policyfilter.Filter{Dropped: cfg.Metrics.PolicyDropped}
 	if cfg.OpenServer == nil {
 		cfg.OpenServer = func(name string, key wgtypes.Key, log *slog.Logger) (Server, error) {
+			o := wgserver.Options{WrapTUN: filter.Wrap}
 			if cfg.Relay != nil {
-				return wgserver.OpenWithBind(name, key, cfg.Relay, log)
+				o.Bind = cfg.Relay
 			}
-			return wgserver.Open(name, key, log)
+			return wgserver.OpenWith(name, key, o, log)
 		}
 	}
 	if cfg.DNS == nil {
 		cfg.DNS = clusterdns.NewServer(clusterdns.Port, cfg.Logger)
 	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = noMetrics{}
-	}
-	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: backoff.New(backoff.DefaultMin, backoff.DefaultMax), started: time.Now().UTC()}
+	a := &agent{cfg: cfg, log: cfg.Logger, pub: cfg.Key.PublicKey(), retry: backoff.New(backoff.DefaultMin, backoff.DefaultMax), started: time.Now().UTC(),
+		filter: filter}
 	return a.run(ctx)
 }
 
@@ -296,6 +304,9 @@ func (a *agent) reconcile() {
 		}
 		a.srv, fresh = srv, true
 	}
+	// The filters first: a new peer's packets are checked from its first,
+	// and a rule removed cuts what it allowed before anything else moves.
+	a.filter.Set(p.filters, p.wg.Address.Addr(), p.reach.Mapped)
 	if err := a.srv.Apply(p.wg); err != nil {
 		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
 		a.log.Warn("cannot serve; will retry", "err", a.applyErr)

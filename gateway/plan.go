@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/control/policy"
 	"github.com/runos/vpn/gateway/clusterdns"
 	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/wgserver"
@@ -21,6 +22,7 @@ type plan struct {
 	wg        wgserver.Spec
 	zone      *clusterdns.Zone       // the cluster DNS: Domains answered with the server address
 	reach     reach.Spec             // forwarding into the cluster (Interface set by the agent)
+	filters   *policy.DeviceFilters  // the access policy per device address; nil: no policy
 	peerIDs   map[wgtypes.Key]string // device ids, for log lines
 }
 
@@ -91,6 +93,13 @@ func planFor(m *api.GatewayMap) (*plan, error) {
 			return fail("%v", err)
 		}
 	}
+	var pol *policy.Policy
+	if s.Policy != "" {
+		if pol, err = policy.Parse([]byte(s.Policy)); err != nil {
+			return fail("access policy: %v", err)
+		}
+	}
+	devices := make([]policy.Device, 0, len(s.Peers))
 	addrs := map[netip.Addr]string{}
 	for _, gp := range s.Peers {
 		k, err := wgtypes.ParseKey(gp.PublicKey)
@@ -113,6 +122,10 @@ func planFor(m *api.GatewayMap) (*plan, error) {
 		addrs[a] = gp.DeviceID
 		p.peerIDs[k] = gp.DeviceID
 		p.wg.Peers = append(p.wg.Peers, wgserver.Peer{DeviceID: gp.DeviceID, PublicKey: k, Address: a})
+		devices = append(devices, policy.Device{Addr: a, User: policy.Subject{User: gp.User, Groups: gp.Groups}})
+	}
+	if pol != nil {
+		p.filters = policy.CompileDevices(pol, s.CID, devices)
 	}
 	return p, nil
 }

@@ -3,11 +3,13 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/control/policy"
 	"github.com/runos/vpn/gateway/wgserver"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
@@ -48,6 +50,7 @@ func TestPlanForRefusals(t *testing.T) {
 		{func(s *api.GatewayService) { s.DevicePool = "100.100.0.0/16" }, "overlaps the subnet"},
 		{func(s *api.GatewayService) { s.Domains = []string{"bad name"} }, "not a valid DNS name"},
 		{func(s *api.GatewayService) { s.Peers[0].PublicKey = "AAAA" }, "peer dev1: public key"},
+		{func(s *api.GatewayService) { s.Policy = "version 1\nallow * -> ky3: 10.0.0.300\n" }, "access policy: policy line 2"},
 		{func(s *api.GatewayService) { s.Peers[0].Address = "10.0.0.1" }, "outside the device pool"},
 		{func(s *api.GatewayService) { s.Peers[0].Address = "nope" }, `peer dev1: address "nope"`},
 		{func(s *api.GatewayService) { s.Peers = append(s.Peers, s.Peers[0]) }, "listed twice"},
@@ -200,5 +203,31 @@ func TestTrafficGrownCountsResetsFromZero(t *testing.T) {
 	cur := map[wgtypes.Key]wgserver.Traffic{a: {Rx: 130, Tx: 60}, b: {Rx: 4, Tx: 3}} // b was added again
 	if rx, tx := trafficGrown(prev, cur); rx != 34 || tx != 13 {
 		t.Errorf("grown %d/%d, want 34/13", rx, tx)
+	}
+}
+
+// TestPlanForPolicy: a map with a policy compiles each peer's filter from
+// its user and groups; a map without one filters nothing.
+func TestPlanForPolicy(t *testing.T) {
+	p1, _ := peer(t, "dev1", "100.96.0.2")
+	p2, _ := peer(t, "dev2", "100.96.0.3")
+	p1.User, p1.Groups = "ada@x", []string{"oncall"}
+	p2.User = "bob@x"
+	s := service(api.GatewayActive, p1, p2)
+	s.Policy = "version 1\nallow group:oncall -> ky3: *\nallow user:bob@x -> ky3: 10.96.0.20:5432\n"
+	p, err := planFor(&api.GatewayMap{Version: 5, Serve: s})
+	if err != nil || p.filters == nil {
+		t.Fatalf("plan = %+v, %v", p, err)
+	}
+	k := policy.Packet{Addr: netip.MustParseAddr("10.96.0.9"), Proto: policy.TCP, Port: 22}
+	if ok, line := p.filters.Check(netip.MustParseAddr("100.96.0.2"), k); !ok || line != 2 {
+		t.Errorf("oncall's device: %v by line %d", ok, line)
+	}
+	if ok, _ := p.filters.Check(netip.MustParseAddr("100.96.0.3"), k); ok {
+		t.Error("bob's device reaches port 22")
+	}
+	s.Policy = ""
+	if p, err := planFor(&api.GatewayMap{Version: 6, Serve: s}); err != nil || p.filters != nil {
+		t.Fatalf("no policy: %+v, %v", p, err)
 	}
 }

@@ -40,6 +40,9 @@ const (
 	NodeDeleted      = api.AuditNodeDeleted
 	TokenCreated     = api.AuditTokenCreated
 	TokenRevoked     = api.AuditTokenRevoked
+	PolicySet        = api.AuditPolicySet
+	GroupChanged     = api.AuditGroupChanged
+	JoinRefused      = api.AuditJoinRefused
 	ActorUser        = api.ActorUser
 	ActorToken       = api.ActorToken
 	ActorControl     = api.ActorControl

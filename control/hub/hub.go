@@ -1,7 +1,8 @@
 // Package hub is control's change hub (docs/internals.md "Push"). Every
 // committed change carries the global version it was given and the topics it
 // concerns (device:<id>, gateway:<cid>/<nid>, cluster:<cid>, service:<id>,
-// move:<id>, session:<id>, account:<aid>). The hub keeps, per topic, the version of its
+// move:<id>, session:<id>, account:<aid>,
+// policy:<aid>). The hub keeps, per topic, the version of its
 // latest change and wakes only the waiters of the topics a change concerns,
 // so a move wakes the devices of one cluster and nobody else.
 //
@@ -38,6 +39,10 @@ func Gateway(cid, nid string) string { return "gateway:" + cid + "/" + nid }
 // audit entry of the account and by the handshakes and sessions of its
 // devices (control/audit, control/console).
 func Account(aid string) string { return "account:" + aid }
+
+// Policy is touched by every change of an account's access policy or of
+// its groups' members: what gateways enforcing the policy follow.
+func Policy(aid string) string { return "policy:" + aid }
 
 // Hub fans changes out to watchers. The zero value is not usable; use New.
 type Hub struct {

@@ -62,3 +62,21 @@ type APIToken struct {
 func (t APIToken) Expired(now time.Time) bool {
 	return !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt)
 }
+
+// Policy is an account's access policy document as it was set (comments
+// and all): control/policy reads it; the store keeps it.
+type Policy struct {
+	AID      string
+	Version  uint64 // the document's own version line
+	Document string
+	SetBy    string // who set it, as the audit log names the actor
+	SetAt    time.Time
+}
+
+// Group is one of an account's groups of users (`runos groups`), with its
+// members' emails (lowercase), sorted.
+type Group struct {
+	AID     string
+	Name    string
+	Members []string
+}

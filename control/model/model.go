@@ -215,6 +215,7 @@ type Peer struct {
 	DeviceID  string
 	PublicKey string
 	Address   netip.Addr
+	User      string    // the device's user's email: whose policy rules it gets
 	ExpiresAt time.Time // the device's session's end
 }
 

@@ -297,3 +297,15 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// CheckGroupName refuses a name a document could not use after group:.
+func CheckGroupName(s string) error {
+	if !validName(s) {
+		return fmt.Errorf("%q is not a group name: letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64", clip(s))
+	}
+	return nil
+}
+
+// CheckEmail checks a member's email and returns it lowercased, as a
+// document's group line keeps it.
+func CheckEmail(s string) (string, error) { return parseEmail(s) }

@@ -187,7 +187,9 @@ func ownDevice(rd store.Reader, p *principal, id string) (model.Device, error) {
 
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal) {
 	id, cid := r.PathValue("id"), r.PathValue("cid")
+	var refused *audit.Entry
 	err := s.update(r.Context(), func(tx store.Writer) error {
+		refused = nil // a retried transaction starts again
 		d, err := ownDevice(tx, p, id)
 		if err != nil {
 			return err
@@ -195,6 +197,12 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		c, err := cluster(tx, p, cid, false)
 		if err != nil {
 			return err
+		}
+		var no *api.Error
+		if no, refused, err = s.mayJoin(tx, p, c, d); err != nil {
+			return err
+		} else if no != nil {
+			return no
 		}
 		if c.UserVPN == api.UserVPNNetBird {
 			return errRefused(fmt.Sprintf("the user VPN of %s is NetBird, not WireGuard: RunOS VPN cannot connect to it", cid),
@@ -233,6 +241,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		}
 		return nil
 	})
+	if refused != nil {
+		s.recordRefusal(r, p, *refused)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -30,6 +30,10 @@ func FuzzRequestBodies(f *testing.F) {
 		{http.MethodPost, "/v1/clusters/ky3/services/wireguard/wg-ky3/move-plan", opToken},
 		{http.MethodPost, "/v1/clusters/ky3/services/wireguard/wg-ky3/moves", opToken},
 		{http.MethodPost, "/v1/gateway/report", enroll("ky3", "n2")},
+		{http.MethodPut, "/v1/accounts/rjwrn/policy", opToken},
+		{http.MethodPost, "/v1/accounts/rjwrn/policy/test", opToken},
+		{http.MethodPost, "/v1/accounts/rjwrn/groups", opToken},
+		{http.MethodPost, "/v1/accounts/rjwrn/groups/oncall/members", opToken},
 	}
 	k := newKey(f).PublicKey().String()
 	f.Add(uint8(0), `{"publicKey":"`+k+`","name":"laptop","os":"linux"}`)
@@ -41,6 +45,11 @@ func FuzzRequestBodies(f *testing.F) {
 	f.Add(uint8(4), `{"targetNodeId":"n3"}`)
 	f.Add(uint8(5), `{"publicKey":"`+k+`","serviceId":"wg-ky3","listening":true,"mapVersion":99,"handshakes":[{"publicKey":"`+k+`","at":"2026-03-01T12:00:00Z"}]}`)
 	f.Add(uint8(5), `{"listenPort":-1}`)
+	f.Add(uint8(6), `{"document":"version 3\ngroup oncall: ada@example.com\nallow group:oncall -> ky3: 10.96.0.0/16:80-443/tcp\n"}`)
+	f.Add(uint8(6), `{"document":"version 1\nallow group:nope -> zzz: 10.96.0.300\n"}`)
+	f.Add(uint8(7), `{"user":"bob@example.com","to":"ky3:10.96.0.20:5432/udp"}`)
+	f.Add(uint8(8), `{"name":"oncall"}`)
+	f.Add(uint8(9), `{"email":"Bob@Example.com"}`)
 	f.Fuzz(func(t *testing.T, route uint8, body string) {
 		r := routes[int(route)%len(routes)]
 		before := e.version()

@@ -83,6 +83,9 @@ func (s *Server) gatewayMap(rd store.Reader, cid, nid string) (api.GatewayMap, e
 	if gs.Inside, err = insideOf(rd, cid, svcs); err != nil {
 		return m, err
 	}
+	if err := gatewayPolicy(rd, c.AID, gs, peers); err != nil {
+		return m, err
+	}
 	m.Serve = gs
 	return m, nil
 }

@@ -142,6 +142,7 @@ type Reader interface {
 	ClusterInside(cid string) (api.ClusterInside, error)
 
 	AccessReader // access.go
+	PolicyReader // policy.go
 }
 
 // Writer reads and writes inside one transaction.
@@ -184,4 +185,5 @@ type Writer interface {
 	PutClusterInside(cid string, in api.ClusterInside) error
 
 	AccessWriter // access.go
+	PolicyWriter // policy.go
 }

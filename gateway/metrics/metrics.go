@@ -1,7 +1,7 @@
 // Package metrics is runos-gateway's Prometheus instrumentation
 // (github.com/prometheus/client_golang), served on --metrics-addr: the
 // peers of the WireGuard server, handshakes seen, bytes in and out, the
-// role served, the time since control last answered, and the Go runtime
+// role served, packets the access policy dropped, the time since control last answered, and the Go runtime
 // and process collectors. Labels are fixed words (the role), never a key
 // or a device. It implements gateway.Metrics; it does not serve the VPN.
 package metrics
@@ -28,6 +28,7 @@ type Gateway struct {
 	handshakes prometheus.Counter
 	rx, tx     prometheus.Counter
 	role       *prometheus.GaugeVec
+	refused    prometheus.Counter
 	now        func() time.Time
 
 	mu       sync.Mutex
@@ -51,10 +52,12 @@ func New(now func() time.Time) *Gateway {
 			Help: "Bytes sent to devices through the tunnel."}),
 		role: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "role",
 			Help: "1 for the role this node serves for its cluster's VPN (active, standby, draining, none)."}, []string{"role"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "policy_dropped_packets_total",
+			Help: "Packets from devices dropped because the account's access policy does not let their user reach the destination."}),
 	}
 	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "control_last_answer_age_seconds",
 		Help: "Seconds since control last answered (a map or a report); -1 before its first answer."}, g.sinceControl)
-	g.reg.MustRegister(g.peers, g.handshakes, g.rx, g.tx, g.role, since, dropCollector{g},
+	g.reg.MustRegister(g.peers, g.handshakes, g.rx, g.tx, g.role, g.refused, since, dropCollector{g},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g.Serving("", 0)
 	return g
@@ -91,6 +94,9 @@ func (g *Gateway) Traffic(rx, tx uint64) {
 	g.rx.Add(float64(rx))
 	g.tx.Add(float64(tx))
 }
+
+// PolicyDropped counts a packet the access policy refused.
+func (g *Gateway) PolicyDropped() { g.refused.Inc() }
 
 // ControlAnswered records control's latest answer.
 func (g *Gateway) ControlAnswered(at time.Time) {

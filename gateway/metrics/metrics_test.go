@@ -24,6 +24,8 @@ runos_gateway_control_last_answer_age_seconds -1
 	g.Traffic(100, 40)
 	g.Traffic(50, 0)
 	g.ControlAnswered(now.Add(-3 * time.Second))
+	g.PolicyDropped()
+	g.PolicyDropped()
 	want := `
 # HELP runos_gateway_control_last_answer_age_seconds Seconds since control last answered (a map or a report); -1 before its first answer.
 # TYPE runos_gateway_control_last_answer_age_seconds gauge
@@ -34,6 +36,9 @@ runos_gateway_handshakes_total 3
 # HELP runos_gateway_peers Devices configured as peers of this node's WireGuard server (0 when not serving).
 # TYPE runos_gateway_peers gauge
 runos_gateway_peers 2
+# HELP runos_gateway_policy_dropped_packets_total Packets from devices dropped because the account's access policy does not let their user reach the destination.
+# TYPE runos_gateway_policy_dropped_packets_total counter
+runos_gateway_policy_dropped_packets_total 2
 # HELP runos_gateway_received_bytes_total Bytes received from devices through the tunnel.
 # TYPE runos_gateway_received_bytes_total counter
 runos_gateway_received_bytes_total 150
@@ -48,7 +53,7 @@ runos_gateway_role{role="standby"} 0
 runos_gateway_transmitted_bytes_total 40
 `
 	if err := testutil.GatherAndCompare(g.Registry(), strings.NewReader(want), "runos_gateway_control_last_answer_age_seconds",
-		"runos_gateway_handshakes_total", "runos_gateway_peers", "runos_gateway_received_bytes_total", "runos_gateway_role",
+		"runos_gateway_handshakes_total", "runos_gateway_peers", "runos_gateway_policy_dropped_packets_total", "runos_gateway_received_bytes_total", "runos_gateway_role",
 		"runos_gateway_transmitted_bytes_total"); err != nil {
 		t.Error(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/ipc"
+	"golang.zx2c4.com/wireguard/tun"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/api"
@@ -80,7 +81,20 @@ func Open(name string, key wgtypes.Key, log *slog.Logger) (*Server, error) {
 // OpenWithBind is Open with the Bind wireguard-go runs on (gateway/relay's,
 // which adds the relay streams to UDP; nil: UDP only).
 func OpenWithBind(name string, key wgtypes.Key, bind conn.Bind, log *slog.Logger) (*Server, error) {
-	h, err := wghost.Open(wghost.Config{Name: name, Key: key, Bind: bind, Log: log})
+	return OpenWith(name, key, Options{Bind: bind}, log)
+}
+
+// Options are what a server may run on besides a plain TUN and UDP.
+type Options struct {
+	Bind conn.Bind // gateway/relay's (nil: UDP only)
+	// WrapTUN, when set, is the TUN as wireguard-go sees it: the access
+	// policy's packet filter (gateway/policyfilter).
+	WrapTUN func(tun.Device) tun.Device
+}
+
+// OpenWith is Open with options.
+func OpenWith(name string, key wgtypes.Key, o Options, log *slog.Logger) (*Server, error) {
+	h, err := wghost.Open(wghost.Config{Name: name, Key: key, Bind: o.Bind, WrapTUN: o.WrapTUN, Log: log})
 	if err != nil {
 		return nil, err
 	}

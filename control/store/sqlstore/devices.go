@@ -92,10 +92,10 @@ func (t *tx) Peers(cid string, now time.Time) ([]model.Peer, error) {
 		var p model.Peer
 		var addr string
 		var exp int64
-		err := r.Scan(&p.DeviceID, &p.PublicKey, &addr, &exp)
+		err := r.Scan(&p.DeviceID, &p.PublicKey, &addr, &exp, &p.User)
 		p.Address, p.ExpiresAt = sqlcol.ParseAddr(addr), sqlcol.Time(exp)
 		return p, err
-	}, `SELECT d.id, d.public_key, d.address, s.expires_at `+peersFrom+` ORDER BY d.id`, cid, sqlcol.Nanos(now))
+	}, `SELECT d.id, d.public_key, d.address, s.expires_at, d.email `+peersFrom+` ORDER BY d.id`, cid, sqlcol.Nanos(now))
 }
 
 func (t *tx) PeerCount(cid string, now time.Time) (int, error) {

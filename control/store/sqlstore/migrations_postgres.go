@@ -238,4 +238,36 @@ CREATE TABLE cluster_inside (
 	inside TEXT NOT NULL
 );
 `,
+	// 4: access policies and groups (issue 23): the document in force per
+	// account, the ones it replaced, and the account's groups of users.
+	4: `
+CREATE TABLE policies (
+	aid      TEXT PRIMARY KEY REFERENCES accounts(aid) ON DELETE CASCADE,
+	version  BIGINT NOT NULL,
+	document TEXT NOT NULL,
+	set_by   TEXT NOT NULL,
+	set_at   BIGINT NOT NULL
+);
+CREATE TABLE policy_history (
+	aid      TEXT NOT NULL REFERENCES accounts(aid) ON DELETE CASCADE,
+	version  BIGINT NOT NULL,
+	document TEXT NOT NULL,
+	set_by   TEXT NOT NULL,
+	set_at   BIGINT NOT NULL,
+	PRIMARY KEY (aid, version)
+);
+CREATE TABLE user_groups (
+	aid  TEXT NOT NULL REFERENCES accounts(aid) ON DELETE CASCADE,
+	name TEXT NOT NULL,
+	PRIMARY KEY (aid, name)
+);
+CREATE TABLE group_members (
+	aid   TEXT NOT NULL,
+	grp   TEXT NOT NULL,
+	email TEXT NOT NULL,
+	PRIMARY KEY (aid, grp, email),
+	FOREIGN KEY (aid, grp) REFERENCES user_groups(aid, name) ON DELETE CASCADE
+);
+CREATE INDEX group_members_email ON group_members(aid, email);
+`,
 }

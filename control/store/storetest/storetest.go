@@ -52,6 +52,8 @@ func Run(t *testing.T, db Database, shared bool) {
 		{"DevicesAndIdle", testDevicesAndIdle},
 		{"APITokens", testAPITokens},
 		{"AuditLog", testAuditLog},
+		{"Policy", testPolicy},
+		{"Groups", testGroups},
 		{"StatsCountSessionsAndDevicesByState", testStatsCountSessionsAndDevicesByState},
 		{"ClusterInside", testClusterInside},
 	} {
@@ -376,7 +378,7 @@ func testPeers(t *testing.T, open func(*testing.T) store.Store) {
 	view(t, s, func(r store.Reader) error {
 		ps, err := r.Peers("ky3", T0)
 		if err != nil || len(ps) != 1 || ps[0].DeviceID != "da" || ps[0].PublicKey != "ka" || ps[0].Address.String() != "100.96.0.2" ||
-			!ps[0].ExpiresAt.Equal(T0.Add(time.Hour)) {
+			!ps[0].ExpiresAt.Equal(T0.Add(time.Hour)) || ps[0].User != "a@x" {
 			t.Errorf("peers = %+v, %v", ps, err)
 		}
 		for cid, want := range map[string]int{"ky3": 1, "xym": 0} {

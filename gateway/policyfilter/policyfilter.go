@@ -1,0 +1,165 @@
+// Package policyfilter enforces an account's access policy on a gateway:
+// every packet a device sends through the tunnel is checked against its
+// user's rules for the cluster (control/policy's DeviceFilters, compiled on
+// each map) before it reaches the node, so a policy change cuts live
+// connections, not only new ones. The filter sits between wireguard-go and
+// the TUN (a tun.Device wrapper, as the daemon's MSS clamp does), reads
+// only IP headers, and keeps no state per flow.
+//
+// It is not the forwarding into the cluster (gateway/reach) nor the
+// policy's evaluation (control/policy); it only decides, per packet, with
+// tables swapped in atomically.
+package policyfilter
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"sync/atomic"
+
+	"golang.zx2c4.com/wireguard/tun"
+
+	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/control/policy"
+)
+
+// Filter is the gateway's per-device packet filter. The zero Filter lets
+// everything through (no policy yet); safe for concurrent use.
+type Filter struct {
+	cur     atomic.Pointer[tables]
+	dropped atomic.Uint64
+	// Dropped, when set, is told of each refused packet (for metrics).
+	Dropped func()
+}
+
+// tables is one map's filters: immutable once set.
+type tables struct {
+	devices *policy.DeviceFilters // nil: no policy, everything passes
+	service netip.Addr            // the VPN server's address: its DNS and ICMP always pass
+	mapped  netip.Prefix          // the cluster's mapped /96 (invalid: none)
+}
+
+// deviceSite is where devices' IPv6 tunnel addresses are (api.DeviceAddr6).
+var deviceSite = netip.PrefixFrom(api.MappedPool.Addr(), 96)
+
+// Set swaps in the filters of a new map: devices nil when the account has
+// no policy. service is the cluster's VPN address, whose DNS (port 53) and
+// ICMP every device may always use, whatever the rules say: names must
+// resolve and the server must answer a ping for the daemon to say why a
+// destination is refused rather than that the VPN is down. mapped is the
+// cluster's mapped IPv6 range (gateway/reach): a packet there is checked
+// as the IPv4 address it stands for, since rules name the cluster's own
+// addresses, and a device's IPv6 tunnel address as its IPv4 one.
+func (f *Filter) Set(devices *policy.DeviceFilters, service netip.Addr, mapped netip.Prefix) {
+	f.cur.Store(&tables{devices: devices, service: service.Unmap(), mapped: mapped})
+}
+
+// DroppedPackets is how many packets were refused since the start.
+func (f *Filter) DroppedPackets() uint64 { return f.dropped.Load() }
+
+// Allow reports whether the IP packet pkt, received from a device, may go
+// on into the node.
+func (f *Filter) Allow(pkt []byte) bool {
+	t := f.cur.Load()
+	if t == nil || t.devices == nil {
+		return true
+	}
+	src, k, ok := parse(pkt)
+	if !ok {
+		return false
+	}
+	if v4, err := api.Unmapped(deviceSite, src); err == nil {
+		src = v4
+	}
+	if v4, err := api.Unmapped(t.mapped, k.Addr); err == nil && t.mapped.IsValid() {
+		k.Addr = v4
+	}
+	if k.Addr == t.service && (k.Proto == policy.ICMP || k.Port == 53 && (k.Proto == policy.UDP || k.Proto == policy.TCP)) {
+		return true
+	}
+	allow, _ := t.devices.Check(src, k)
+	return allow
+}
+
+// parse reads a packet's source and what it asks for: destination,
+// protocol and destination port (0 for other protocols, and for an IPv4
+// fragment after the first, which carries no port: it passes only a rule
+// for every port). ok is false for what is not an IP packet.
+func parse(pkt []byte) (src netip.Addr, k policy.Packet, ok bool) {
+	if len(pkt) < 1 {
+		return src, k, false
+	}
+	var l4 []byte
+	var proto uint8
+	switch pkt[0] >> 4 {
+	case 4:
+		ihl := int(pkt[0]&0x0f) * 4
+		if len(pkt) < 20 || ihl < 20 || len(pkt) < ihl {
+			return src, k, false
+		}
+		proto = pkt[9]
+		src = netip.AddrFrom4([4]byte(pkt[12:16]))
+		k.Addr = netip.AddrFrom4([4]byte(pkt[16:20]))
+		if binary.BigEndian.Uint16(pkt[6:8])&0x1fff == 0 {
+			l4 = pkt[ihl:]
+		}
+	case 6:
+		if len(pkt) < 40 {
+			return src, k, false
+		}
+		proto = pkt[6]
+		src = netip.AddrFrom16([16]byte(pkt[8:24]))
+		k.Addr = netip.AddrFrom16([16]byte(pkt[24:40]))
+		l4 = pkt[40:]
+	default:
+		return src, k, false
+	}
+	k.Proto = policy.ProtoOf(proto)
+	if (k.Proto == policy.TCP || k.Proto == policy.UDP) && len(l4) >= 4 {
+		k.Port = binary.BigEndian.Uint16(l4[2:4])
+	}
+	return src, k, true
+}
+
+// Wrap is the TUN as wireguard-go sees it with the filter in its write
+// path: what wireguard-go writes is what devices sent.
+func (f *Filter) Wrap(dev tun.Device) tun.Device { return &filterTUN{Device: dev, f: f} }
+
+type filterTUN struct {
+	tun.Device
+	f *Filter
+}
+
+// Write passes on the packets the filter allows. Refused ones are dropped
+// silently (TCP sees a loss and gives up, as behind any firewall) and
+// counted; the batch's count is all of it, as wireguard-go expects.
+func (t *filterTUN) Write(bufs [][]byte, offset int) (int, error) {
+	if c := t.f.cur.Load(); c == nil || c.devices == nil {
+		return t.Device.Write(bufs, offset)
+	}
+	var kept [][]byte // nil until a packet is dropped; then the packets kept
+	for i, b := range bufs {
+		if t.f.Allow(b[offset:]) {
+			if kept != nil {
+				kept = append(kept, b)
+			}
+			continue
+		}
+		t.f.dropped.Add(1)
+		if t.f.Dropped != nil {
+			t.f.Dropped()
+		}
+		if kept == nil {
+			kept = append(make([][]byte, 0, len(bufs)), bufs[:i]...)
+		}
+	}
+	if kept == nil {
+		return t.Device.Write(bufs, offset)
+	}
+	if len(kept) == 0 {
+		return len(bufs), nil
+	}
+	if _, err := t.Device.Write(kept, offset); err != nil {
+		return 0, err
+	}
+	return len(bufs), nil
+}
