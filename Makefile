@@ -33,7 +33,7 @@ export RUNOS_E2E
 FUZZTIME ?= 10s
 FUZZ := ./api:FuzzEventReader ./control/server:FuzzRequestBodies ./control/seed:FuzzParse \
 	./vpnd:FuzzParseSessionRequest ./vpnd:FuzzParseConnectRequest ./vpnd/state:FuzzDeviceMap
-FUZZ += ./control/policy:FuzzParse
+FUZZ += ./policy:FuzzParse
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json

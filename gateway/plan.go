@@ -5,10 +5,10 @@ import (
 	"net/netip"
 
 	"github.com/runos/vpn/api"
-	"github.com/runos/vpn/control/policy"
 	"github.com/runos/vpn/gateway/clusterdns"
 	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/wgserver"
+	"github.com/runos/vpn/policy"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 

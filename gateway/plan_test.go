@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/runos/vpn/api"
-	"github.com/runos/vpn/control/policy"
 	"github.com/runos/vpn/gateway/wgserver"
+	"github.com/runos/vpn/policy"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/audit"
-	"github.com/runos/vpn/control/policy"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/policy"
 )
 
 // An account's groups of users, which its policy's rules name

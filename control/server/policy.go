@@ -11,8 +11,8 @@ import (
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/model"
-	"github.com/runos/vpn/control/policy"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/policy"
 )
 
 // An account's access policy (issue 23): operators read, set and test the

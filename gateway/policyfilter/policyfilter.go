@@ -19,7 +19,7 @@ import (
 	"golang.zx2c4.com/wireguard/tun"
 
 	"github.com/runos/vpn/api"
-	"github.com/runos/vpn/control/policy"
+	"github.com/runos/vpn/policy"
 )
 
 // Filter is the gateway's per-device packet filter. The zero Filter lets

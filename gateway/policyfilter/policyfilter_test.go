@@ -10,7 +10,7 @@ import (
 	"golang.zx2c4.com/wireguard/tun"
 
 	"github.com/runos/vpn/api"
-	"github.com/runos/vpn/control/policy"
+	"github.com/runos/vpn/policy"
 )
 
 // packet is an IP packet from src to dst: protocol proto and, for TCP and
