@@ -231,4 +231,12 @@ CREATE TABLE audit_accounts (
 `,
 	// 2: a VPN service's relay URL override (issue 14).
 	2: `ALTER TABLE services ADD COLUMN relay_url TEXT NOT NULL DEFAULT '';`,
+	// 3: operator is a role a user has in an account, not a flag of the
+	// user (issue 22): today's operators keep it in every account they
+	// belong to, and the flag goes.
+	3: `
+ALTER TABLE user_accounts ADD COLUMN operator BOOLEAN NOT NULL DEFAULT FALSE;
+UPDATE user_accounts ua SET operator = TRUE FROM users u WHERE u.email = ua.email AND u.operator;
+ALTER TABLE users DROP COLUMN operator;
+`,
 }

@@ -260,4 +260,12 @@ ALTER TABLE oauth_device_codes RENAME COLUMN user TO email;
 ALTER TABLE revoked_keys RENAME COLUMN user TO email;
 CREATE UNIQUE INDEX users_email_lower ON users(lower(email));
 `,
+	// 7: operator is a role a user has in an account, not a flag of the
+	// user (issue 22): today's operators keep it in every account they
+	// belong to, and the flag goes.
+	7: `
+ALTER TABLE user_accounts ADD COLUMN operator INTEGER NOT NULL DEFAULT 0;
+UPDATE user_accounts SET operator = 1 WHERE email IN (SELECT email FROM users WHERE operator <> 0);
+ALTER TABLE users DROP COLUMN operator;
+`,
 }
