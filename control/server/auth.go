@@ -367,11 +367,11 @@ func (s *Server) RevokeGrant(ctx context.Context, grant string) (bool, error) {
 		}
 		revoked = true
 		now := s.now()
-		if err := closeSession(tx, sess, model.SessionEnded, now); err != nil {
+		aids, err := sessionAccounts(tx, sess)
+		if err != nil {
 			return err
 		}
-		aids, err := userAccounts(tx, sess.User)
-		if err != nil {
+		if err := closeSession(tx, sess, model.SessionEnded, now); err != nil {
 			return err
 		}
 		return audit.Record(tx, audit.Entry{At: now, AIDs: aids, Actor: audit.Control, Source: audit.Source(ctx),
