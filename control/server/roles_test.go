@@ -182,3 +182,33 @@ func TestOperatorRolePerAccount(t *testing.T) {
 		t.Errorf("acme's audit of revocations = %+v, %v; want none", page, err)
 	}
 }
+
+// TestOperatorSeesASharedSessionsOwnDevices: one sign-in holding a device
+// in acme's cluster and one in beta's is acme's to see and end (it holds a
+// device of acme's), listed with acme's device alone; its end, which drops
+// both devices, is recorded in both accounts' audit logs.
+func TestOperatorSeesASharedSessionsOwnDevices(t *testing.T) {
+	e := newEnvOf(t, twoAccounts())
+	ctx := context.Background()
+	inA := e.newDevice("sam@example.com", "sam-acme")
+	inB, err := inA.c.RegisterDevice(ctx, api.RegisterDeviceRequest{PublicKey: newKey(t).PublicKey().String(), Name: "sam-beta", OS: "linux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.join(inA, "ac1")
+	if _, err := inA.c.JoinCluster(ctx, inB.ID, "bt1"); err != nil {
+		t.Fatal(err)
+	}
+	acme := e.client(acmeToken)
+	ss, err := acme.Sessions(ctx, "", "sam@example.com")
+	if err != nil || len(ss) != 1 || !slices.Equal(ss[0].Devices, []string{inA.dev.ID}) {
+		t.Fatalf("acme's sessions of sam = %+v, %v; want one, with %s alone", ss, err, inA.dev.ID)
+	}
+	e.expectEntries("beta", func() {
+		e.expectEntries("acme", func() {
+			if _, err := acme.EndUserSession(ctx, ss[0].ID); err != nil {
+				t.Fatal(err)
+			}
+		}, audit.SessionEnded)
+	}, audit.SessionEnded)
+}
