@@ -121,10 +121,11 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, p *principa
 		x := newReach(rd, f.AIDs)
 		for _, d := range ds {
 			if operator {
-				if ok, err := x.device(d); err != nil || !ok {
-					if err != nil {
-						return err
-					}
+				ok, err := x.device(d)
+				if err != nil {
+					return err
+				}
+				if !ok {
 					continue
 				}
 			}
