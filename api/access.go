@@ -18,6 +18,12 @@ import "time"
 //	GET    /v1/tokens[?aid=]                       operator
 //	DELETE /v1/tokens/{idOrName}[?aid=]            operator
 //	GET    /v1/audit[?aid=&cid=&actor=&kind=&limit=&before=]   operator: AuditPage
+//
+// "operator" is the operator role in an account (Me.Operates) or the
+// account's token. Of a user who also belongs to accounts the caller does
+// not operate, the device and session routes reach only the devices that
+// joined a cluster of the caller's accounts (and the sessions holding
+// one), showing only those clusters; anything else is 404.
 
 // Error codes of these routes (and of authentication).
 const (

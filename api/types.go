@@ -99,7 +99,8 @@ const (
 type Me struct {
 	User      string    `json:"user"` // email
 	Accounts  []string  `json:"accounts"`
-	Operator  bool      `json:"operator"` // may use the operator verbs
+	Operator  bool      `json:"operator"`           // may use the operator verbs on some account
+	Operates  []string  `json:"operates,omitempty"` // the accounts where it may
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 	SessionID string    `json:"sessionId,omitempty"`
 }

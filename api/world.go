@@ -29,8 +29,13 @@ type WorldUser struct {
 	Email        string   `json:"email"`
 	Password     string   `json:"password,omitempty"`
 	PasswordHash string   `json:"passwordHash,omitempty"`
-	Accounts     []string `json:"accounts"`           // aids the user belongs to
-	Operator     bool     `json:"operator,omitempty"` // may use the operator verbs
+	Accounts     []string `json:"accounts"` // aids the user belongs to
+	// Operator makes the user an operator of every account in Accounts;
+	// OperatorOf of only those it names (a subset of Accounts). Operator
+	// is a role in an account: an operator of one account is a plain user
+	// of the others.
+	Operator   bool     `json:"operator,omitempty"`
+	OperatorOf []string `json:"operatorOf,omitempty"`
 }
 
 // WorldCluster is a cluster with its nodes and VPN service.

@@ -27,12 +27,20 @@ type Account struct {
 type User struct {
 	Email        string
 	PasswordHash string // bcrypt
-	Operator     bool   // may use the operator verbs on its accounts
 	Accounts     []string
+	// Operates are the accounts of Accounts where the user has the
+	// operator role: the operator verbs reach those accounts' clusters,
+	// never the other accounts the user merely belongs to.
+	Operates []string
 }
 
 // InAccount reports whether the user belongs to aid.
 func (u User) InAccount(aid string) bool { return slices.Contains(u.Accounts, aid) }
+
+// OperatorOf reports whether the user has the operator role in aid.
+func (u User) OperatorOf(aid string) bool {
+	return u.InAccount(aid) && slices.Contains(u.Operates, aid)
+}
 
 // Cluster is a cluster (cid) of an account.
 type Cluster struct {

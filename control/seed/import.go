@@ -99,7 +99,7 @@ func Import(ctx context.Context, st store.Store, w api.World, opt Options) (Summ
 				sum.Existing++
 				continue
 			}
-			if _, err := count(tx.PutUser(model.User{Email: u.Email, PasswordHash: h, Operator: u.Operator, Accounts: u.Accounts})); err != nil {
+			if _, err := count(tx.PutUser(model.User{Email: u.Email, PasswordHash: h, Accounts: u.Accounts, Operates: operates(u)})); err != nil {
 				return err
 			}
 		}
@@ -111,6 +111,16 @@ func Import(ctx context.Context, st store.Store, w api.World, opt Options) (Summ
 		return nil
 	})
 	return sum, err
+}
+
+// operates are the accounts where the world file makes u an operator:
+// every account it lists u in when operator is set, else those of
+// operatorOf.
+func operates(u api.WorldUser) []string {
+	if u.Operator {
+		return u.Accounts
+	}
+	return u.OperatorOf
 }
 
 // WorldTokenName is the name of the API token the world file gives an

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
@@ -109,6 +110,14 @@ func (v *validator) user(where string, u api.WorldUser) {
 	for _, aid := range u.Accounts {
 		if !v.aids[aid] {
 			v.add("%s: unknown account %q", where, aid)
+		}
+	}
+	if u.Operator && len(u.OperatorOf) > 0 {
+		v.add("%s: operator and operatorOf both given: operator makes the user operator of every account listed, operatorOf of some", where)
+	}
+	for _, aid := range u.OperatorOf {
+		if !slices.Contains(u.Accounts, aid) {
+			v.add("%s: operatorOf %q: not among the user's accounts", where, aid)
 		}
 	}
 }

@@ -75,6 +75,9 @@ func TestParseRefusals(t *testing.T) {
 		{"duplicate service id", mutate(t, func(w *api.World) { w.Clusters[1].VPNService.ID = "wg-ky3" }), `duplicate service id "wg-ky3"`},
 		{"unknown account", mutate(t, func(w *api.World) { w.Clusters[0].AID = "nope" }), `unknown account "nope"`},
 		{"user account", mutate(t, func(w *api.World) { w.Users[0].Accounts = []string{"nope"} }), `unknown account "nope"`},
+		{"operatorOf elsewhere", mutate(t, func(w *api.World) { w.Users[0].Operator, w.Users[0].OperatorOf = false, []string{"other"} }),
+			`operatorOf "other": not among the user's accounts`},
+		{"operator and operatorOf", mutate(t, func(w *api.World) { w.Users[0].OperatorOf = []string{"rjwrn"} }), "operator and operatorOf both given"},
 		{"both passwords", mutate(t, func(w *api.World) { w.Users[0].PasswordHash = "$2a$04$abc" }), "exactly one of password and passwordHash"},
 		{"bad hash", mutate(t, func(w *api.World) { w.Users[0].Password, w.Users[0].PasswordHash = "", "md5:abc" }), "not a bcrypt hash"},
 		{"duplicate email", mutate(t, func(w *api.World) { w.Users = append(w.Users, w.Users[0]) }), "duplicate email"},
@@ -138,7 +141,7 @@ func TestImportIsIdempotent(t *testing.T) {
 	_ = st.View(ctx, func(r store.Reader) error {
 		v1, _ = r.GlobalVersion()
 		u, err := r.User("ada@example.com")
-		if err != nil || bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte("correct horse")) != nil || !u.Operator {
+		if err != nil || bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte("correct horse")) != nil || !u.OperatorOf("rjwrn") {
 			t.Errorf("user = %+v, %v", u, err)
 		}
 		a, err := r.APITokenByHash(token.Hash("op-token-0123456789abcdef"))
@@ -198,6 +201,32 @@ func TestImportIsIdempotent(t *testing.T) {
 	if err != nil || sum.Created != 1 {
 		t.Fatalf("third import: %+v, %v", sum, err)
 	}
+}
+
+// TestImportOperatorRoles: operator makes a user operator of every account
+// the file lists them in; operatorOf of the accounts it names alone.
+func TestImportOperatorRoles(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	w := api.World{
+		Accounts: []api.WorldAccount{{AID: "acme"}, {AID: "beta"}},
+		Users: []api.WorldUser{
+			{Email: "all@example.com", Password: "pw", Accounts: []string{"acme", "beta"}, Operator: true},
+			{Email: "one@example.com", Password: "pw", Accounts: []string{"acme", "beta"}, OperatorOf: []string{"beta"}},
+			{Email: "none@example.com", Password: "pw", Accounts: []string{"acme", "beta"}},
+		},
+	}
+	if _, err := Import(ctx, st, w, Options{BcryptCost: bcrypt.MinCost, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.View(ctx, func(r store.Reader) error {
+		for email, want := range map[string]string{"all@example.com": "acme beta", "one@example.com": "beta", "none@example.com": ""} {
+			if u, err := r.User(email); err != nil || strings.Join(u.Operates, " ") != want {
+				t.Errorf("%s operates %q, %v; want %q", email, u.Operates, err, want)
+			}
+		}
+		return nil
+	})
 }
 
 func FuzzParse(f *testing.F) {

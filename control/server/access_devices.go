@@ -48,23 +48,24 @@ func deviceDetail(rd store.Reader, d model.Device, now time.Time) (api.DeviceDet
 	return out, nil
 }
 
-// operatedDevice reads device id for an operator: 404 unless its user
-// belongs to one of the accounts the caller operates (a plain user is
-// told they are no operator).
+// operatedDevice reads device id for an operator: 404 unless it is within
+// the reach of the accounts the caller operates (reach.go; a plain user
+// is told they are no operator). It returns the accounts whose audit log
+// records a change to it.
 func operatedDevice(rd store.Reader, p *principal, id string) (model.Device, []string, error) {
-	if _, err := operatedAccounts(p, ""); err != nil {
+	mine, err := operatedAccounts(p, "")
+	if err != nil {
 		return model.Device{}, nil, err
 	}
 	d, err := rd.Device(id)
 	if err == nil {
-		aids, err := userAccounts(rd, d.User)
+		ok, err := newReach(rd, mine).device(d)
 		if err != nil {
 			return model.Device{}, nil, err
 		}
-		for _, aid := range aids {
-			if p.canOperate(aid) {
-				return d, aids, nil
-			}
+		if ok {
+			aids, err := deviceAccounts(rd, d)
+			return d, aids, err
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return model.Device{}, nil, err
@@ -94,14 +95,17 @@ func (s *Server) handleDevices(w http.ResponseWriter, r *http.Request, p *princi
 		return
 	}
 	f := store.DeviceFilter{AIDs: aids, User: strings.TrimSpace(q.Get("user")), CID: q.Get("cid")}
-	s.listDevices(w, r, p, f)
+	s.listDevices(w, r, p, f, true)
 }
 
 func (s *Server) handleMyDevices(w http.ResponseWriter, r *http.Request, p *principal) {
-	s.listDevices(w, r, p, store.DeviceFilter{AIDs: p.accounts(), User: p.user.Email})
+	s.listDevices(w, r, p, store.DeviceFilter{AIDs: p.accounts(), User: p.user.Email}, false)
 }
 
-func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, p *principal, f store.DeviceFilter) {
+// listDevices lists the devices f selects; for an operator's view, only
+// those within the reach of f's accounts, each with only the clusters
+// within it.
+func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, p *principal, f store.DeviceFilter, operator bool) {
 	out := []api.DeviceDetail{}
 	now := s.now()
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
@@ -114,10 +118,25 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, p *principa
 		if err != nil {
 			return err
 		}
+		x := newReach(rd, f.AIDs)
 		for _, d := range ds {
+			if operator {
+				ok, err := x.device(d)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+			}
 			dd, err := deviceDetail(rd, d, now)
 			if err != nil {
 				return err
+			}
+			if operator {
+				if err := x.trim(&dd); err != nil {
+					return err
+				}
 			}
 			out = append(out, dd)
 		}
@@ -141,8 +160,10 @@ func (s *Server) handleDevice(w http.ResponseWriter, r *http.Request, p *princip
 				return err
 			}
 		}
-		out, err = deviceDetail(rd, d, s.now())
-		return err
+		if out, err = deviceDetail(rd, d, s.now()); err != nil || own {
+			return err
+		}
+		return newReach(rd, p.operated()).trim(&out)
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -209,8 +230,10 @@ func (s *Server) handleRevokeDevice(w http.ResponseWriter, r *http.Request, p *p
 			Outcome: fmt.Sprintf("%s (%s of %s): %s", d.Name, d.Address, d.User, what)}); err != nil {
 			return err
 		}
-		out, err = deviceDetail(tx, d, now)
-		return err
+		if out, err = deviceDetail(tx, d, now); err != nil {
+			return err
+		}
+		return newReach(tx, p.operated()).trim(&out)
 	})
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("revoke device %s: %w", id, err))

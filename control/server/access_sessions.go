@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,54 +16,83 @@ import (
 
 // An operator lists a user's live sessions and ends one or all of them:
 // the session ends as `runos vpn down` ends it, so the user's devices drop
-// off every gateway by the same push.
+// off every gateway by the same push. Of a user who also belongs to
+// accounts the caller does not operate, only the sessions within reach
+// (reach.go) are listed and ended.
 
 // operatedUser reads a user of an account the caller operates (404 for
-// anyone else, so that no account learns of another's users).
-func operatedUser(rd store.Reader, p *principal, aid, email string) (model.User, error) {
+// anyone else, so that no account learns of another's users), and the
+// reach of the accounts aid names.
+func operatedUser(rd store.Reader, p *principal, aid, email string) (model.User, *reach, error) {
 	aids, err := operatedAccounts(p, aid)
 	if err != nil {
-		return model.User{}, err
+		return model.User{}, nil, err
 	}
 	if email == "" {
-		return model.User{}, errInvalid("user: say whose sessions (--user EMAIL)")
+		return model.User{}, nil, errInvalid("user: say whose sessions (--user EMAIL)")
 	}
-	u, err := rd.User(email)
-	if err == nil {
-		for _, a := range aids {
-			if u.InAccount(a) {
-				return u, nil
-			}
-		}
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return model.User{}, err
+	x := newReach(rd, aids)
+	u, err := x.user(email)
+	if err == nil && x.touches(u) {
+		return u, x, nil
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return model.User{}, nil, err
 	}
-	return model.User{}, errNotFound("no user %s in %s", email, strings.Join(aids, ", "))
+	return model.User{}, nil, errNotFound("no user %s in %s", email, strings.Join(aids, ", "))
 }
 
-func sessionDoc(rd store.Reader, sess model.Session) (api.Session, error) {
+// liveSessions are u's sessions live at now within x.
+func liveSessions(rd store.Reader, x *reach, u model.User, now time.Time) ([]model.Session, error) {
+	ss, err := rd.LiveSessionsOfUser(u.Email, now)
+	if err != nil {
+		return nil, err
+	}
+	var out []model.Session
+	for _, sess := range ss {
+		ok, err := x.session(sess)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, sess)
+		}
+	}
+	return out, nil
+}
+
+// sessionDoc is sess as an operator sees it: with its devices within x.
+func sessionDoc(rd store.Reader, x *reach, sess model.Session) (api.Session, error) {
 	out := api.Session{ID: sess.ID, User: sess.User, Client: sess.ClientID, CreatedAt: sess.CreatedAt, ExpiresAt: sess.ExpiresAt, Devices: []string{}}
 	devs, err := rd.DevicesOfSession(sess.ID)
-	for _, d := range devs {
-		out.Devices = append(out.Devices, d.ID)
+	if err != nil {
+		return out, err
 	}
-	return out, err
+	for _, d := range devs {
+		ok, err := x.device(d)
+		if err != nil {
+			return out, err
+		}
+		if ok {
+			out.Devices = append(out.Devices, d.ID)
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, p *principal) {
 	q := r.URL.Query()
 	out := []api.Session{}
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		u, err := operatedUser(rd, p, q.Get("aid"), strings.TrimSpace(q.Get("user")))
+		u, x, err := operatedUser(rd, p, q.Get("aid"), strings.TrimSpace(q.Get("user")))
 		if err != nil {
 			return err
 		}
-		ss, err := rd.LiveSessionsOfUser(u.Email, s.now())
+		ss, err := liveSessions(rd, x, u, s.now())
 		if err != nil {
 			return err
 		}
 		for _, sess := range ss {
-			d, err := sessionDoc(rd, sess)
+			d, err := sessionDoc(rd, x, sess)
 			if err != nil {
 				return err
 			}
@@ -80,7 +110,17 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, p *princ
 // endSessions ends sessions of u inside tx and records one entry.
 func (s *Server) endSessions(tx store.Writer, r *http.Request, p *principal, u model.User, target string, ss []model.Session, now time.Time) (api.EndedSessions, error) {
 	out := api.EndedSessions{Ended: []string{}, Devices: []string{}}
+	var aids []string
 	for _, sess := range ss {
+		sa, err := sessionAccounts(tx, sess)
+		if err != nil {
+			return out, err
+		}
+		for _, a := range sa {
+			if !slices.Contains(aids, a) {
+				aids = append(aids, a)
+			}
+		}
 		devs, err := tx.DevicesOfSession(sess.ID)
 		if err != nil {
 			return out, err
@@ -100,7 +140,7 @@ func (s *Server) endSessions(tx store.Writer, r *http.Request, p *principal, u m
 	if len(out.Devices) > 0 {
 		outcome += "; devices " + strings.Join(out.Devices, ", ") + " dropped"
 	}
-	return out, s.record(tx, r, p, audit.Entry{AIDs: u.Accounts, Kind: audit.SessionEnded, Target: target, Outcome: outcome})
+	return out, s.record(tx, r, p, audit.Entry{AIDs: aids, Kind: audit.SessionEnded, Target: target, Outcome: outcome})
 }
 
 func (s *Server) handleEndUserSession(w http.ResponseWriter, r *http.Request, p *principal) {
@@ -118,11 +158,16 @@ func (s *Server) handleEndUserSession(w http.ResponseWriter, r *http.Request, p 
 		} else if err != nil {
 			return err
 		}
-		u, err := operatedUser(tx, p, "", sess.User)
+		u, x, err := operatedUser(tx, p, "", sess.User)
 		if isNotFound(err) || err == nil && !sess.LiveAt(now) {
 			return notFound
 		} else if err != nil {
 			return err
+		}
+		if ok, err := x.session(sess); err != nil {
+			return err
+		} else if !ok {
+			return notFound
 		}
 		out, err = s.endSessions(tx, r, p, u, sess.ID, []model.Session{sess}, now)
 		return err
@@ -142,11 +187,11 @@ func (s *Server) handleEndUserSessions(w http.ResponseWriter, r *http.Request, p
 	now := s.now()
 	var out api.EndedSessions
 	err := s.update(r.Context(), func(tx store.Writer) error {
-		u, err := operatedUser(tx, p, q.Get("aid"), email)
+		u, x, err := operatedUser(tx, p, q.Get("aid"), email)
 		if err != nil {
 			return err
 		}
-		ss, err := tx.LiveSessionsOfUser(u.Email, now)
+		ss, err := liveSessions(tx, x, u, now)
 		if err != nil {
 			return err
 		}

@@ -65,11 +65,14 @@ func (p *principal) canSee(aid string) bool {
 	return false
 }
 
-// canOperate reports whether the caller may use the operator verbs there.
+// canOperate reports whether the caller may use the operator verbs there:
+// a user with the operator role in that account (a role per account, not
+// per user: an operator of one account is a plain user of the others), or
+// the account's own token.
 func (p *principal) canOperate(aid string) bool {
 	switch p.kind {
 	case kindUser:
-		return p.user.Operator && p.user.InAccount(aid)
+		return p.user.OperatorOf(aid)
 	case kindOperator:
 		return p.aid == aid
 	}
@@ -364,11 +367,11 @@ func (s *Server) RevokeGrant(ctx context.Context, grant string) (bool, error) {
 		}
 		revoked = true
 		now := s.now()
-		if err := closeSession(tx, sess, model.SessionEnded, now); err != nil {
+		aids, err := sessionAccounts(tx, sess)
+		if err != nil {
 			return err
 		}
-		aids, err := userAccounts(tx, sess.User)
-		if err != nil {
+		if err := closeSession(tx, sess, model.SessionEnded, now); err != nil {
 			return err
 		}
 		return audit.Record(tx, audit.Entry{At: now, AIDs: aids, Actor: audit.Control, Source: audit.Source(ctx),

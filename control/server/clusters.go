@@ -14,7 +14,8 @@ import (
 )
 
 func (s *Server) handleMe(w http.ResponseWriter, r *http.Request, p *principal) {
-	me := api.Me{Accounts: p.accounts(), Operator: p.kind == kindOperator || p.user.Operator}
+	me := api.Me{Accounts: p.accounts(), Operates: p.operated()}
+	me.Operator = len(me.Operates) > 0
 	if p.kind == kindUser {
 		me.User, me.ExpiresAt, me.SessionID = p.user.Email, p.session.ExpiresAt, p.session.ID
 	}

@@ -85,6 +85,12 @@ type env struct {
 
 func newEnv(t testing.TB, mutate ...func(*Config)) *env {
 	t.Helper()
+	return newEnvOf(t, testWorld(), mutate...)
+}
+
+// newEnvOf is newEnv on another world file.
+func newEnvOf(t testing.TB, world api.World, mutate ...func(*Config)) *env {
+	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	dbPath := filepath.Join(t.TempDir(), "control.db")
@@ -94,7 +100,7 @@ func newEnv(t testing.TB, mutate ...func(*Config)) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	services, _ := pool.NewServices(netip.MustParsePrefix("100.100.0.0/16"))
-	if _, err := seed.Import(ctx, st, testWorld(), seed.Options{Services: services, BcryptCost: bcrypt.MinCost, Now: t0}); err != nil {
+	if _, err := seed.Import(ctx, st, world, seed.Options{Services: services, BcryptCost: bcrypt.MinCost, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	var g uint64

@@ -83,7 +83,7 @@ func (s *Server) cleanIdle() {
 				return err
 			}
 			for _, d := range ds {
-				aids, err := userAccounts(tx, d.User)
+				aids, err := deviceAccounts(tx, d)
 				if err != nil {
 					return err
 				}

@@ -41,7 +41,7 @@ func accountPolicy(rd store.Reader, aid string) (*policy.Policy, model.Policy, e
 // subject is a user as the account's policy sees them.
 func subject(rd store.Reader, aid string, u model.User) (policy.Subject, error) {
 	groups, err := rd.UserGroups(aid, u.Email)
-	return policy.Subject{User: u.Email, Groups: groups, Operator: u.Operator}, err
+	return policy.Subject{User: u.Email, Groups: groups, Operator: u.OperatorOf(aid)}, err
 }
 
 // known is what a document of the account may name.
@@ -170,7 +170,7 @@ func (s *Server) handleTestPolicy(w http.ResponseWriter, r *http.Request, p *pri
 		if err != nil {
 			return err
 		}
-		u, err := operatedUser(rd, p, aid, strings.TrimSpace(req.User))
+		u, _, err := operatedUser(rd, p, aid, strings.TrimSpace(req.User))
 		if err != nil {
 			return err
 		}

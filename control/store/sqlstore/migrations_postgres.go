@@ -270,4 +270,12 @@ CREATE TABLE group_members (
 );
 CREATE INDEX group_members_email ON group_members(aid, email);
 `,
+	// 5: operator is a role a user has in an account, not a flag of the
+	// user (issue 22): today's operators keep it in every account they
+	// belong to, and the flag goes.
+	5: `
+ALTER TABLE user_accounts ADD COLUMN operator BOOLEAN NOT NULL DEFAULT FALSE;
+UPDATE user_accounts ua SET operator = TRUE FROM users u WHERE u.email = ua.email AND u.operator;
+ALTER TABLE users DROP COLUMN operator;
+`,
 }

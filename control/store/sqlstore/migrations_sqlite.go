@@ -299,4 +299,12 @@ CREATE TABLE group_members (
 ) WITHOUT ROWID;
 CREATE INDEX group_members_email ON group_members(aid, email);
 `,
+	// 9: operator is a role a user has in an account, not a flag of the
+	// user (issue 22): today's operators keep it in every account they
+	// belong to, and the flag goes.
+	9: `
+ALTER TABLE user_accounts ADD COLUMN operator INTEGER NOT NULL DEFAULT 0;
+UPDATE user_accounts SET operator = 1 WHERE email IN (SELECT email FROM users WHERE operator <> 0);
+ALTER TABLE users DROP COLUMN operator;
+`,
 }

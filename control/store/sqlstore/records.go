@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"database/sql"
+	"fmt"
 
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store/internal/sqlcol"
@@ -23,20 +24,39 @@ func (t *tx) PutAccount(a model.Account) error {
 
 func (t *tx) User(email string) (model.User, error) {
 	var u model.User
-	err := t.row("SELECT email, password_hash, operator FROM users WHERE lower(email) = lower(?)", email).Scan(&u.Email, &u.PasswordHash, &u.Operator)
+	err := t.row("SELECT email, password_hash FROM users WHERE lower(email) = lower(?)", email).Scan(&u.Email, &u.PasswordHash)
 	if err != nil {
 		return u, t.one(err, "user "+email)
 	}
-	u.Accounts, err = list(t.conn, "user "+email, sqlcol.String, "SELECT aid FROM user_accounts WHERE email = ? ORDER BY aid", u.Email)
+	type role struct {
+		aid      string
+		operator bool
+	}
+	roles, err := list(t.conn, "accounts of user "+email, func(r sqlcol.Row) (role, error) {
+		var x role
+		return x, r.Scan(&x.aid, &x.operator)
+	}, "SELECT aid, operator FROM user_accounts WHERE email = ? ORDER BY aid", u.Email)
+	for _, x := range roles {
+		u.Accounts = append(u.Accounts, x.aid)
+		if x.operator {
+			u.Operates = append(u.Operates, x.aid)
+		}
+	}
 	return u, err
 }
 
 func (t *tx) PutUser(u model.User) error {
-	if err := t.insert("user "+u.Email, "INSERT INTO users (email, password_hash, operator) VALUES (?, ?, ?)", u.Email, u.PasswordHash, u.Operator); err != nil {
+	for _, aid := range u.Operates {
+		if !u.InAccount(aid) {
+			return fmt.Errorf("user %s: operator of account %s, which the user is not in", u.Email, aid)
+		}
+	}
+	if err := t.insert("user "+u.Email, "INSERT INTO users (email, password_hash) VALUES (?, ?)", u.Email, u.PasswordHash); err != nil {
 		return err
 	}
 	for _, aid := range u.Accounts {
-		if err := t.insert("user "+u.Email+" in account "+aid, "INSERT INTO user_accounts (email, aid) VALUES (?, ?)", u.Email, aid); err != nil {
+		if err := t.insert("user "+u.Email+" in account "+aid, "INSERT INTO user_accounts (email, aid, operator) VALUES (?, ?, ?)",
+			u.Email, aid, u.OperatorOf(aid)); err != nil {
 			return err
 		}
 	}

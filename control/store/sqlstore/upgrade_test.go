@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,8 +62,13 @@ func TestPostgresUpgradeFrom19c5c2a(t *testing.T) {
 // user's email in sessions, devices, revoked_keys and the OAuth codes.
 var oldRows = `
 INSERT INTO accounts (aid, name, operator_token_hash) VALUES ('ky3', 'Ky', NULL);
+INSERT INTO accounts (aid, name, operator_token_hash) VALUES ('k2', 'Kay', NULL);
 INSERT INTO users (email, password_hash, operator) VALUES ('Ann@Example.com', 'bcrypt-hash', TRUE);
 INSERT INTO user_accounts (email, aid) VALUES ('Ann@Example.com', 'ky3');
+INSERT INTO user_accounts (email, aid) VALUES ('Ann@Example.com', 'k2');
+INSERT INTO users (email, password_hash, operator) VALUES ('bob@example.com', 'bcrypt-hash', FALSE);
+INSERT INTO user_accounts (email, aid) VALUES ('bob@example.com', 'ky3');
+INSERT INTO user_accounts (email, aid) VALUES ('bob@example.com', 'k2');
 INSERT INTO clusters (cid, aid, name, domain_root, is_configured, user_vpn, custom_domains)
 	VALUES ('c1', 'ky3', 'Prod', 'prod.example', TRUE, 'on', '["a.example"]');
 INSERT INTO nodes (cid, nid, name, roles, declared_ingress, public_ip, detected_ip, published, enrollment_token_hash,
@@ -115,8 +121,14 @@ func checkUpgraded(t *testing.T, s *Store) {
 		if v, err := r.GlobalVersion(); err != nil || v != 41 {
 			t.Errorf("global version = %d, %v; want 41", v, err)
 		}
-		if u, err := r.User("ann@example.com"); err != nil || u.Email != "Ann@Example.com" || !u.Operator || len(u.Accounts) != 1 {
-			t.Errorf("user = %+v, %v", u, err)
+		// The operator flag became the operator role in each account of
+		// the user (issue 22); a user who was no operator operates none.
+		if u, err := r.User("ann@example.com"); err != nil || u.Email != "Ann@Example.com" ||
+			!slices.Equal(u.Accounts, []string{"k2", "ky3"}) || !slices.Equal(u.Operates, []string{"k2", "ky3"}) {
+			t.Errorf("user = %+v, %v; want operator of k2 and ky3", u, err)
+		}
+		if u, err := r.User("bob@example.com"); err != nil || len(u.Accounts) != 2 || len(u.Operates) != 0 {
+			t.Errorf("user = %+v, %v; want in two accounts, operator of none", u, err)
 		}
 		if c, err := r.Cluster("c1"); err != nil || !c.IsConfigured || len(c.CustomDomains) != 1 {
 			t.Errorf("cluster = %+v, %v", c, err)

@@ -43,6 +43,7 @@ func Run(t *testing.T, db Database, shared bool) {
 	}{
 		{"versions, rollback and ErrExists", testVersions},
 		{"records round trip", testRecords},
+		{"operator is a role per account", testRoles},
 		{"free index fills gaps when full", testFreeIndex},
 		{"peers are live sessions only", testPeers},
 		{"installing services", testInstalling},
