@@ -187,6 +187,7 @@ func ownDevice(rd store.Reader, p *principal, id string) (model.Device, error) {
 
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal) {
 	id, cid := r.PathValue("id"), r.PathValue("cid")
+	var serving string // the node whose gateway must hold the device before the answer (joinack.go)
 	err := s.update(r.Context(), func(tx store.Writer) error {
 		d, err := ownDevice(tx, p, id)
 		if err != nil {
@@ -210,6 +211,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		}
 		joined, err := tx.JoinCluster(d.ID, cid)
 		if err != nil {
+			return err
+		}
+		if serving, err = s.servingNode(tx, svcs); err != nil {
 			return err
 		}
 		if joined {
@@ -241,6 +245,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if serving != "" {
+		s.awaitGateway(r.Context(), cid, serving)
 	}
 	s.log.Info("device joined", "device", id, "cid", cid)
 	writeJSON(w, http.StatusOK, e.cfg)
