@@ -24,6 +24,11 @@ type ClusterMetrics struct {
 	// down (a handshake gone stale, the network back) or up with a new
 	// server (a move): once each.
 	Reconnects uint64 `json:"reconnects"`
+	// HandshakeRetries counts the handshake initiations that went
+	// unanswered and were sent again (the tunnel re-creates a peer with no
+	// handshake after 100 ms, 200 ms …): the sign of an initiation that
+	// reached the server before it held the device, or a lossy path.
+	HandshakeRetries uint64 `json:"handshakeRetries"`
 }
 
 // DNSMetrics count the queries the daemon's split-DNS forwarder handled
