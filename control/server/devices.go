@@ -246,10 +246,13 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		s.fail(w, r, err)
 		return
 	}
+	var waited time.Duration
 	if serving != "" {
+		start := time.Now()
 		s.awaitGateway(r.Context(), cid, serving)
+		waited = time.Since(start)
 	}
-	s.log.Info("device joined", "device", id, "cid", cid)
+	s.log.Info("device joined", "device", id, "cid", cid, "gatewayWait", waited.Round(10*time.Microsecond).String())
 	writeJSON(w, http.StatusOK, e.cfg)
 }
 
