@@ -80,7 +80,7 @@ func New(st store.StatsReader, now func() time.Time) *Control {
 			Help:    "A finished move's switch time: from control taking the move to the last device's handshake with the new node.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
 		joinAcks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "join_acks_total",
-			Help: "Joins answered after waiting for the serving gateway to hold the device, by outcome (acked; timeout: answered anyway after the bound)."}, []string{"outcome"}),
+			Help: "Joins' waits for a gateway to hold the device (the serving node, and a move's target), by outcome (acked; timeout: answered anyway after the bound)."}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.polls, m.streams, m.dropped, m.fanout, m.storeTx, m.signins, m.refusals, m.moves, m.switchT, m.joinAcks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

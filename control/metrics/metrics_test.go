@@ -68,7 +68,7 @@ runos_control_streams_dropped_total{kind="device_map",reason="slow"} 1
 # TYPE runos_control_moves_total counter
 runos_control_moves_total{outcome="done"} 1
 runos_control_moves_total{outcome="failed"} 1
-# HELP runos_control_join_acks_total Joins answered after waiting for the serving gateway to hold the device, by outcome (acked; timeout: answered anyway after the bound).
+# HELP runos_control_join_acks_total Joins' waits for a gateway to hold the device (the serving node, and a move's target), by outcome (acked; timeout: answered anyway after the bound).
 # TYPE runos_control_join_acks_total counter
 runos_control_join_acks_total{outcome="timeout"} 1
 # HELP runos_control_signin_refusals_total Sign-in attempts refused, by reason.

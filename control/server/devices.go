@@ -187,7 +187,7 @@ func ownDevice(rd store.Reader, p *principal, id string) (model.Device, error) {
 
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal) {
 	id, cid := r.PathValue("id"), r.PathValue("cid")
-	var serving string // the node whose gateway must hold the device before the answer (joinack.go)
+	var serving []string // the nodes whose gateways must hold the device before the answer (joinack.go)
 	err := s.update(r.Context(), func(tx store.Writer) error {
 		d, err := ownDevice(tx, p, id)
 		if err != nil {
@@ -213,7 +213,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		if err != nil {
 			return err
 		}
-		if serving, err = s.servingNode(tx, svcs); err != nil {
+		if serving, err = s.servingNodes(tx, svcs); err != nil {
 			return err
 		}
 		if joined {
@@ -247,9 +247,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		return
 	}
 	var waited time.Duration
-	if serving != "" {
+	if len(serving) > 0 {
 		start := time.Now()
-		s.awaitGateway(r.Context(), cid, serving)
+		s.awaitGateways(r.Context(), cid, serving)
 		waited = time.Since(start)
 	}
 	s.log.Info("device joined", "device", id, "cid", cid, "gatewayWait", waited.Round(10*time.Microsecond).String())

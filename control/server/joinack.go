@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"time"
+	"errors"
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/hub"
@@ -22,7 +22,8 @@ import (
 // handshake for every loser, while control already gets the fact it needs
 // (each report carries the map version it reflects) and already makes a
 // move's switch wait for it (onTargetReport waits for the target's report
-// of the prepare map before any device is told the new node), so the
+// of the prepare map before any device is told the new node; a device that
+// joins during the move waits for the target too, servingNodes), so the
 // ordering is fixed in one place, on the server, for every client.
 //
 // How it works across replicas: a report that shows the gateway has acted
@@ -51,31 +52,55 @@ func ackMap(tx store.Writer, n model.Node, rep api.GatewayReport) error {
 	return nil
 }
 
-// servingNode is the node whose gateway a joining device handshakes with:
-// the service's node, when it serves and its gateway reports; "" when no
-// wait could help (not serving yet, or the gateway silent).
-func (s *Server) servingNode(rd store.Reader, svcs []model.Service) (string, error) {
+// servingNodes are the nodes whose gateways a joining device handshakes
+// with: the service's node, when it serves, and the target of a move in
+// flight (the device is told it at the switch, which may come before the
+// target's report of the map with this device: the switch waits only for
+// the map the move began with). A node whose gateway no longer reports is
+// left out: no wait could help.
+func (s *Server) servingNodes(rd store.Reader, svcs []model.Service) ([]string, error) {
 	if len(svcs) == 0 || svcs[0].State != api.ServiceServing {
-		return "", nil
+		return nil, nil
 	}
-	n, err := rd.Node(svcs[0].CID, svcs[0].NodeID)
-	if err != nil {
-		return "", err
+	svc := svcs[0]
+	nids := []string{svc.NodeID}
+	if mv, err := rd.InFlightMove(svc.ID); err == nil {
+		nids = append(nids, mv.TargetNodeID)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
 	}
-	if s.now().Sub(n.LastHeartbeat) > s.cfg.HeartbeatTimeout {
-		return "", nil
+	var out []string
+	for _, nid := range nids {
+		n, err := rd.Node(svc.CID, nid)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		if s.now().Sub(n.LastHeartbeat) <= s.cfg.HeartbeatTimeout {
+			out = append(out, nid)
+		}
 	}
-	return n.NID, nil
+	return out, nil
+}
+
+// awaitGateways waits for each of nids in turn (awaitGateway), all within
+// one Config.JoinAckTimeout.
+func (s *Server) awaitGateways(ctx context.Context, cid string, nids []string) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.JoinAckTimeout)
+	defer cancel()
+	for _, nid := range nids {
+		s.awaitGateway(ctx, cid, nid)
+	}
 }
 
 // awaitGateway waits, after a join's commit, until the gateway of nid has
 // acted on a map at least as new as the one the join left it (see above),
-// for at most Config.JoinAckTimeout. It reports whether the ack came.
+// or ctx ends: at its deadline the timeout is counted. It reports whether
+// the ack came.
 func (s *Server) awaitGateway(ctx context.Context, cid, nid string) bool {
 	target := s.hub.Topic(hub.Gateway(cid, nid)).Version()
 	ack := s.hub.Topic(hub.GatewayAck(cid, nid))
-	timer := time.NewTimer(s.cfg.JoinAckTimeout)
-	defer timer.Stop()
 	for {
 		w := s.hub.Watch(ack) // registered before the check: a publish after it wakes us
 		if ack.Version() > target {
@@ -85,14 +110,13 @@ func (s *Server) awaitGateway(ctx context.Context, cid, nid string) bool {
 		}
 		select {
 		case <-w.C():
-		case <-timer.C:
-			w.Stop()
-			s.cfg.Metrics.JoinAcked("timeout")
-			s.log.Warn("join answered before the gateway acknowledged the device", "cid", cid, "node", nid,
-				"waited", s.cfg.JoinAckTimeout.String())
-			return false
 		case <-ctx.Done():
 			w.Stop()
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				s.cfg.Metrics.JoinAcked("timeout")
+				s.log.Warn("join answered before the gateway acknowledged the device", "cid", cid, "node", nid,
+					"bound", s.cfg.JoinAckTimeout.String())
+			}
 			return false
 		}
 		w.Stop()

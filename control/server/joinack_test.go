@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
 	"github.com/runos/vpn/api"
 )
 
@@ -144,5 +146,66 @@ func TestJoinDoesNotWaitForASilentGateway(t *testing.T) {
 	}
 	if a, to := acks.count("acked"), acks.count("timeout"); a != 0 || to != 0 {
 		t.Errorf("counted acked %d, timeout %d; want no wait", a, to)
+	}
+}
+
+// During a move the target stands by with every peer and is switched to
+// on its report of the map the move began with; a device joining after
+// that map is answered only once both the serving node and the target
+// hold it, so the switch cannot reach it before the target does.
+func TestJoinDuringAMoveWaitsForTheTarget(t *testing.T) {
+	acks := &joinAcks{n: map[string]int{}}
+	e := newEnv(t, func(c *Config) { c.JoinAckTimeout = time.Minute; c.Metrics = acks })
+	ctx := context.Background()
+	k1, k2 := newKey(t), newKey(t)
+	e.serve("ky3", "n1", k1)
+	e.heartbeat("ky3", "n2")
+	if mv, err := e.op.StartMove(ctx, "ky3", "wg-ky3", "n2"); err != nil || mv.State != api.MovePreparing {
+		t.Fatalf("move: %+v, %v", mv, err)
+	}
+	gw1, gw2 := e.gateway("ky3", "n1"), e.gateway("ky3", "n2")
+	report := func(gw *api.Client, k wgtypes.Key, m *api.GatewayMap, listening bool) {
+		t.Helper()
+		if err := gw.GatewayReport(ctx, api.GatewayReport{PublicKey: k.PublicKey().String(), Version: "test",
+			ServiceID: m.Serve.ServiceID, Listening: listening, ListenPort: m.Serve.Port, MapVersion: m.Version}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m1, err := gw1.GatewayMap(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := gw2.GatewayMap(ctx, 0, 0)
+	if err != nil || m2.Serve == nil || m2.Serve.Role != api.GatewayStandby {
+		t.Fatalf("n2's map while preparing: %+v, %v", m2, err)
+	}
+	report(gw1, k1, m1, true)
+	report(gw2, k2, m2, false) // standing by, not listening yet: no switch
+
+	d := e.newDevice("bob@example.com", "laptop")
+	done := joinAsync(d, "ky3")
+	if m1, err = gw1.GatewayMap(ctx, m1.Version, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	report(gw1, k1, m1, true)
+	if m2, err = gw2.GatewayMap(ctx, m2.Version, 30*time.Second); err != nil || len(m2.Serve.Peers) != 1 {
+		t.Fatalf("n2's map after the join: %+v, %v", m2, err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the join answered before the move's target reported the device (err %v)", r.err)
+	default:
+	}
+	report(gw2, k2, m2, false)
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the join did not answer after both gateways reported the device")
+	}
+	if a, to := acks.count("acked"), acks.count("timeout"); a != 2 || to != 0 {
+		t.Errorf("counted acked %d, timeout %d; want 2, 0", a, to)
 	}
 }

@@ -87,8 +87,8 @@ type Metrics interface {
 	// with devices left behind) or failed; switchMs is its switch time
 	// when it saw a handshake.
 	MoveFinished(outcome string, switchMs int64, sawHandshake bool)
-	// JoinAcked counts a join's wait for the serving gateway (joinack.go):
-	// acked, or timeout (answered anyway after Config.JoinAckTimeout).
+	// JoinAcked counts a join's wait for a gateway (joinack.go; two during
+	// a move): acked, or timeout (answered anyway after Config.JoinAckTimeout).
 	JoinAcked(outcome string)
 }
 
