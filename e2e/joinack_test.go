@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,7 +77,34 @@ func TestConnectsNeedNoHandshakeRetry(t *testing.T) {
 	q := func(p float64) time.Duration { return ds[int(p*float64(len(ds)-1)+0.5)] }
 	t.Logf("connect → peerUp over %d connects: p50 %v, p99 %v, max %v; over 50 ms: %d %v; handshake retries %d",
 		n, q(0.5), q(0.99), ds[len(ds)-1], len(slow), slow, after-before)
+	if waits := w.joinWaits("xym"); len(waits) > 0 {
+		slices.Sort(waits)
+		t.Logf("control's wait for xym-n1's gateway over %d joins: p50 %v, max %v", len(waits), waits[len(waits)/2], waits[len(waits)-1])
+	}
 	if after != before {
 		t.Errorf("%d handshake initiations of xym were sent again over %d connects: a join answered before the gateway held the device", after-before, n)
 	}
+}
+
+// joinWaits reads, from control's log, how long each join of cid waited
+// for its gateway (the "device joined" line's gatewayWait).
+func (w *world) joinWaits(cid string) []time.Duration {
+	logs, _ := filepath.Glob(filepath.Join(w.env.Dir, "logs", "control*.log"))
+	var out []time.Duration
+	for _, f := range logs {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, "device joined") || !strings.Contains(line, "cid="+cid) {
+				continue
+			}
+			_, v, ok := strings.Cut(line, "gatewayWait=")
+			if !ok {
+				continue
+			}
+			if d, err := time.ParseDuration(strings.Fields(v)[0]); err == nil {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
 }
