@@ -117,7 +117,7 @@ func (a *assembly) startAPI(ctx context.Context) error {
 		Store: sst, Hub: a.hub, Clock: a.clk, Logger: a.log, Metrics: srvMetrics, Shared: a.st.pg != nil,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
-		MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
+		JoinAckTimeout: cfg.JoinAckTimeout, MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
 		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams, MaxHeldPerToken: cfg.MaxHeldPerToken,
 		RelaySecret: relaySecret,
 	})

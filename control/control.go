@@ -56,7 +56,8 @@ type Config struct {
 	MoveReadyTimeout time.Duration
 	MoveDeadline     time.Duration
 	HeartbeatTimeout time.Duration
-	BcryptCost       int // for plain passwords in the world file; 0 means 12
+	JoinAckTimeout   time.Duration // 0: 1s (server.Config)
+	BcryptCost       int           // for plain passwords in the world file; 0 means 12
 
 	MaxDevicesPerUser int           // 0: 20
 	DeviceIdleTTL     time.Duration // 0: 30 days

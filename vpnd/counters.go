@@ -26,8 +26,9 @@ type counters struct {
 }
 
 type peerSeen struct {
-	rx, tx int64
-	hs     time.Time
+	rx, tx  int64
+	hs      time.Time
+	retries uint64
 }
 
 func newCounters(now time.Time) *counters {
@@ -65,7 +66,11 @@ func (c *counters) observeDevice(r wgcfg.Report, cfg wgcfg.Config) {
 		if !p.LastHandshake.IsZero() && p.LastHandshake.After(prev.hs) {
 			m.Handshakes++
 		}
-		seen[p.PublicKey] = peerSeen{rx: p.RxBytes, tx: p.TxBytes, hs: p.LastHandshake}
+		if p.HandshakeRetries < prev.retries { // the engine tracks the peer anew
+			prev.retries = 0
+		}
+		m.HandshakeRetries += p.HandshakeRetries - prev.retries
+		seen[p.PublicKey] = peerSeen{rx: p.RxBytes, tx: p.TxBytes, hs: p.LastHandshake, retries: p.HandshakeRetries}
 	}
 	c.peers = seen
 }

@@ -79,3 +79,23 @@ func TestCountersCountPathSwitches(t *testing.T) {
 		t.Fatalf("path switches %+v, want 3 to the relay and 1 to direct", got)
 	}
 }
+
+// The engine's count of unanswered initiations sent again (its nudges)
+// adds up per cluster, across a peer tracked anew (disconnect, connect).
+func TestCountersCountHandshakeRetries(t *testing.T) {
+	c := newCounters(time.Now())
+	ky3, xym := mustKey("ky3-server"), mustKey("xym-server")
+	cfg := wgcfg.Config{Peers: []wgcfg.Peer{{CID: "ky3", PublicKey: ky3}, {CID: "xym", PublicKey: xym}}}
+	read := func(peers ...wgcfg.PeerReport) { c.observeDevice(wgcfg.Report{Peers: peers}, cfg) }
+
+	read(wgcfg.PeerReport{PublicKey: ky3}, wgcfg.PeerReport{PublicKey: xym})
+	read(wgcfg.PeerReport{PublicKey: ky3, HandshakeRetries: 1}, wgcfg.PeerReport{PublicKey: xym}) // ky3's first initiation lost
+	read(wgcfg.PeerReport{PublicKey: ky3, HandshakeRetries: 2}, wgcfg.PeerReport{PublicKey: xym}) // and the second
+	read(wgcfg.PeerReport{PublicKey: ky3, HandshakeRetries: 2})                                   // xym disconnected
+	read(wgcfg.PeerReport{PublicKey: ky3, HandshakeRetries: 2}, wgcfg.PeerReport{PublicKey: xym, HandshakeRetries: 1})
+
+	got := c.snapshot(localapi.DNSMetrics{}).Clusters
+	if len(got) != 2 || got[0].HandshakeRetries != 2 || got[1].HandshakeRetries != 1 {
+		t.Fatalf("clusters %+v, want ky3 2 retries, xym 1", got)
+	}
+}

@@ -35,6 +35,10 @@ func Service(id string) string       { return "service:" + id }
 func Move(id string) string          { return "move:" + id }
 func Gateway(cid, nid string) string { return "gateway:" + cid + "/" + nid }
 
+// GatewayAck is touched when a node's gateway reports it has acted on its
+// latest map (control/server joinack.go): a join waits on it.
+func GatewayAck(cid, nid string) string { return "gatewayack:" + cid + "/" + nid }
+
 // Account is what the console of an account follows: touched by every
 // audit entry of the account and by the handshakes and sessions of its
 // devices (control/audit, control/console).

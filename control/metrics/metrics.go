@@ -44,6 +44,7 @@ type Control struct {
 	refusals *prometheus.CounterVec
 	moves    *prometheus.CounterVec
 	switchT  prometheus.Histogram
+	joinAcks *prometheus.CounterVec
 }
 
 // New returns control's collectors, registered with the Go runtime and
@@ -78,8 +79,10 @@ func New(st store.StatsReader, now func() time.Time) *Control {
 		switchT: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "move_switch_seconds",
 			Help:    "A finished move's switch time: from control taking the move to the last device's handshake with the new node.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
+		joinAcks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "join_acks_total",
+			Help: "Joins' waits for a gateway to hold the device (the serving node, and a move's target), by outcome (acked; timeout: answered anyway after the bound)."}, []string{"outcome"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.polls, m.streams, m.dropped, m.fanout, m.storeTx, m.signins, m.refusals, m.moves, m.switchT,
+	m.reg.MustRegister(m.requests, m.latency, m.polls, m.streams, m.dropped, m.fanout, m.storeTx, m.signins, m.refusals, m.moves, m.switchT, m.joinAcks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if st != nil {
 		m.reg.MustRegister(&statsCollector{st: st, now: now})
@@ -184,6 +187,14 @@ func (m *Control) FanOut(d time.Duration) {
 	if m != nil {
 		m.fanout.Observe(d.Seconds())
 	}
+}
+
+// JoinAcked counts a join's wait for its gateway by outcome (acked, timeout).
+func (m *Control) JoinAcked(outcome string) {
+	if m == nil {
+		return
+	}
+	m.joinAcks.WithLabelValues(outcome).Inc()
 }
 
 // MoveFinished counts a finished move; switchMs is observed for a done

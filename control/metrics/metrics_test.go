@@ -42,6 +42,7 @@ func TestControlMetrics(t *testing.T) {
 	m.FanOut(20 * time.Millisecond)
 	m.MoveFinished("done", 40, true)
 	m.MoveFinished("failed", 0, false)
+	m.JoinAcked("timeout")
 	m.SignedIn("authorization_code")
 	m.Refused("wrong_password")
 	m.Refused("wrong_password")
@@ -67,6 +68,9 @@ runos_control_streams_dropped_total{kind="device_map",reason="slow"} 1
 # TYPE runos_control_moves_total counter
 runos_control_moves_total{outcome="done"} 1
 runos_control_moves_total{outcome="failed"} 1
+# HELP runos_control_join_acks_total Joins' waits for a gateway to hold the device (the serving node, and a move's target), by outcome (acked; timeout: answered anyway after the bound).
+# TYPE runos_control_join_acks_total counter
+runos_control_join_acks_total{outcome="timeout"} 1
 # HELP runos_control_signin_refusals_total Sign-in attempts refused, by reason.
 # TYPE runos_control_signin_refusals_total counter
 runos_control_signin_refusals_total{reason="wrong_password"} 2
@@ -81,7 +85,7 @@ runos_control_sessions_live 3
 runos_control_devices{state="connected"} 2
 runos_control_devices{state="signed_out"} 1
 `
-	names := []string{"runos_control_http_requests_total", "runos_control_longpolls_held", "runos_control_streams_held", "runos_control_streams_dropped_total", "runos_control_moves_total",
+	names := []string{"runos_control_http_requests_total", "runos_control_longpolls_held", "runos_control_streams_held", "runos_control_streams_dropped_total", "runos_control_moves_total", "runos_control_join_acks_total",
 		"runos_control_signin_refusals_total", "runos_control_signins_total", "runos_control_sessions_live", "runos_control_devices"}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)

@@ -188,6 +188,7 @@ func ownDevice(rd store.Reader, p *principal, id string) (model.Device, error) {
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal) {
 	id, cid := r.PathValue("id"), r.PathValue("cid")
 	var refused *audit.Entry
+	var serving []string // the nodes whose gateways must hold the device before the answer (joinack.go)
 	err := s.update(r.Context(), func(tx store.Writer) error {
 		refused = nil // a retried transaction starts again
 		d, err := ownDevice(tx, p, id)
@@ -218,6 +219,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		}
 		joined, err := tx.JoinCluster(d.ID, cid)
 		if err != nil {
+			return err
+		}
+		if serving, err = s.servingNodes(tx, svcs); err != nil {
 			return err
 		}
 		if joined {
@@ -253,7 +257,13 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Info("device joined", "device", id, "cid", cid)
+	var waited time.Duration
+	if len(serving) > 0 {
+		start := time.Now()
+		s.awaitGateways(r.Context(), cid, serving)
+		waited = time.Since(start)
+	}
+	s.log.Info("device joined", "device", id, "cid", cid, "gatewayWait", waited.Round(10*time.Microsecond).String())
 	writeJSON(w, http.StatusOK, e.cfg)
 }
 

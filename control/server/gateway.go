@@ -176,6 +176,9 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		if err := recordInside(tx, n, rep); err != nil {
 			return err
 		}
+		if err := ackMap(tx, n, rep); err != nil {
+			return err
+		}
 		svcs, err := tx.Services(n.CID)
 		if err != nil {
 			return err

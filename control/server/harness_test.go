@@ -111,7 +111,10 @@ func newEnvOf(t testing.TB, world api.World, mutate ...func(*Config)) *env {
 		return nil
 	})
 	h := hub.New(g, vs)
-	cfg := Config{Store: st, Hub: h, Clock: clk, Logger: testLogger(t)}
+	// The simulated gateways report only when a test says so: a join
+	// waits for their acknowledgement only briefly (joinack_test.go sets
+	// its own bound).
+	cfg := Config{Store: st, Hub: h, Clock: clk, Logger: testLogger(t), JoinAckTimeout: 10 * time.Millisecond}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -44,6 +44,7 @@ type Config struct {
 	MoveReadyTimeout time.Duration // 15s: the target must report listening within it
 	MoveDeadline     time.Duration // 30s: after the switch, done even if not every device handshaked
 	HeartbeatTimeout time.Duration // 30s: a node is no_heartbeat this long after its last report
+	JoinAckTimeout   time.Duration // 1s: the longest a join waits for its gateway to hold the device (joinack.go)
 
 	MaxDevicesPerUser int           // 20: a user's devices (revoked ones too, until deleted)
 	DeviceIdleTTL     time.Duration // 30 days: a device with no session and no handshake this long is deleted
@@ -86,6 +87,9 @@ type Metrics interface {
 	// with devices left behind) or failed; switchMs is its switch time
 	// when it saw a handshake.
 	MoveFinished(outcome string, switchMs int64, sawHandshake bool)
+	// JoinAcked counts a join's wait for a gateway (joinack.go; two during
+	// a move): acked, or timeout (answered anyway after Config.JoinAckTimeout).
+	JoinAcked(outcome string)
 }
 
 type noMetrics struct{}
@@ -94,6 +98,7 @@ func (noMetrics) PollHeld(string) func()           { return func() {} }
 func (noMetrics) StreamHeld(string) func()         { return func() {} }
 func (noMetrics) StreamDropped(string, string)     {}
 func (noMetrics) MoveFinished(string, int64, bool) {}
+func (noMetrics) JoinAcked(string)                 {}
 
 // Server serves the /v1 API. It is safe for concurrent use.
 type Server struct {
@@ -158,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.MoveReadyTimeout, 15*time.Second)
 	setDefault(&cfg.MoveDeadline, 30*time.Second)
 	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
+	setDefault(&cfg.JoinAckTimeout, time.Second)
 	setDefault(&cfg.DeviceIdleTTL, 30*24*time.Hour)
 	if cfg.RelaySecret == nil {
 		cfg.RelaySecret = make([]byte, 32)

@@ -28,6 +28,11 @@ type ClusterMetrics struct {
 	// says why each one happened).
 	ToRelay  uint64 `json:"toRelay"`
 	ToDirect uint64 `json:"toDirect"`
+	// HandshakeRetries counts the handshake initiations that went
+	// unanswered and were sent again (the tunnel re-creates a peer with no
+	// handshake after 100 ms, 200 ms …): the sign of an initiation that
+	// reached the server before it held the device, or a lossy path.
+	HandshakeRetries uint64 `json:"handshakeRetries"`
 }
 
 // DNSMetrics count the queries the daemon's split-DNS forwarder handled

@@ -227,6 +227,7 @@ func (e *Engine) Read() wgcfg.Report {
 		if t, ok := e.peers[p.PublicKey]; ok {
 			t.observe(now, uint64(max(pr.RxBytes, 0)), uint64(max(pr.TxBytes, 0)))
 			pr.AddedAt, pr.HandshakeAsked, pr.LastReceive, pr.SentSince = t.addedAt, t.askedAt, t.lastRx, t.sentSince
+			pr.HandshakeRetries = t.retries
 		}
 		pr.Path = paths[p.PublicKey]
 		r.Peers = append(r.Peers, pr)

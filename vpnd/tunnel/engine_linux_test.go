@@ -130,6 +130,9 @@ func insideEngine(t *testing.T) {
 	}
 	t.Logf("handshake with the late second server %v after the switch", time.Since(start))
 	r = e.Read()
+	if p, _ := r.Peer(s2); p.HandshakeRetries == 0 {
+		t.Error("the handshake with the late server needed a nudge, but the report counts no retry")
+	}
 	if len(r.Peers) != 1 || r.Peers[0].PublicKey != s2 {
 		t.Errorf("after the move the device has %+v", r.Peers)
 	}

@@ -31,6 +31,7 @@ type tracked struct {
 	askedAt   time.Time // last (re)creation: an initiation went out then
 	nudges    int
 	nextNudge time.Time
+	retries   uint64 // re-creations by Nudge: initiations that went unanswered
 
 	rx, tx    uint64    // the counters at the last read
 	lastRx    time.Time // when rx last grew

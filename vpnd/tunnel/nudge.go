@@ -59,6 +59,7 @@ func (e *Engine) Nudge() {
 			}
 		}
 		t.nudges++
+		t.retries++
 		t.nextNudge = now.Add(firstNudge << t.nudges)
 	}
 	if len(pcs) == 0 {

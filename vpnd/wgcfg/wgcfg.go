@@ -57,6 +57,10 @@ type PeerReport struct {
 	// sends a handshake initiation at once; a LastHandshake before it means
 	// the answer is still awaited.
 	HandshakeAsked time.Time
+	// HandshakeRetries counts the times the engine re-created the peer
+	// because an initiation it sent went unanswered (its nudges), since
+	// the engine first configured the peer.
+	HandshakeRetries uint64
 	// What the engine saw of the traffic on its reads of the counters
 	// above: LastReceive when RxBytes last grew, and SentSince when TxBytes
 	// first grew after that (zero when nothing was sent since the last
