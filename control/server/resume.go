@@ -75,14 +75,17 @@ func (s *Server) withResume(h func(http.ResponseWriter, *http.Request, *principa
 			full(w, r)
 			return
 		}
-		if !s.admitResume(r.Context()) {
-			return // the client went away while queued
-		}
 		p, why := s.resumed(r, rt)
 		if p == nil {
 			s.log.Debug("stream resume refused: checking the sign-in in full", "device", r.PathValue("id"), "reason", why)
 			full(w, r)
 			return
+		}
+		// Paced once taken (an HMAC is cheap), so that junk tokens do not
+		// queue ahead of real resumes. A session that moves meanwhile
+		// wakes the stream at once: its topic is one of the stream's.
+		if !s.admitResume(r.Context()) {
+			return // the client went away while queued
 		}
 		h(w, r, p)
 	}
