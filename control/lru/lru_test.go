@@ -1,6 +1,7 @@
 package lru
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -91,5 +92,25 @@ func TestConcurrentUpdates(t *testing.T) {
 	}
 	if total != workers*rounds {
 		t.Fatalf("counted %d updates, want %d", total, workers*rounds)
+	}
+}
+
+// BenchmarkGetParallel reads a cache from every CPU at once, as woken
+// streams do: one shard (a small cache) against many.
+func BenchmarkGetParallel(b *testing.B) {
+	for _, size := range []int{100, 200_000} {
+		c := New[int, int](size)
+		for i := range size {
+			c.Put(i, i)
+		}
+		b.Run(fmt.Sprintf("shards-%d", len(c.shards)), func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					c.Get(i % 100)
+					i++
+				}
+			})
+		})
 	}
 }
