@@ -34,6 +34,7 @@ FUZZTIME ?= 10s
 FUZZ := ./api:FuzzEventReader ./control/server:FuzzRequestBodies ./control/seed:FuzzParse \
 	./vpnd:FuzzParseSessionRequest ./vpnd:FuzzParseConnectRequest ./vpnd/state:FuzzDeviceMap
 FUZZ += ./policy:FuzzParse
+FUZZ += ./control/resume:FuzzCheck
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json

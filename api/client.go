@@ -61,6 +61,11 @@ type Client struct {
 	// NewClient makes it HTTP/1.1 only, which costs control the least
 	// per held stream (docs/performance.md "Push by stream").
 	StreamHTTP *http.Client
+
+	// resumes are the streams' resume tokens by path (HeaderResume),
+	// shared by the copies of a client with the same token; nil (a Client
+	// not made by NewClient): streams are not resumed.
+	resumes *resumeBook
 }
 
 // ClientOption changes what NewClient accepts.
@@ -118,6 +123,7 @@ func NewClient(baseURL, token, caFile string, opts ...ClientOption) (*Client, er
 		Token:      token,
 		HTTP:       &http.Client{Transport: tr},
 		StreamHTTP: &http.Client{Transport: st},
+		resumes:    &resumeBook{},
 	}, nil
 }
 
@@ -125,6 +131,9 @@ func NewClient(baseURL, token, caFile string, opts ...ClientOption) (*Client, er
 func (c *Client) WithToken(token string) *Client {
 	cc := *c
 	cc.Token = token
+	if c.resumes != nil {
+		cc.resumes = &resumeBook{} // another sign-in's are no use
+	}
 	return &cc
 }
 

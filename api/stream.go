@@ -31,7 +31,12 @@ const (
 	// period in seconds: a client that hears nothing for three of them
 	// takes the connection for dead.
 	HeaderHeartbeat = "Runos-Heartbeat"
-	EventError      = "error"
+	// HeaderResume carries a device map stream's resume token: control
+	// answers the stream with one, and a client that reconnects shows it
+	// again, so that whichever replica takes the stream serves it without
+	// reading the sign-in again (or, refusing it, checks it in full).
+	HeaderResume = "Runos-Resume"
+	EventError   = "error"
 	// MaxEventSize bounds one event's data, as Do bounds an answer.
 	MaxEventSize = 32 << 20
 )

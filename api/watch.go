@@ -75,6 +75,9 @@ func watch[T any](ctx context.Context, c *Client, path, event string, since uint
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
+	if rt := c.resumes.get(path); rt != "" {
+		req.Header.Set(HeaderResume, rt)
+	}
 	hc := c.StreamHTTP
 	if hc == nil {
 		hc = c.HTTP
@@ -104,6 +107,7 @@ func watch[T any](ctx context.Context, c *Client, path, event string, since uint
 		}
 		return ErrNoStream
 	}
+	c.resumes.put(path, resp.Header.Get(HeaderResume))
 	idle := DefaultStreamIdle
 	if s, err := strconv.Atoi(resp.Header.Get(HeaderHeartbeat)); err == nil && s > 0 {
 		idle = 3 * time.Duration(s) * time.Second
@@ -182,4 +186,38 @@ func (ir *idleReader) stop() {
 		ir.t.Stop()
 		ir.t = nil
 	}
+}
+
+// resumeBook keeps the last resume token control gave each stream
+// (HeaderResume), to show on the next connection. A nil book keeps none.
+type resumeBook struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (b *resumeBook) get(path string) string {
+	if b == nil {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m[path]
+}
+
+// put keeps tok for path; an empty tok (a control that issues none, or
+// none for this stream) forgets the one kept.
+func (b *resumeBook) put(path, tok string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if tok == "" {
+		delete(b.m, path)
+		return
+	}
+	if b.m == nil {
+		b.m = map[string]string{}
+	}
+	b.m[path] = tok
 }

@@ -64,8 +64,9 @@ func (d *daemon) current(s *syncSession, f func(in *state.Inputs)) bool {
 func (d *daemon) syncLoop(ctx context.Context, s *syncSession) {
 	defer close(s.done)
 	b := backoff.New(d.backoffMin, d.backoffMax)
+	var at resumePoint
 	for ctx.Err() == nil {
-		err := d.syncOnce(ctx, s, b)
+		err := d.syncOnce(ctx, s, b, &at)
 		if ctx.Err() != nil {
 			return
 		}
@@ -108,12 +109,36 @@ func (d *daemon) refused(s *syncSession, err error) bool {
 	return true
 }
 
+// resumePoint is where the last round's stream of the device map was: a
+// round after a stream that delivered goes straight back to the stream
+// from that version (issue 25: when a control replica dies, its devices
+// come back to the survivors with one request each, not with the account's
+// clusters and a join per cluster first). It stays so while reconnecting
+// fails on the way (no control answers, which costs control nothing);
+// an answer that is not the stream (a refusal, an older control) sends the
+// next round through the whole sign-in again.
+type resumePoint struct {
+	since    uint64
+	streamed bool
+}
+
 // syncOnce runs one round: device, clusters, joins, then the device map
 // until an error: one push stream, or long-polls (--long-poll, or a control
-// that does not stream).
-func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff.Backoff) error {
+// that does not stream). After a stream that delivered, only the stream
+// (at).
+func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff.Backoff, at *resumePoint) error {
 	id, err := d.ensureDevice(ctx, s)
 	if err != nil {
+		return err
+	}
+	st, streams := s.ctl.(mapStreamer)
+	streams = streams && !d.longPoll
+	if streams && at.streamed {
+		err := d.followStream(ctx, s, st, id, at, d.mapGot(ctx, s, id, b, at))
+		var refusal *api.Error
+		if errors.As(err, &refusal) {
+			at.streamed = false // control answered, but not with the stream
+		}
 		return err
 	}
 	cs, err := s.ctl.Clusters(ctx)
@@ -129,14 +154,40 @@ func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff.Backof
 			return err
 		}
 	}
-	var since uint64
+	*at = resumePoint{}
+	got := d.mapGot(ctx, s, id, b, at)
+	if streams {
+		err := d.followStream(ctx, s, st, id, at, got)
+		if !errors.Is(err, api.ErrNoStream) {
+			return err
+		}
+		// An older control: long-polls until this round ends (the next
+		// round, after control restarts, tries a stream again).
+		d.log.Warn("control does not stream the device map: long-polling instead", "control", s.apiURL)
+	}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, d.mapWait+15*time.Second)
+		m, err := s.ctl.DeviceMap(pctx, id, at.since, d.mapWait)
+		cancel()
+		if err != nil {
+			return d.mapFailed(s, err)
+		}
+		if err := got(m); err != nil {
+			return err
+		}
+	}
+}
+
+// mapGot is what a round does with each new device map: applies it,
+// remembers its version in at, and joins again a wanted cluster the map
+// lacks (joined before a restart that control forgot, or left elsewhere),
+// once per map.
+func (d *daemon) mapGot(ctx context.Context, s *syncSession, id string, b *backoff.Backoff, at *resumePoint) func(*api.DeviceMap) error {
 	rejoined := map[string]uint64{}
-	got := func(m *api.DeviceMap) error {
+	return func(m *api.DeviceMap) error {
 		b.Reset()
 		d.applyMap(s, m)
-		since = m.Version
-		// A wanted cluster the map lacks (joined before a restart that
-		// control forgot, or left elsewhere) is joined again, once per map.
+		at.since = m.Version
 		for _, cid := range d.missing(m) {
 			if rejoined[cid] == m.Version {
 				continue
@@ -148,26 +199,20 @@ func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff.Backof
 		}
 		return nil
 	}
-	if st, ok := s.ctl.(mapStreamer); ok && !d.longPoll {
-		err := st.WatchDeviceMap(ctx, id, since, got)
-		if !errors.Is(err, api.ErrNoStream) {
-			return d.mapFailed(s, err)
-		}
-		// An older control: long-polls until this round ends (the next
-		// round, after control restarts, tries a stream again).
-		d.log.Warn("control does not stream the device map: long-polling instead", "control", s.apiURL)
+}
+
+// followStream follows the device map on one push stream from at.since;
+// once it delivers, the next round may resume it (at.streamed).
+func (d *daemon) followStream(ctx context.Context, s *syncSession, st mapStreamer, id string, at *resumePoint, got func(*api.DeviceMap) error) error {
+	err := st.WatchDeviceMap(ctx, id, at.since, func(m *api.DeviceMap) error {
+		at.streamed = true
+		return got(m)
+	})
+	if errors.Is(err, api.ErrNoStream) {
+		at.streamed = false
+		return err
 	}
-	for {
-		pctx, cancel := context.WithTimeout(ctx, d.mapWait+15*time.Second)
-		m, err := s.ctl.DeviceMap(pctx, id, since, d.mapWait)
-		cancel()
-		if err != nil {
-			return d.mapFailed(s, err)
-		}
-		if err := got(m); err != nil {
-			return err
-		}
-	}
+	return d.mapFailed(s, err)
 }
 
 // mapStreamer is a control that streams the device map (*api.Client).

@@ -60,3 +60,41 @@ func TestMapFollowedByStreamOrLongPolls(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamResumedWithoutSignInAgain: when the stream drops (its control
+// replica died), the daemon reconnects with the stream alone, from the
+// version it had: not the account's clusters and a join per cluster
+// first, which is what 10,000 devices would put on the survivors at once.
+func TestStreamResumedWithoutSignInAgain(t *testing.T) {
+	w := newWorld(t)
+	w.fc.AddSession("tok1", "alice@example.com", time.Hour)
+	td := startDaemon(t, w, t.TempDir())
+	handOver(t, td, w, "tok1")
+	if _, aerr := td.connect(context.Background(), "ky3"); aerr != nil {
+		t.Fatal(aerr)
+	}
+	// A move arrives only by the map: after it, the stream has delivered.
+	moved := func(node string) {
+		t.Helper()
+		w.fc.SetVPN("ky3", w.vpn("ky3", node, "10.2.0.2:32768", "100.100.1"))
+		eventually(t, "ky3 moved to "+node, func() bool {
+			c := cluster(td.Status(), "ky3")
+			return c.Server.NodeID == node && c.PeerUp
+		})
+	}
+	moved("n2")
+	clusters, joins := w.fc.Calls("GET /v1/clusters"), w.fc.Calls("PUT /v1/devices/{id}/clusters/{cid}")
+	maps := w.fc.Calls("GET /v1/devices/{id}/map")
+
+	w.fc.SetDown(true) // drops the stream, and refuses every connection
+	eventually(t, "the daemon sees control gone", func() bool { return td.Status().Session.Error != "" })
+	w.fc.SetDown(false)
+	eventually(t, "the stream reconnected", func() bool { return w.fc.Calls("GET /v1/devices/{id}/map") > maps })
+	moved("n1")
+	if n := w.fc.Calls("GET /v1/clusters") - clusters; n != 0 {
+		t.Errorf("the reconnect asked for the clusters again (%d times)", n)
+	}
+	if n := w.fc.Calls("PUT /v1/devices/{id}/clusters/{cid}") - joins; n != 0 {
+		t.Errorf("the reconnect joined again (%d times)", n)
+	}
+}

@@ -1,6 +1,10 @@
 package lru
 
-import "testing"
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
 
 func TestForgetsLeastRecentlyUsed(t *testing.T) {
 	c := New[string, int](2)
@@ -38,5 +42,75 @@ func TestUpdate(t *testing.T) {
 	c.Delete("x")
 	if c.Len() != 0 {
 		t.Fatal("delete kept the entry")
+	}
+}
+
+// TestShardedHoldsSize: a cache large enough to be sharded still holds at
+// most its size, and keeps what was used last.
+func TestShardedHoldsSize(t *testing.T) {
+	const size = 1000
+	c := New[int, int](size)
+	if len(c.shards) < 2 {
+		t.Fatalf("a cache of %d has %d shard(s)", size, len(c.shards))
+	}
+	for i := range 10 * size {
+		c.Put(i, i)
+		if n := c.Len(); n > size {
+			t.Fatalf("after %d puts: %d entries, more than %d", i+1, n, size)
+		}
+	}
+	if v, ok := c.Get(10*size - 1); !ok || v != 10*size-1 {
+		t.Fatalf("the last put was forgotten: %d, %v", v, ok)
+	}
+}
+
+// TestConcurrentUpdates: counters updated from many goroutines at once
+// (run with -race) lose no update, whichever shards they fall in.
+func TestConcurrentUpdates(t *testing.T) {
+	const workers, keys, rounds = 8, 300, 200
+	c := New[int, int](100_000)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				k := (w*rounds + r) % keys
+				c.Update(k, func(v int, _ bool) (int, bool) { return v + 1, true })
+				c.Get((k + 1) % keys)
+				if r%50 == 0 {
+					c.Len()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for k := range keys {
+		v, _ := c.Get(k)
+		total += v
+	}
+	if total != workers*rounds {
+		t.Fatalf("counted %d updates, want %d", total, workers*rounds)
+	}
+}
+
+// BenchmarkGetParallel reads a cache from every CPU at once, as woken
+// streams do: one shard (a small cache) against many.
+func BenchmarkGetParallel(b *testing.B) {
+	for _, size := range []int{100, 200_000} {
+		c := New[int, int](size)
+		for i := range size {
+			c.Put(i, i)
+		}
+		b.Run(fmt.Sprintf("shards-%d", len(c.shards)), func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					c.Get(i % 100)
+					i++
+				}
+			})
+		})
 	}
 }

@@ -44,6 +44,8 @@ type principal struct {
 	// maps, made once per sign-in rather than on every long-poll wake.
 	sesTopic *hub.Topic
 	sesJSON  json.RawMessage
+	// resumed: taken from a stream's resume token, not the store (resume.go).
+	resumed bool
 }
 
 // actor is who the audit log says made a change.

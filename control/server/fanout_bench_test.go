@@ -409,7 +409,13 @@ func TestFanOutHelper(t *testing.T) {
 			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		}
 		hc := &http.Client{Transport: tr}
-		c := &api.Client{BaseURL: base, Token: tok, HTTP: hc, StreamHTTP: hc}
+		// Made by NewClient, as the daemon's is, so that its streams
+		// resume with the token control gave them (issue 25).
+		c, err := api.NewClient(base, tok, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.HTTP, c.StreamHTTP = hc, hc
 		dialing <- struct{}{}
 		first := func() {
 			started.Add(1)

@@ -313,7 +313,14 @@ func TestFanOutReplicaHelper(t *testing.T) {
 	ready := make(chan struct{})
 	go l.Run(ctx, func() { close(ready) })
 	<-ready
-	srv, err := New(Config{Store: st, Hub: h, Clock: clock.Real{}, Shared: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// Shared by the replicas, as control takes it (assembly.go): the
+	// streams' resume tokens are signed under it.
+	secret, err := st.Secret(ctx, "relay-ticket", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{Store: st, Hub: h, Clock: clock.Real{}, Shared: true, RelaySecret: secret,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

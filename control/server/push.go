@@ -66,6 +66,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, kind string
 		// most every seenEvery).
 		id := r.PathValue("id")
 		o.Beat = func() { s.markSeen(context.Background(), id, s.now()) }
+		s.issueResume(w, p, id) // before Serve writes the header
 	}
 	settled = true // Done releases it
 	s.streams.Serve(w, r, first, &pollSource{s: s, p: p, load: load}, o)
@@ -80,12 +81,19 @@ type pollSource struct {
 
 // Load checks the caller again (a session ended, lapsed or revoked
 // answers its 401) and reads the document, as a long-poll's every wake.
+//
+// A caller taken from a resume token stands as long as its session has not
+// moved, as a cached one does: otherwise every stream resumed here would
+// read its sign-in at the next change, the herd the token avoided.
 func (ps *pollSource) Load(ctx context.Context) (stream.Doc, error) {
-	p, e := ps.s.principalOf(ctx, ps.p.hash)
-	if e != nil {
-		return stream.Doc{}, e
+	p := ps.p
+	if !ps.s.stillResumed(p) {
+		var e *api.Error
+		if p, e = ps.s.principalOf(ctx, ps.p.hash); e != nil {
+			return stream.Doc{}, e
+		}
+		ps.p = p
 	}
-	ps.p = p
 	d, e := ps.load(ctx, p)
 	if e != nil {
 		return stream.Doc{}, e

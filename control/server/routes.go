@@ -32,7 +32,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/devices", s.withAuth(s.handleRegisterDevice, users...))
 	m.HandleFunc("PUT /v1/devices/{id}/clusters/{cid}", s.withAuth(s.handleJoin, users...))
 	m.HandleFunc("DELETE /v1/devices/{id}/clusters/{cid}", s.withAuth(s.handleLeave, users...))
-	m.HandleFunc("GET /v1/devices/{id}/map", s.withAuth(s.handleDeviceMap, users...))
+	m.HandleFunc("GET /v1/devices/{id}/map", s.withResume(s.handleDeviceMap)) // withAuth, or a stream's resume token
 	m.HandleFunc("POST /v1/devices/{id}/clusters/{cid}/relay-ticket", s.withAuth(s.handleRelayTicket, users...))
 
 	// Who is on the VPN, and how to throw them off (access.go of api).

@@ -25,6 +25,7 @@ import (
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/relayticket"
 	"github.com/runos/vpn/control/reqid"
+	"github.com/runos/vpn/control/resume"
 	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/stream"
@@ -112,15 +113,17 @@ type Server struct {
 	mux      *http.ServeMux
 	streams  *stream.Streams
 
-	auth     authCache
-	clusters clusterCache
-	devCache deviceCache
-	used     *throttle  // operator tokens' last use, written at most once a minute
-	seen     *throttle  // devices' last contact, written at most every seenEvery
-	hs       handshakes // the handshakes last written, per cluster and key
-	held     holds      // streams and long-polls held, per token and device
-	tickets  *relayticket.Signer
-	pool     poolWatch // whether the device pool's near-full warning was logged
+	auth       authCache
+	clusters   clusterCache
+	devCache   deviceCache
+	used       *throttle  // operator tokens' last use, written at most once a minute
+	seen       *throttle  // devices' last contact, written at most every seenEvery
+	hs         handshakes // the handshakes last written, per cluster and key
+	held       holds      // streams and long-polls held, per token and device
+	tickets    *relayticket.Signer
+	resumes    *resume.Signer // device map streams' resume tokens (resume.go)
+	resumePace pacer
+	pool       poolWatch // whether the device pool's near-full warning was logged
 
 	// upSince is when this server came up: heartbeats could not arrive
 	// before it (rules.Heartbeats).
@@ -173,6 +176,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	resumes, err := resume.New(cfg.RelaySecret) // its own key, derived under another label
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Resolve == nil {
 		cfg.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
@@ -204,13 +211,15 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, st: cfg.Store, hub: cfg.Hub, clock: cfg.Clock, log: cfg.Logger,
 		devices: devices, services: services,
-		timers:  map[string]*timer{},
-		closeCh: make(chan struct{}),
-		upSince: cfg.Clock.Now(),
-		used:    newThrottle(usedEvery, 10_000),
-		seen:    newThrottle(seenEvery, 200_000),
-		hs:      handshakes{m: map[string]time.Time{}},
-		tickets: tickets,
+		timers:     map[string]*timer{},
+		closeCh:    make(chan struct{}),
+		upSince:    cfg.Clock.Now(),
+		used:       newThrottle(usedEvery, 10_000),
+		seen:       newThrottle(seenEvery, 200_000),
+		hs:         handshakes{m: map[string]time.Time{}},
+		tickets:    tickets,
+		resumes:    resumes,
+		resumePace: pacer{every: resumeEvery, burst: resumeBurst},
 	}
 	s.rearm.wake = make(chan struct{}, 1)
 	s.streams = stream.New(stream.Config{Hub: cfg.Hub, Clock: cfg.Clock, Logger: cfg.Logger,

@@ -44,3 +44,18 @@ func TestWaitEndsWithContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFirstRetryJittered: the very first delay after a success is drawn
+// too, so that the devices of a replica that died together do not all
+// come back at the same instant (issue 25).
+func TestFirstRetryJittered(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for _, r := range []int64{0, 1 << 20, 1 << 24} {
+		b := New(100*time.Millisecond, 10*time.Second)
+		b.Rand = func(n int64) int64 { return min(r, n-1) }
+		seen[b.Next()] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("first delays %v: not drawn", seen)
+	}
+}

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/control/model"
+	"github.com/runos/vpn/control/resume"
+	"github.com/runos/vpn/control/token"
+)
+
+// Resuming a device's map stream on another replica (issue 25). A stream
+// of the device map is answered with a resume token (api.HeaderResume,
+// control/resume) naming its device, session, user and the version of its
+// session's topic; when its replica dies the daemon reconnects to a
+// survivor with it, and the survivor takes the caller from the token
+// instead of reading the session, the user and the topic from the store.
+// 10,000 devices moving at once then cost the survivors their device
+// reads, not ten round trips each.
+//
+// Revocation still wins. A token is refused, and the request goes through
+// the full sign-in check as any other (withAuth), when it is forged,
+// lapsed, shown with another bearer token or for another device, or when
+// this replica's hub has heard of any change of the session since the
+// token was issued: an end, an expiry or a revocation touches
+// session:<id>, and every replica's hub starts from the store's versions
+// and follows every commit. A change committed but not yet heard here
+// wakes the resumed stream when it is (the session's topic is one of the
+// stream's), and that wake checks the caller fully, as a stream's every
+// wake does once its session moved (pollSource.Load). The device's own
+// revocation is read with the device, on every load.
+
+const (
+	// resumeMaxAge bounds a token however long its session lasts: a
+	// stream older than that resumes through the full check.
+	resumeMaxAge = 24 * time.Hour
+	// resumeEvery and resumeBurst pace the resumes a replica admits: a
+	// burst at once, then one every resumeEvery, each with up to
+	// resumeEvery of jitter, so that a dead replica's devices arriving
+	// together are not served together (5,000 a second: 10,000 devices in
+	// about two seconds).
+	resumeEvery = 200 * time.Microsecond
+	resumeBurst = 1000
+)
+
+// issueResume puts a resume token for p's stream of the device's map in
+// the answer's header (sent with the stream's first event).
+func (s *Server) issueResume(w http.ResponseWriter, p *principal, device string) {
+	if s.resumes == nil || p.kind != kindUser {
+		return
+	}
+	exp := s.now().Add(resumeMaxAge)
+	if p.session.ExpiresAt.Before(exp) {
+		exp = p.session.ExpiresAt
+	}
+	w.Header().Set(api.HeaderResume, s.resumes.Issue(resume.Claims{
+		Device: device, Session: p.session.ID, User: p.user.Email, Hash: p.hash,
+		SesVer: p.sesVer, SessionExpires: p.session.ExpiresAt, Expires: exp}))
+}
+
+// withResume is withAuth for the device map's stream: a request that
+// carries a resume token this replica takes is served from it; any other,
+// and one whose token is refused, is checked in full.
+func (s *Server) withResume(h func(http.ResponseWriter, *http.Request, *principal)) http.HandlerFunc {
+	full := s.withAuth(h, kindUser)
+	return func(w http.ResponseWriter, r *http.Request) {
+		rt := r.Header.Get(api.HeaderResume)
+		if rt == "" || !s.wantsStream(r) {
+			full(w, r)
+			return
+		}
+		p, why := s.resumed(r, rt)
+		if p == nil {
+			s.log.Debug("stream resume refused: checking the sign-in in full", "device", r.PathValue("id"), "reason", why)
+			full(w, r)
+			return
+		}
+		// Paced once taken (an HMAC is cheap), so that junk tokens do not
+		// queue ahead of real resumes. A session that moves meanwhile
+		// wakes the stream at once: its topic is one of the stream's.
+		if !s.admitResume(r.Context()) {
+			return // the client went away while queued
+		}
+		h(w, r, p)
+	}
+}
+
+// resumed returns the caller that the resume token rt stands for, or why
+// it does not stand for anyone.
+func (s *Server) resumed(r *http.Request, rt string) (*principal, string) {
+	tok := bearer(r)
+	if tok == "" || s.resumes == nil {
+		return nil, "no bearer token"
+	}
+	c, err := s.resumes.Check(rt, s.now())
+	if err != nil {
+		return nil, err.Error()
+	}
+	hash := token.Hash(tok)
+	if c.Hash != hash || c.Device != r.PathValue("id") {
+		return nil, "the resume token is another sign-in's or another device's"
+	}
+	topic := s.hub.Topic(hub.Session(c.Session))
+	if topic.Version() > c.SesVer {
+		return nil, "the session changed since the resume token was issued"
+	}
+	info, err := json.Marshal(api.SessionInfo{ID: c.Session, User: c.User, ExpiresAt: c.SessionExpires})
+	if err != nil {
+		return nil, err.Error()
+	}
+	// The device's previous replica wrote its last contact at most
+	// seenEvery ago: this one does not write it again on arrival.
+	s.seen.due(c.Device, s.now())
+	return &principal{hash: hash, kind: kindUser,
+		user:    model.User{Email: c.User},
+		session: model.Session{ID: c.Session, TokenHash: hash, User: c.User, State: model.SessionLive, ExpiresAt: c.SessionExpires},
+		sesVer:  c.SesVer, sesTopic: topic, sesJSON: info, resumed: true}, ""
+}
+
+// stillResumed reports whether p, taken from a resume token, still stands
+// without a check against the store: its session has not moved since and
+// has not lapsed. (A principal from the store is checked by principalOf,
+// whose cache answers the same question.)
+func (s *Server) stillResumed(p *principal) bool {
+	return p.resumed && p.sesTopic.Version() <= p.sesVer && s.now().Before(p.session.ExpiresAt)
+}
+
+// admitResume waits for the resume's turn (pacer), or reports false when
+// ctx ends first.
+func (s *Server) admitResume(ctx context.Context) bool {
+	d := s.resumePace.delay(s.clock.Now())
+	if d <= 0 {
+		return true
+	}
+	done := make(chan struct{})
+	t := s.clock.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pacer spaces admissions: burst of them at once, then one every every,
+// each delayed by up to every more at random.
+type pacer struct {
+	every time.Duration
+	burst int
+	rand  func(n int64) int64 // nil: math/rand/v2's
+
+	mu   sync.Mutex
+	next time.Time // the earliest free turn
+}
+
+// delay takes the next turn and returns how long to wait for it from now.
+func (p *pacer) delay(now time.Time) time.Duration {
+	p.mu.Lock()
+	if floor := now.Add(-time.Duration(max(p.burst-1, 0)) * p.every); p.next.Before(floor) {
+		p.next = floor // idle for a while: the burst is available again
+	}
+	turn := p.next
+	p.next = p.next.Add(p.every)
+	p.mu.Unlock()
+	d := turn.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	r := p.rand
+	if r == nil {
+		r = rand.Int64N
+	}
+	return d + time.Duration(r(int64(p.every)))
+}
