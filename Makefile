@@ -35,6 +35,10 @@ FUZZ := ./api:FuzzEventReader ./control/server:FuzzRequestBodies ./control/seed:
 	./vpnd:FuzzParseSessionRequest ./vpnd:FuzzParseConnectRequest ./vpnd/state:FuzzDeviceMap
 FUZZ += ./policy:FuzzParse
 FUZZ += ./control/resume:FuzzCheck
+# This wave's parsers: cluster DNS from devices and kube-dns' answers, the
+# mapped ranges, the last maps kept on disk by the daemon and the gateway.
+FUZZ += ./gateway/clusterdns:FuzzHandler ./gateway/clusterdns:FuzzRewrite ./api:FuzzMapping \
+	./vpnd/cache:FuzzParse ./gateway:FuzzParseKept
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
