@@ -12,18 +12,12 @@
 package relayticket
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-)
 
-// prefix names the format, so that a ticket is never taken for a token.
-const prefix = "rt1."
+	"github.com/runos/vpn/control/token"
+)
 
 // Claims are what a ticket is good for.
 type Claims struct {
@@ -34,58 +28,42 @@ type Claims struct {
 	Expires time.Time `json:"e"`
 }
 
+// prefix names the format, so that a ticket is never taken for a token.
+const prefix = "rt1."
+
 // ErrExpired is wrapped by Check's refusal of a lapsed ticket.
 var ErrExpired = errors.New("the relay ticket expired")
 
 // Signer issues and checks tickets under one secret.
-type Signer struct{ key []byte }
+type Signer struct{ signed *token.Signed }
 
 // New returns a Signer keyed by secret (at least 16 bytes).
 func New(secret []byte) (*Signer, error) {
-	if len(secret) < 16 {
-		return nil, errors.New("relay tickets: the secret must hold at least 16 bytes")
+	s, err := token.NewSigned(secret, "runos relay ticket key", prefix, "relay ticket")
+	if err != nil {
+		return nil, err
 	}
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("runos relay ticket key"))
-	return &Signer{key: m.Sum(nil)}, nil
+	return &Signer{signed: s}, nil
 }
 
 // Issue returns the ticket of c.
 func (s *Signer) Issue(c Claims) string {
 	c.Expires = c.Expires.UTC().Truncate(time.Second)
-	body, _ := json.Marshal(c) // strings and a time: never fails
-	p := base64.RawURLEncoding.EncodeToString(body)
-	return prefix + p + "." + base64.RawURLEncoding.EncodeToString(s.mac(p))
+	return s.signed.Issue(c)
 }
 
 // Check returns the claims of ticket if control signed it and it has not
 // lapsed at now.
 func (s *Signer) Check(ticket string, now time.Time) (Claims, error) {
-	rest, ok := strings.CutPrefix(ticket, prefix)
-	p, sig, ok2 := strings.Cut(rest, ".")
-	if !ok || !ok2 || len(ticket) > 2048 {
-		return Claims{}, errors.New("not a relay ticket")
-	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.mac(p)) {
-		return Claims{}, errors.New("the relay ticket is not one control signed")
-	}
-	body, err := base64.RawURLEncoding.DecodeString(p)
 	var c Claims
-	if err == nil {
-		err = json.Unmarshal(body, &c)
+	if err := s.signed.Open(ticket, &c); err != nil {
+		return Claims{}, err
 	}
-	if err != nil || c.Device == "" || c.Session == "" || c.CID == "" || c.NID == "" {
+	if c.Device == "" || c.Session == "" || c.CID == "" || c.NID == "" {
 		return Claims{}, errors.New("the relay ticket is malformed")
 	}
 	if !now.Before(c.Expires) {
 		return Claims{}, fmt.Errorf("%w at %s", ErrExpired, c.Expires.Format(time.RFC3339))
 	}
 	return c, nil
-}
-
-func (s *Signer) mac(payload string) []byte {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(payload))
-	return m.Sum(nil)
 }

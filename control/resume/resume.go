@@ -19,22 +19,16 @@
 package resume
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/runos/vpn/control/token"
 )
 
 // prefix names the format, so a resume token is never taken for another
 // credential (a session token, a relay ticket).
 const prefix = "rs1."
-
-// maxLen bounds what Check reads: a token is a few hundred bytes.
-const maxLen = 2048
 
 // Claims are what a token is good for.
 type Claims struct {
@@ -54,45 +48,32 @@ type Claims struct {
 var ErrExpired = errors.New("the resume token expired")
 
 // Signer issues and checks tokens under one key.
-type Signer struct{ key []byte }
+type Signer struct{ signed *token.Signed }
 
 // New returns a Signer keyed by secret (at least 16 bytes).
 func New(secret []byte) (*Signer, error) {
-	if len(secret) < 16 {
-		return nil, errors.New("resume tokens: the secret must hold at least 16 bytes")
+	s, err := token.NewSigned(secret, "runos stream resume key", prefix, "resume token")
+	if err != nil {
+		return nil, err
 	}
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("runos stream resume key"))
-	return &Signer{key: m.Sum(nil)}, nil
+	return &Signer{signed: s}, nil
 }
 
 // Issue returns the token of c.
 func (s *Signer) Issue(c Claims) string {
 	c.Expires = c.Expires.UTC().Truncate(time.Second)
 	c.SessionExpires = c.SessionExpires.UTC()
-	body, _ := json.Marshal(c) // strings, a number and times: never fails
-	p := base64.RawURLEncoding.EncodeToString(body)
-	return prefix + p + "." + base64.RawURLEncoding.EncodeToString(s.mac(p))
+	return s.signed.Issue(c)
 }
 
 // Check returns the claims of tok if control signed it and neither it nor
 // its session has lapsed at now.
 func (s *Signer) Check(tok string, now time.Time) (Claims, error) {
-	rest, ok := strings.CutPrefix(tok, prefix)
-	p, sig, ok2 := strings.Cut(rest, ".")
-	if !ok || !ok2 || len(tok) > maxLen {
-		return Claims{}, errors.New("not a resume token")
-	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.mac(p)) {
-		return Claims{}, errors.New("the resume token is not one control signed")
-	}
-	body, err := base64.RawURLEncoding.DecodeString(p)
 	var c Claims
-	if err == nil {
-		err = json.Unmarshal(body, &c)
+	if err := s.signed.Open(tok, &c); err != nil {
+		return Claims{}, err
 	}
-	if err != nil || c.Device == "" || c.Session == "" || c.User == "" || c.Hash == "" {
+	if c.Device == "" || c.Session == "" || c.User == "" || c.Hash == "" {
 		return Claims{}, errors.New("the resume token is malformed")
 	}
 	if !now.Before(c.Expires) {
@@ -102,10 +83,4 @@ func (s *Signer) Check(tok string, now time.Time) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: its session lapsed at %s", ErrExpired, c.SessionExpires.Format(time.RFC3339))
 	}
 	return c, nil
-}
-
-func (s *Signer) mac(payload string) []byte {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(payload))
-	return m.Sum(nil)
 }
