@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -67,24 +65,14 @@ func parseKept(b []byte, node string) (keptMap, error) {
 // loadKept reads the kept map in dir; ok is false when there is none. A
 // file that does not parse is removed and reported.
 func loadKept(dir, node string) (k keptMap, ok bool, err error) {
-	p := filepath.Join(dir, KeptFile)
-	f, err := os.Open(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return keptMap{}, false, nil
-	}
+	ok, err = atomicfile.Load(filepath.Join(dir, KeptFile), keptMaxSize, func(b []byte) (err error) {
+		k, err = parseKept(b, node)
+		return err
+	})
 	if err != nil {
 		return keptMap{}, false, fmt.Errorf("the kept map: %w", err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, keptMaxSize+1))
-	if err != nil {
-		return keptMap{}, false, fmt.Errorf("the kept map: %w", err)
-	}
-	if k, err = parseKept(b, node); err != nil {
-		_ = os.Remove(p)
-		return keptMap{}, false, fmt.Errorf("the kept map %s is not usable (%v): removed it", p, err)
-	}
-	return k, true, nil
+	return k, ok, nil
 }
 
 func saveKept(dir string, k keptMap) error {

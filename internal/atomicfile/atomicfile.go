@@ -5,6 +5,9 @@
 package atomicfile
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -85,4 +88,34 @@ func StaleTemps(path string) []string {
 		}
 	}
 	return out
+}
+
+// Load reads what WriteFile wrote at path, at most max bytes, and hands it
+// to parse: for files a program keeps for itself and can make again (a
+// cached map). ok is false when there is no file. A file parse refuses,
+// or one larger than max, is removed and reported: the next write
+// replaces it, and a bad file must not be refused at every start.
+func Load(path string, max int64, parse func([]byte) error) (ok bool, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return false, err
+	}
+	if int64(len(b)) > max {
+		err = fmt.Errorf("larger than %d bytes", max)
+	} else {
+		err = parse(b)
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return false, fmt.Errorf("%s is not usable (%v): removed it", path, err)
+	}
+	return true, nil
 }

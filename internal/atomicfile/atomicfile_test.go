@@ -1,8 +1,10 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +48,35 @@ func TestWriteFileFailureChangesNothing(t *testing.T) {
 	}
 	if err := WriteFile(filepath.Join(dir, "missing", "f"), []byte("x"), 0o600); err == nil {
 		t.Error("wrote into a directory that does not exist")
+	}
+}
+
+func TestLoadRemovesWhatCannotBeUsed(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "kept.json")
+	parse := func(b []byte) error {
+		if string(b) != "good" {
+			return errors.New("not good")
+		}
+		return nil
+	}
+	if ok, err := Load(p, 16, parse); ok || err != nil {
+		t.Fatalf("no file: ok %v, err %v", ok, err)
+	}
+	for _, c := range []struct {
+		data string
+		ok   bool
+	}{{"good", true}, {"bad", false}, {strings.Repeat("g", 17), false}} {
+		if err := WriteFile(p, []byte(c.data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ok, err := Load(p, 16, parse)
+		if ok != c.ok || (err == nil) != c.ok {
+			t.Fatalf("%.20q: ok %v, err %v", c.data, ok, err)
+		}
+		_, statErr := os.Stat(p)
+		if kept := statErr == nil; kept != c.ok {
+			t.Fatalf("%.20q: file kept %v, want %v", c.data, kept, c.ok)
+		}
 	}
 }

@@ -20,12 +20,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/internal/atomicfile"
 	"github.com/runos/vpn/vpnd/store"
 )
 
@@ -99,25 +99,14 @@ func Parse(b []byte) (Entry, error) {
 // that does not parse is removed (the next map from control replaces it)
 // and reported.
 func Load(dir string) (e Entry, ok bool, err error) {
-	p := filepath.Join(dir, File)
-	f, err := os.Open(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return Entry{}, false, nil
-	}
+	ok, err = atomicfile.Load(filepath.Join(dir, File), MaxSize, func(b []byte) (err error) {
+		e, err = Parse(b)
+		return err
+	})
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("the kept map: %w", err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return Entry{}, false, fmt.Errorf("the kept map: %w", err)
-	}
-	e, err = Parse(b)
-	if err != nil {
-		_ = os.Remove(p)
-		return Entry{}, false, fmt.Errorf("the kept map %s is not usable (%v): removed it", p, err)
-	}
-	return e, true, nil
+	return e, ok, nil
 }
 
 // Save writes e atomically, readable by root only (0600).
