@@ -3,7 +3,6 @@ package reach
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os/exec"
@@ -130,25 +129,4 @@ func (LinuxOS) Counters() (map[string]uint64, error) {
 		return nil, err
 	}
 	return parseCounters(out)
-}
-
-func parseCounters(b []byte) (map[string]uint64, error) {
-	var doc struct {
-		Nftables []struct {
-			Counter *struct {
-				Name    string `json:"name"`
-				Packets uint64 `json:"packets"`
-			} `json:"counter"`
-		} `json:"nftables"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("nft counters: %w", err)
-	}
-	out := map[string]uint64{}
-	for _, e := range doc.Nftables {
-		if e.Counter != nil {
-			out[e.Counter.Name] = e.Counter.Packets
-		}
-	}
-	return out, nil
 }
