@@ -45,7 +45,8 @@ type principal struct {
 	sesTopic *hub.Topic
 	sesJSON  json.RawMessage
 	// resumed: taken from a stream's resume token, not the store (resume.go).
-	resumed bool
+	resumed   bool
+	resumeExp time.Time // when the resume token it came from lapses: a token issued to it lapses no later
 }
 
 // actor is who the audit log says made a change.

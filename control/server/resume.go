@@ -47,6 +47,11 @@ const (
 	// about two seconds).
 	resumeEvery = 200 * time.Microsecond
 	resumeBurst = 1000
+	// resumeMaxWait bounds a resume's wait for its turn: a turn further off
+	// is not taken, and the stream is checked in full instead (as it would
+	// be without a token), so callers that queue and leave cannot push
+	// every later resume out without end.
+	resumeMaxWait = 3 * time.Second
 )
 
 // issueResume puts a resume token for p's stream of the device's map in
@@ -58,6 +63,11 @@ func (s *Server) issueResume(w http.ResponseWriter, p *principal, device string)
 	exp := s.now().Add(resumeMaxAge)
 	if p.session.ExpiresAt.Before(exp) {
 		exp = p.session.ExpiresAt
+	}
+	if p.resumed && p.resumeExp.Before(exp) {
+		// A stream resumed from a token gets one that lapses no later:
+		// resumeMaxAge after the full check, however often it resumes.
+		exp = p.resumeExp
 	}
 	w.Header().Set(api.HeaderResume, s.resumes.Issue(resume.Claims{
 		Device: device, Session: p.session.ID, User: p.user.Email, Hash: p.hash,
@@ -84,8 +94,12 @@ func (s *Server) withResume(h func(http.ResponseWriter, *http.Request, *principa
 		// Paced once taken (an HMAC is cheap), so that junk tokens do not
 		// queue ahead of real resumes. A session that moves meanwhile
 		// wakes the stream at once: its topic is one of the stream's.
-		if !s.admitResume(r.Context()) {
+		switch s.admitResume(r.Context()) {
+		case resumeGone:
 			return // the client went away while queued
+		case resumeFull:
+			full(w, r) // the queue is longer than a resume may wait
+			return
 		}
 		h(w, r, p)
 	}
@@ -120,7 +134,7 @@ func (s *Server) resumed(r *http.Request, rt string) (*principal, string) {
 	return &principal{hash: hash, kind: kindUser,
 		user:    model.User{Email: c.User},
 		session: model.Session{ID: c.Session, TokenHash: hash, User: c.User, State: model.SessionLive, ExpiresAt: c.SessionExpires},
-		sesVer:  c.SesVer, sesTopic: topic, sesJSON: info, resumed: true}, ""
+		sesVer:  c.SesVer, sesTopic: topic, sesJSON: info, resumed: true, resumeExp: c.Expires}, ""
 }
 
 // stillResumed reports whether p, taken from a resume token, still stands
@@ -131,51 +145,66 @@ func (s *Server) stillResumed(p *principal) bool {
 	return p.resumed && p.sesTopic.Version() <= p.sesVer && s.now().Before(p.session.ExpiresAt)
 }
 
-// admitResume waits for the resume's turn (pacer), or reports false when
-// ctx ends first.
-func (s *Server) admitResume(ctx context.Context) bool {
-	d := s.resumePace.delay(s.clock.Now())
+// What admitResume decided.
+const (
+	resumeAdmitted = iota
+	resumeGone     // ctx ended while queued
+	resumeFull     // no turn within resumeMaxWait: check the sign-in in full
+)
+
+// admitResume waits for the resume's turn (pacer).
+func (s *Server) admitResume(ctx context.Context) int {
+	d, ok := s.resumePace.delay(s.clock.Now())
+	if !ok {
+		return resumeFull
+	}
 	if d <= 0 {
-		return true
+		return resumeAdmitted
 	}
 	done := make(chan struct{})
 	t := s.clock.AfterFunc(d, func() { close(done) })
 	defer t.Stop()
 	select {
 	case <-done:
-		return true
+		return resumeAdmitted
 	case <-ctx.Done():
-		return false
+		return resumeGone
 	}
 }
 
 // pacer spaces admissions: burst of them at once, then one every every,
-// each delayed by up to every more at random.
+// each delayed by up to every more at random; a turn more than maxWait
+// away (0: no bound) is not given.
 type pacer struct {
-	every time.Duration
-	burst int
-	rand  func(n int64) int64 // nil: math/rand/v2's
+	every   time.Duration
+	burst   int
+	maxWait time.Duration
+	rand    func(n int64) int64 // nil: math/rand/v2's
 
 	mu   sync.Mutex
 	next time.Time // the earliest free turn
 }
 
-// delay takes the next turn and returns how long to wait for it from now.
-func (p *pacer) delay(now time.Time) time.Duration {
+// delay takes the next turn and returns how long to wait for it from now;
+// ok is false, and no turn taken, when it is more than maxWait away.
+func (p *pacer) delay(now time.Time) (d time.Duration, ok bool) {
 	p.mu.Lock()
 	if floor := now.Add(-time.Duration(max(p.burst-1, 0)) * p.every); p.next.Before(floor) {
 		p.next = floor // idle for a while: the burst is available again
 	}
 	turn := p.next
+	if p.maxWait > 0 && turn.Sub(now) > p.maxWait {
+		p.mu.Unlock()
+		return 0, false
+	}
 	p.next = p.next.Add(p.every)
 	p.mu.Unlock()
-	d := turn.Sub(now)
-	if d <= 0 {
-		return 0
+	if d = turn.Sub(now); d <= 0 {
+		return 0, true
 	}
 	r := p.rand
 	if r == nil {
 		r = rand.Int64N
 	}
-	return d + time.Duration(r(int64(p.every)))
+	return d + time.Duration(r(int64(p.every))), true
 }

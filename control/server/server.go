@@ -219,7 +219,7 @@ func New(cfg Config) (*Server, error) {
 		hs:         handshakes{m: map[string]time.Time{}},
 		tickets:    tickets,
 		resumes:    resumes,
-		resumePace: pacer{every: resumeEvery, burst: resumeBurst},
+		resumePace: pacer{every: resumeEvery, burst: resumeBurst, maxWait: resumeMaxWait},
 	}
 	s.rearm.wake = make(chan struct{}, 1)
 	s.streams = stream.New(stream.Config{Hub: cfg.Hub, Clock: cfg.Clock, Logger: cfg.Logger,
