@@ -62,8 +62,8 @@ func (l *listener) Accept() (net.Conn, error) {
 		if !ok || (l.cfg.Exempt != nil && l.cfg.Exempt(a)) {
 			return c, nil
 		}
-		if l.take(a) {
-			return &conn{Conn: c, release: func() { l.release(a) }}, nil
+		if h := holder(a); l.take(h) {
+			return &conn{Conn: c, release: func() { l.release(h) }}, nil
 		}
 		_ = c.Close()
 	}
@@ -108,7 +108,21 @@ func Open(ln net.Listener, addr netip.Addr) int {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return min(l.open[addr], l.cfg.PerAddr)
+	return min(l.open[holder(addr)], l.cfg.PerAddr)
+}
+
+// holder is whom an address stands for: an IPv4 address itself, an IPv6
+// one its /64 (one host is given a whole /64, and could otherwise open
+// PerAddr connections from each of its addresses).
+func holder(a netip.Addr) netip.Addr {
+	if a.Is4() {
+		return a
+	}
+	p, err := a.Prefix(64)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
 }
 
 func addrOf(a net.Addr) (netip.Addr, bool) {

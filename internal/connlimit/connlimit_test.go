@@ -96,3 +96,18 @@ func closedByServer(t *testing.T, c net.Conn) bool {
 	}
 	return err == io.EOF || err != nil
 }
+
+// An IPv6 host holds a /64: its addresses share one allowance, while
+// another /64 and IPv4 addresses each have their own.
+func TestHolderOfAnAddress(t *testing.T) {
+	for _, c := range []struct{ a, b string }{
+		{"2001:db8:1:2::1", "2001:db8:1:2::"},
+		{"2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::"},
+		{"2001:db8:1:3::9", "2001:db8:1:3::"},
+		{"198.51.100.7", "198.51.100.7"},
+	} {
+		if got := holder(netip.MustParseAddr(c.a)); got != netip.MustParseAddr(c.b) {
+			t.Errorf("holder(%s) = %s, want %s", c.a, got, c.b)
+		}
+	}
+}

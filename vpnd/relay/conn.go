@@ -58,7 +58,11 @@ func (b *Bind) dialWebSocket(ctx context.Context, to Dest, ticket string) (Strea
 	hdr.Set(relaywire.HeaderTicket, ticket)
 	hdr.Set(relaywire.HeaderDeviceKey, b.cfg.Key.String())
 	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		HTTPClient:   &http.Client{Transport: tr},
+		// No redirect is followed: the ticket and the device key go to the
+		// node's relay or nowhere (a redirect's request carries them on).
+		HTTPClient: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
 		HTTPHeader:   hdr,
 		Subprotocols: []string{relaywire.Subprotocol},
 	})
