@@ -289,6 +289,10 @@ func (a *agent) reconcile() {
 		a.log.Warn("map refused; nothing changed", "err", err)
 		return
 	}
+	if p != nil && p.policyErr != nil {
+		a.mapErr = p.policyErr // reported to control as the map's error
+		a.log.Warn("access policy refused; devices' packets refused, peers applied", "err", p.policyErr)
+	}
 	if p == nil {
 		a.applyErr = nil
 		a.stopServing("the map no longer asks this node to serve")

@@ -23,6 +23,7 @@ type plan struct {
 	zone      *clusterdns.Zone       // the cluster DNS: Domains answered with the server address
 	reach     reach.Spec             // forwarding into the cluster (Interface set by the agent)
 	filters   *policy.DeviceFilters  // the access policy per device address; nil: no policy
+	policyErr error                  // the map's policy did not parse: filters refuse everything
 	peerIDs   map[wgtypes.Key]string // device ids, for log lines
 }
 
@@ -96,7 +97,11 @@ func planFor(m *api.GatewayMap) (*plan, error) {
 	var pol *policy.Policy
 	if s.Policy != "" {
 		if pol, err = policy.Parse([]byte(s.Policy)); err != nil {
-			return fail("access policy: %v", err)
+			// Closed, not frozen: every device's packets are refused, and
+			// the peers still follow the map (a revocation or a session's
+			// end must not wait for a gateway that reads the policy).
+			p.policyErr = fmt.Errorf("access policy: %w: every device's packets are refused until control sends one this gateway reads", err)
+			pol = &policy.Policy{}
 		}
 	}
 	devices := make([]policy.Device, 0, len(s.Peers))

@@ -50,7 +50,6 @@ func TestPlanForRefusals(t *testing.T) {
 		{func(s *api.GatewayService) { s.DevicePool = "100.100.0.0/16" }, "overlaps the subnet"},
 		{func(s *api.GatewayService) { s.Domains = []string{"bad name"} }, "not a valid DNS name"},
 		{func(s *api.GatewayService) { s.Peers[0].PublicKey = "AAAA" }, "peer dev1: public key"},
-		{func(s *api.GatewayService) { s.Policy = "version 1\nallow * -> ky3: 10.0.0.300\n" }, "access policy: policy line 2"},
 		{func(s *api.GatewayService) { s.Peers[0].Address = "10.0.0.1" }, "outside the device pool"},
 		{func(s *api.GatewayService) { s.Peers[0].Address = "nope" }, `peer dev1: address "nope"`},
 		{func(s *api.GatewayService) { s.Peers = append(s.Peers, s.Peers[0]) }, "listed twice"},
@@ -229,5 +228,15 @@ func TestPlanForPolicy(t *testing.T) {
 	s.Policy = ""
 	if p, err := planFor(&api.GatewayMap{Version: 6, Serve: s}); err != nil || p.filters != nil {
 		t.Fatalf("no policy: %+v, %v", p, err)
+	}
+	// A policy this gateway cannot read closes the filter but keeps the
+	// peers following the map (a revocation must not wait on it).
+	s.Policy = "version 7\nallow * -> ky3: 10.0.0.300\n"
+	p, err = planFor(&api.GatewayMap{Version: 7, Serve: s})
+	if err != nil || p.policyErr == nil || !strings.Contains(p.policyErr.Error(), "access policy: policy line 2") || len(p.wg.Peers) != 2 {
+		t.Fatalf("unreadable policy: %+v, %v", p, err)
+	}
+	if ok, _ := p.filters.Check(netip.MustParseAddr("100.96.0.2"), k); ok {
+		t.Error("with an unreadable policy a device's packet passed")
 	}
 }
