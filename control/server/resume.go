@@ -101,6 +101,9 @@ func (s *Server) withResume(h func(http.ResponseWriter, *http.Request, *principa
 			full(w, r) // the queue is longer than a resume may wait
 			return
 		}
+		// The device's previous replica wrote its last contact at most
+		// seenEvery ago: once admitted, this one does not write it again.
+		s.seen.due(r.PathValue("id"), s.now())
 		h(w, r, p)
 	}
 }
@@ -128,9 +131,6 @@ func (s *Server) resumed(r *http.Request, rt string) (*principal, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
-	// The device's previous replica wrote its last contact at most
-	// seenEvery ago: this one does not write it again on arrival.
-	s.seen.due(c.Device, s.now())
 	return &principal{hash: hash, kind: kindUser,
 		user:    model.User{Email: c.User},
 		session: model.Session{ID: c.Session, TokenHash: hash, User: c.User, State: model.SessionLive, ExpiresAt: c.SessionExpires},
