@@ -113,31 +113,42 @@ func (w *oidcWorld) browse(u, email, password string) error {
 	if !strings.Contains(page, `value="upstream"`) || !strings.Contains(page, "Sign in with 127.0.0.1") {
 		return fmt.Errorf("control's login page offers no identity provider:\n%s", page)
 	}
+	_, err = w.throughProvider(&b, final.Scheme+"://"+final.Host+"/oauth/authorize", page, nil, email, password)
+	return err
+}
+
+// throughProvider presses "Sign in with …" on control's page (posting its
+// hidden fields and extra to action), signs in at the provider, and
+// returns the page the redirects back through control end at.
+func (w *oidcWorld) throughProvider(b *http.Client, action, page string, extra url.Values, email, password string) (string, error) {
 	form := url.Values{"action": {"upstream"}}
 	for _, m := range hiddenInput.FindAllStringSubmatch(page, -1) {
 		form.Set(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
 	}
-	resp, err := b.PostForm(final.Scheme+"://"+final.Host+"/oauth/authorize", form)
+	for k, v := range extra {
+		form[k] = v
+	}
+	resp, err := b.PostForm(action, form)
 	if err != nil {
-		return err
+		return "", err
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	at := resp.Request.URL
 	if !strings.HasPrefix(at.String(), w.idp.Issuer+"/login/username") {
-		return fmt.Errorf("pressing Sign in with the provider led to %s (%s)", at, resp.Status)
+		return "", fmt.Errorf("pressing Sign in with the provider led to %s (%s)", at, resp.Status)
 	}
 	resp, err = b.PostForm(w.idp.Issuer+"/login/username", url.Values{"id": {at.Query().Get("authRequestID")},
 		"username": {email}, "password": {password}})
 	if err != nil {
-		return err
+		return "", err
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("after the provider's login: %s at %s: %s", resp.Status, resp.Request.URL, body)
+		return "", fmt.Errorf("after the provider's login: %s at %s: %s", resp.Status, resp.Request.URL, body)
 	}
-	return nil
+	return string(body), nil
 }
 
 func get(c *http.Client, u string) (page string, at *url.URL, csp string, err error) {
@@ -263,4 +274,83 @@ func assertNoUser(t *testing.T, w *oidcWorld, email string) {
 			t.Fatalf("the audit log names %s after refused sign-ins: %+v", email, e)
 		}
 	}
+}
+
+var deviceLine = regexp.MustCompile(`To sign in, visit (\S+) and enter the code ([A-Z]{4}-[A-Z]{4})`)
+
+// The device code (`runos vpn up --no-browser`): the code entered on the
+// device page, then the provider's login, then the same approval.
+func TestDeviceSignInThroughIdentityProvider(t *testing.T) {
+	w := startOIDC(t, idpSecret)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	browser := make(chan error, 1)
+	go func() { browser <- w.approveDevice(ctx, cancel, pr) }()
+	flow := &auth.Flow{Issuer: w.ctl.URL, ClientID: api.ClientCLI, HTTPClient: w.client, Out: pw}
+	tok, err := flow.SignInDevice(ctx)
+	if berr := <-browser; berr != nil {
+		t.Fatal(berr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, err := w.ctl.API(tok.AccessToken).Me(ctx)
+	if err != nil || me.User != "ada@example.com" {
+		t.Fatalf("device signed in as %+v, %v", me, err)
+	}
+	if got := w.groupsOf(t, "ada@example.com"); !slices.Equal(got, []string{"oncall", "staff"}) {
+		t.Fatalf("groups after a device sign-in: %v, want [oncall staff]", got)
+	}
+}
+
+// approveDevice is the user's browser: it reads the code the CLI printed,
+// enters it, signs in through the provider and approves.
+func (w *oidcWorld) approveDevice(ctx context.Context, cancel context.CancelFunc, out io.Reader) (err error) {
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+		go io.Copy(io.Discard, out)
+	}()
+	buf := make([]byte, 4096)
+	var printed string
+	var m []string
+	for m == nil {
+		n, rerr := out.Read(buf)
+		if rerr != nil {
+			return fmt.Errorf("the CLI printed no code: %q, %v", printed, rerr)
+		}
+		printed += string(buf[:n])
+		m = deviceLine.FindStringSubmatch(printed)
+	}
+	jar, _ := cookiejar.New(nil)
+	b := *w.client
+	b.Jar = jar
+	page, _, _, err := get(&b, m[1]+"?"+url.Values{"user_code": {m[2]}}.Encode())
+	if err != nil {
+		return err
+	}
+	approve, err := w.throughProvider(&b, m[1], page, url.Values{"user_code": {m[2]}}, "ada@example.com", "ada-pw")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(approve, "Signed in as ada@example.com") || !strings.Contains(approve, `value="approve"`) {
+		return fmt.Errorf("after the provider, no approval page:\n%s", approve)
+	}
+	form := url.Values{"action": {"approve"}}
+	for _, h := range hiddenInput.FindAllStringSubmatch(approve, -1) {
+		form.Set(html.UnescapeString(h[1]), html.UnescapeString(h[2]))
+	}
+	resp, err := b.PostForm(m[1], form)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("approve: %s: %s", resp.Status, body)
+	}
+	return nil
 }

@@ -176,7 +176,7 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	case "upstream":
 		if s.cfg.Upstream != nil {
-			s.startUpstream(w, r, a, now)
+			s.startUpstream(w, r, upstreamPending{a: a}, now)
 			return
 		}
 	}

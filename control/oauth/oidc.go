@@ -38,9 +38,10 @@ const maxUpstreamPending = 10000
 // callback needs (the Pending) and what to continue after it (the
 // authorization request of the RunOS app).
 type upstreamPending struct {
-	p       oidc.Pending
-	a       authRequest
-	expires time.Time
+	p        oidc.Pending
+	a        authRequest // the app's request, unless userCode
+	userCode string      // the device sign-in to approve, if one
+	expires  time.Time
 }
 
 // pendingUpstream keeps the sign-ins sent to the provider, by state, in
@@ -79,22 +80,24 @@ func (q *pendingUpstream) take(state string, now time.Time) (upstreamPending, bo
 	return x, ok && now.Before(x.expires)
 }
 
-// startUpstream sends the browser to the identity provider for the
-// checked authorization request a.
-func (s *Server) startUpstream(w http.ResponseWriter, r *http.Request, a authRequest, now time.Time) {
+// startUpstream sends the browser to the identity provider, to continue
+// with x (a checked authorization request, or a device's user code).
+func (s *Server) startUpstream(w http.ResponseWriter, r *http.Request, x upstreamPending, now time.Time) {
 	authURL, p := s.cfg.Upstream.Start()
-	if !s.upstream.put(upstreamPending{p: p, a: a, expires: now.Add(s.cfg.PageTTL)}, now) {
+	x.p, x.expires = p, now.Add(s.cfg.PageTTL)
+	if !s.upstream.put(x, now) {
 		s.cfg.Metrics.Refused("too_many_pending")
 		s.renderMessage(w, http.StatusServiceUnavailable, "Sign-in is busy", "Too many sign-ins are waiting at "+s.cfg.UpstreamName+". Try again in a moment.")
 		return
 	}
-	s.log.Info("oauth: sign-in sent to the identity provider", "client", a.ClientID, "addr", r.RemoteAddr)
+	s.log.Info("oauth: sign-in sent to the identity provider", "client", x.a.ClientID, "device", x.userCode != "", "addr", r.RemoteAddr)
 	http.Redirect(w, r, authURL, http.StatusFound)
 }
 
 // upstreamCallback is GET /oauth/oidc/callback: the provider's answer.
-// The user it names is found or created, then the RunOS app's sign-in
-// continues as after a right password: a code back to the app.
+// The user it names is found or created, then the sign-in continues as
+// after a right password: a code back to the app, or the device's
+// approval page.
 func (s *Server) upstreamCallback(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	q := r.URL.Query()
@@ -126,7 +129,18 @@ func (s *Server) upstreamCallback(w http.ResponseWriter, r *http.Request) {
 		s.renderMessage(w, http.StatusInternalServerError, "Sign-in is unavailable", "RunOS could not finish the sign-in (request "+rid+"). Try again in a moment.")
 		return
 	}
-	s.redirectCode(w, r, x.a, user, now)
+	if x.userCode == "" {
+		s.redirectCode(w, r, x.a, user, now)
+		return
+	}
+	// A device sign-in: still waiting? Then the same explicit approval as
+	// after a password.
+	d, status, msg := s.pendingDevice(r, x.userCode, now)
+	if msg != "" {
+		s.renderMessage(w, status, "Device not signed in", msg)
+		return
+	}
+	s.renderApprove(w, r, d, x.userCode, user, now)
 }
 
 // Refusal is an IdentityBackend's refusal of a user, its text for the
