@@ -259,6 +259,74 @@ func TestIdentityProviderCallbackRefusals(t *testing.T) {
 		t.Fatalf("unknown state: %s\n%s", resp.Status, body)
 	}
 	assertNoUser(t, w, "ada@example.com")
+
+	// The provider's answer opened in another browser than the one that
+	// pressed "Sign in with …" (a link sent to someone): refused, as the
+	// sign-in it belongs to is kept in the first browser alone.
+	w2 := startOIDC(t, idpSecret)
+	cb, first := w2.callbackOfSignIn(t, "ada@example.com", "ada-pw")
+	resp, err = w2.client.Get(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "not known here") {
+		t.Fatalf("the callback in another browser: %s\n%s", resp.Status, body)
+	}
+	assertNoUser(t, w2, "ada@example.com")
+	// In the browser that started it, the same answer signs in.
+	first.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err = first.Get(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "http://127.0.0.1:9/callback?code=") {
+		t.Fatalf("the callback in the browser that started it: %s, Location %q", resp.Status, loc)
+	}
+}
+
+// callbackOfSignIn signs in through the provider in a browser that stops
+// at the provider's redirect back to control, and returns that URL and
+// the browser.
+func (w *oidcWorld) callbackOfSignIn(t *testing.T, email, password string) (string, *http.Client) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	b := *w.client
+	b.Jar = jar
+	b.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		if req.URL.Path == oauth.PathOIDCCallback {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	q := url.Values{"client_id": {api.ClientCLI}, "redirect_uri": {"http://127.0.0.1:9/callback"}, "response_type": {"code"},
+		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "state": {"app-state"}}
+	page, _, _, err := get(&b, w.ctl.URL+api.PathAuthorize+"?"+q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{"action": {"upstream"}}
+	for _, m := range hiddenInput.FindAllStringSubmatch(page, -1) {
+		form.Set(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
+	}
+	resp, err := b.PostForm(w.ctl.URL+api.PathAuthorize, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = b.PostForm(w.idp.Issuer+"/login/username", url.Values{"id": {resp.Request.URL.Query().Get("authRequestID")},
+		"username": {email}, "password": {password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cb := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(cb, w.ctl.URL+oauth.PathOIDCCallback+"?") {
+		t.Fatalf("the provider did not send the browser back to control: %s, Location %q", resp.Status, cb)
+	}
+	return cb, &b
 }
 
 // assertNoUser checks that control never took email in: creating a user

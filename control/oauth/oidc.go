@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/runos/vpn/control/oidc"
@@ -30,10 +29,6 @@ type IdentityBackend interface {
 	SignInIdentity(ctx context.Context, id oidc.Identity) (email string, err error)
 }
 
-// maxUpstreamPending bounds the sign-ins waiting at the provider: a
-// browser that starts many and finishes none fills only this.
-const maxUpstreamPending = 10000
-
 // upstreamPending is a sign-in sent to the provider: what the provider's
 // callback needs (the Pending) and what to continue after it (the
 // authorization request of the RunOS app).
@@ -44,52 +39,12 @@ type upstreamPending struct {
 	expires  time.Time
 }
 
-// pendingUpstream keeps the sign-ins sent to the provider, by state, in
-// this process's memory. Replicas behind one address need the callback to
-// reach the replica that started the sign-in (sticky sessions) until these
-// move to the grant store.
-type pendingUpstream struct {
-	mu sync.Mutex
-	m  map[string]upstreamPending
-}
-
-func (q *pendingUpstream) put(x upstreamPending, now time.Time) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.m == nil {
-		q.m = map[string]upstreamPending{}
-	}
-	for k, v := range q.m {
-		if !now.Before(v.expires) {
-			delete(q.m, k)
-		}
-	}
-	if len(q.m) >= maxUpstreamPending {
-		return false
-	}
-	q.m[x.p.State] = x
-	return true
-}
-
-// take returns the sign-in under state once, then forgets it.
-func (q *pendingUpstream) take(state string, now time.Time) (upstreamPending, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	x, ok := q.m[state]
-	delete(q.m, state)
-	return x, ok && now.Before(x.expires)
-}
-
 // startUpstream sends the browser to the identity provider, to continue
 // with x (a checked authorization request, or a device's user code).
 func (s *Server) startUpstream(w http.ResponseWriter, r *http.Request, x upstreamPending, now time.Time) {
 	authURL, p := s.cfg.Upstream.Start()
 	x.p, x.expires = p, now.Add(s.cfg.PageTTL)
-	if !s.upstream.put(x, now) {
-		s.cfg.Metrics.Refused("too_many_pending")
-		s.renderMessage(w, http.StatusServiceUnavailable, "Sign-in is busy", "Too many sign-ins are waiting at "+s.cfg.UpstreamName+". Try again in a moment.")
-		return
-	}
+	s.keepUpstream(w, x)
 	s.log.Info("oauth: sign-in sent to the identity provider", "client", x.a.ClientID, "device", x.userCode != "", "addr", r.RemoteAddr)
 	http.Redirect(w, r, authURL, http.StatusFound)
 }
@@ -101,10 +56,10 @@ func (s *Server) startUpstream(w http.ResponseWriter, r *http.Request, x upstrea
 func (s *Server) upstreamCallback(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	q := r.URL.Query()
-	x, ok := s.upstream.take(q.Get("state"), now)
-	if !ok {
+	x, err := s.takeUpstream(w, r, q.Get("state"), now)
+	if err != nil {
 		s.cfg.Metrics.Refused("unknown_state")
-		s.log.Info("oauth: identity provider callback refused: no such sign-in", "addr", r.RemoteAddr)
+		s.log.Info("oauth: identity provider callback refused", "reason", err, "addr", r.RemoteAddr)
 		s.renderMessage(w, http.StatusBadRequest, "Sign-in failed", "This sign-in is not known here or has expired. Start the sign-in again from the RunOS app.")
 		return
 	}

@@ -82,7 +82,6 @@ type Server struct {
 	pol    throttlePolicy
 	mux    *http.ServeMux
 
-	upstream       pendingUpstream
 	upstreamOrigin string // where the login form may send the browser on
 }
 
