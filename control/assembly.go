@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/runos/vpn/control/audit"
@@ -16,6 +17,7 @@ import (
 	"github.com/runos/vpn/control/metrics"
 	"github.com/runos/vpn/control/notify"
 	"github.com/runos/vpn/control/oauth"
+	"github.com/runos/vpn/control/oidc"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/server"
@@ -119,7 +121,7 @@ func (a *assembly) startAPI(ctx context.Context) error {
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		JoinAckTimeout: cfg.JoinAckTimeout, MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
 		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams, MaxHeldPerToken: cfg.MaxHeldPerToken,
-		RelaySecret: relaySecret,
+		RelaySecret: relaySecret, IdentityAccount: cfg.OIDCAccount,
 	})
 	if err != nil {
 		return err
@@ -145,7 +147,11 @@ func (a *assembly) routes(ctx context.Context) (*http.ServeMux, error) {
 	if a.mets != nil {
 		oaMetrics = a.mets
 	}
-	oa, err := oauth.New(oauth.Config{Issuer: a.cfg.Issuer, Backend: a.api, Store: a.st.Grants(), Logger: a.log, Now: a.clk.Now, Metrics: oaMetrics, Secret: secret})
+	oaCfg := oauth.Config{Issuer: a.cfg.Issuer, Backend: a.api, Store: a.st.Grants(), Logger: a.log, Now: a.clk.Now, Metrics: oaMetrics, Secret: secret}
+	if err := a.upstream(ctx, &oaCfg); err != nil {
+		return nil, err
+	}
+	oa, err := oauth.New(oaCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +172,24 @@ func (a *assembly) routes(ctx context.Context) (*http.ServeMux, error) {
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /readyz", readyz(a.st.Ping, a.listening))
 	return mux, nil
+}
+
+// upstream sets the login page's identity provider, when one is
+// configured: its discovery document is read now, so that a wrong issuer
+// stops control at start rather than at the first sign-in.
+func (a *assembly) upstream(ctx context.Context, oc *oauth.Config) error {
+	if !a.cfg.OIDC.Enabled() {
+		return nil
+	}
+	up, err := oidc.New(ctx, a.cfg.OIDC, a.cfg.Issuer+oauth.PathOIDCCallback, a.cfg.OIDCClient)
+	if err != nil {
+		return err
+	}
+	oc.Upstream = up
+	if u, err := url.Parse(a.cfg.OIDC.Issuer); err == nil {
+		oc.UpstreamName = u.Host
+	}
+	return nil
 }
 
 // serve serves mux until ctx ends, then shuts down.

@@ -22,6 +22,7 @@ import (
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/metrics"
+	"github.com/runos/vpn/control/oidc"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/reqid"
 	"github.com/runos/vpn/control/server"
@@ -95,6 +96,14 @@ type Config struct {
 	MetricsAddr string
 	// MetricsListener, when set, is served instead of listening on MetricsAddr.
 	MetricsListener net.Listener
+
+	// OIDC, when its issuer is set, is the identity provider the login
+	// page offers; its users are created in OIDCAccount at their first
+	// sign-in. OIDCClient is how control reaches the provider (nil:
+	// http.DefaultClient; tests give one trusting their CA).
+	OIDC        oidc.Config
+	OIDCAccount string
+	OIDCClient  *http.Client
 }
 
 // Check reports the first thing wrong with cfg, saying what to do.
@@ -118,6 +127,22 @@ func (cfg *Config) Check() error {
 		if _, err := api.ParseControlURL(cfg.Issuer, cfg.InsecureHTTP); err != nil {
 			return fmt.Errorf("--issuer: %w; want control's public base URL, e.g. https://198.51.100.10", err)
 		}
+	}
+	return cfg.checkOIDC()
+}
+
+func (cfg *Config) checkOIDC() error {
+	if !cfg.OIDC.Enabled() {
+		if cfg.OIDCAccount != "" {
+			return errors.New("--oidc-account without --oidc-issuer: name the identity provider its users sign in through")
+		}
+		return nil
+	}
+	if err := cfg.OIDC.Check(); err != nil {
+		return err
+	}
+	if cfg.OIDCAccount == "" {
+		return fmt.Errorf("--oidc-issuer %s needs --oidc-account: the account (its AID) the provider's users are created in", cfg.OIDC.Issuer)
 	}
 	return nil
 }

@@ -137,6 +137,8 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 	f.IntVar(&cfg.MaxConnsPerAddr, "max-conns-per-addr", 512, "connections one client address may hold at once; past it new ones are closed at once (-1: no cap). --trusted-proxy addresses are exempt: limit clients at the balancer")
 	f.IntVar(&cfg.MaxHeldPerToken, "max-streams-per-token", 100, "push streams and long-polls one token may hold at once; the next is answered 429")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
+	cfg.OIDC.AddFlags(f)
+	f.StringVar(&cfg.OIDCAccount, "oidc-account", "", "the account (AID) users signed in through --oidc-issuer belong to: created there at their first sign-in")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

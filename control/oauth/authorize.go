@@ -170,9 +170,15 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, http.StatusForbidden, a, username, "This sign-in form expired or was not opened in this browser. Sign in again below.")
 		return
 	}
-	if vs.Get("action") == "cancel" {
+	switch vs.Get("action") {
+	case "cancel":
 		s.refuseAuth(w, r, a, &authError{redirect: true, code: "access_denied", desc: "the sign-in was cancelled in the browser"})
 		return
+	case "upstream":
+		if s.cfg.Upstream != nil {
+			s.startUpstream(w, r, upstreamPending{a: a}, now)
+			return
+		}
 	}
 	user, ok := s.checkLogin(w, r, now, username, vs.Get("password"), func(status int, msg string) {
 		s.renderLogin(w, r, status, a, username, msg)
@@ -180,6 +186,12 @@ func (s *Server) authorizeSubmit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.redirectCode(w, r, a, user, now)
+}
+
+// redirectCode sends the browser of user, signed in, back to the app
+// with a fresh authorization code.
+func (s *Server) redirectCode(w http.ResponseWriter, r *http.Request, a authRequest, user string, now time.Time) {
 	code, err := s.issueCode(r, a, user, now)
 	if err != nil {
 		id := s.internal(r, "store authorization code", err)

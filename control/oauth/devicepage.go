@@ -32,7 +32,7 @@ func (s *Server) devicePage(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) renderDeviceLogin(w http.ResponseWriter, r *http.Request, status int, userCode, username, errMsg string) {
 	nonce := s.csrfNonce(w, r)
-	s.writePage(w, status, page{
+	p := page{
 		Title:    "Sign in a device",
 		Intro:    "Enter the code your device shows, then sign in to RunOS.",
 		Error:    errMsg,
@@ -43,7 +43,13 @@ func (s *Server) renderDeviceLogin(w http.ResponseWriter, r *http.Request, statu
 		Username: username,
 		Hidden:   []hidden{{"csrf", s.csrfToken(nonce, "device", s.now(), s.cfg.PageTTL)}},
 		Buttons:  []button{{Value: "login", Label: "Continue"}},
-	}, "")
+	}
+	formAction := ""
+	if s.cfg.Upstream != nil {
+		p.Buttons = append([]button{{Value: "upstream", Label: "Sign in with " + s.cfg.UpstreamName, Secondary: true}}, p.Buttons...)
+		formAction = " " + s.upstreamOrigin
+	}
+	s.writePage(w, status, p, formAction)
 }
 
 // deviceSubmit is POST /oauth/device: either the login step or the
@@ -94,10 +100,20 @@ func (s *Server) deviceLogin(w http.ResponseWriter, r *http.Request, p params, n
 	}
 	a.ok(r.Context(), now)
 	typed = userCode
+	if p["action"] == "upstream" && s.cfg.Upstream != nil {
+		s.startUpstream(w, r, upstreamPending{userCode: userCode}, now)
+		return
+	}
 	user, ok := s.checkLogin(w, r, now, username, p["password"], again)
 	if !ok {
 		return
 	}
+	s.renderApprove(w, r, d, userCode, user, now)
+}
+
+// renderApprove asks user, signed in, to approve or deny the device
+// waiting for userCode.
+func (s *Server) renderApprove(w http.ResponseWriter, r *http.Request, d DeviceCode, userCode, user string, now time.Time) {
 	nonce := s.csrfNonce(w, r)
 	s.writePage(w, http.StatusOK, page{
 		Title:    "Approve this sign-in?",

@@ -124,5 +124,10 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	if a.ClientID == api.ClientConsole {
 		formAction = "" // back to control itself: 'self'
 	}
+	if s.cfg.Upstream != nil {
+		// First: the way most of a team signs in once a provider is set.
+		p.Buttons = append([]button{{Value: "upstream", Label: "Sign in with " + s.cfg.UpstreamName, Secondary: true}}, p.Buttons...)
+		formAction += " " + s.upstreamOrigin // the form's answer redirects there
+	}
 	s.writePage(w, status, p, formAction)
 }

@@ -51,6 +51,13 @@ type Config struct {
 
 	// Metrics counts sign-ins and refusals (control/metrics); nil: none.
 	Metrics Metrics
+
+	// Upstream, when set, is the identity provider the login page offers
+	// ("Sign in with UpstreamName"); Backend must then be an
+	// IdentityBackend too. The provider sends the browser back to
+	// PathOIDCCallback.
+	Upstream     Upstream
+	UpstreamName string // shown on the button; "": "your identity provider"
 }
 
 // Metrics receives the sign-ins the token endpoint issues, by grant type,
@@ -74,6 +81,8 @@ type Server struct {
 	secret []byte
 	pol    throttlePolicy
 	mux    *http.ServeMux
+
+	upstreamOrigin string // where the login form may send the browser on
 }
 
 // clients are the public clients control knows (no secrets: RFC 8252 §8.4).
@@ -156,6 +165,9 @@ func New(cfg Config) (*Server, error) {
 		},
 	}
 	mux := http.NewServeMux()
+	if err := s.useUpstream(mux); err != nil {
+		return nil, err
+	}
 	mux.HandleFunc("GET "+api.PathAuthorize, s.authorizePage)
 	mux.HandleFunc("POST "+api.PathAuthorize, s.authorizeSubmit)
 	mux.HandleFunc(api.PathToken, s.token)

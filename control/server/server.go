@@ -51,6 +51,9 @@ type Config struct {
 	DeviceIdleTTL     time.Duration // 30 days: a device with no session and no handshake this long is deleted
 	// Metrics counts long-polls and finished moves (control/metrics); nil: none.
 	Metrics Metrics
+	// IdentityAccount is the account users signed in by the identity
+	// provider belong to (SignInIdentity); "": none is configured.
+	IdentityAccount string
 
 	// Push streams (control/stream): the heartbeat period (15s) and the
 	// bound on one write (30s) past which a stream is dropped. NoStreams
