@@ -144,6 +144,18 @@ func (c *Cache[K, V]) Delete(k K) {
 	}
 }
 
+// Purge forgets every entry, shard by shard (calls running meanwhile see
+// some shards emptied and others not yet, as with any concurrent Delete).
+func (c *Cache[K, V]) Purge() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.m)
+		s.order.Init()
+		s.mu.Unlock()
+	}
+}
+
 // Len is the number of entries (the sum of the shards', each read in turn).
 func (c *Cache[K, V]) Len() int {
 	n := 0

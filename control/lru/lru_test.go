@@ -114,3 +114,18 @@ func BenchmarkGetParallel(b *testing.B) {
 		})
 	}
 }
+
+func TestPurge(t *testing.T) {
+	c := New[int, int](1000)
+	for i := range 500 {
+		c.Put(i, i)
+	}
+	c.Purge()
+	if n := c.Len(); n != 0 {
+		t.Fatalf("after Purge: %d entries", n)
+	}
+	c.Put(1, 2)
+	if v, ok := c.Get(1); !ok || v != 2 {
+		t.Fatalf("after Purge a Put is not kept: %v %v", v, ok)
+	}
+}
