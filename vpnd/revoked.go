@@ -53,6 +53,12 @@ func (d *daemon) newKeyLocked() bool {
 		return false
 	}
 	d.public = k.PublicKey()
+	// The status reads the key from the last reading of the device, taken
+	// after the next apply; say the new one now, so no status shows the
+	// revoked session beside the refused key; a read of the device begun
+	// before the change is not taken.
+	d.in.Device.PublicKey = d.public
+	d.applied.deviceGen++
 	return true
 }
 

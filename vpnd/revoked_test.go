@@ -32,7 +32,18 @@ func TestRevokedDevice(t *testing.T) {
 	keyBefore, _ := os.ReadFile(filepath.Join(dir, "device.key"))
 
 	at := w.fc.RevokeDevice(oldPub)
-	eventually(t, "revoked", func() bool { return td.Status().Session.State == localapi.SessionRevoked })
+	eventually(t, "revoked", func() bool {
+		st := td.Status()
+		if st.Session.State != localapi.SessionRevoked {
+			return false
+		}
+		// The first status that says revoked already names the new key:
+		// never the refused one beside it.
+		if st.Tunnel.PublicKey == oldPub {
+			t.Errorf("revoked status still shows the refused key %s", oldPub)
+		}
+		return true
+	})
 	// Status says so at once; the tunnel follows as the applier acts.
 	if err := td.settle(context.Background()); err != nil {
 		t.Fatal(err)
