@@ -365,9 +365,17 @@ func TestFanOutHelper(t *testing.T) {
 	pemData, _ := os.ReadFile(os.Getenv("RUNOS_FANOUT_CA"))
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pemData)
-	// One URL, or several (replicas): device i polls the i-th modulo.
+	// One URL, or several (replicas): device i polls the i-th modulo,
+	// counted from this helper's first device when the devices are spread
+	// over several helpers (RUNOS_FANOUT_OFFSET: their index among all).
 	bases := strings.Split(os.Getenv("RUNOS_FANOUT_URL"), ",")
 	lines := strings.Split(string(data), "\n")
+	offset, _ := strconv.Atoi(os.Getenv("RUNOS_FANOUT_OFFSET"))
+	timesFile := os.Getenv("RUNOS_FANOUT_TIMES")
+	// on[i] is the replica (index into bases) device i last sent its poll
+	// or stream to: "on K" answers how many are on replica K, so a kill's
+	// failover count is known per helper.
+	on := make([]atomic.Int32, len(lines))
 	h2 := os.Getenv("RUNOS_FANOUT_H2") == "true"
 	stream := os.Getenv("RUNOS_FANOUT_STREAM") == "true"
 	var mu sync.Mutex
@@ -393,15 +401,17 @@ func TestFanOutHelper(t *testing.T) {
 	// two CPUs outlast control's header timeout.
 	dialing := make(chan struct{}, 256)
 	for i, l := range lines {
-		base := bases[i%len(bases)]
+		g := offset + i // the device's index among all helpers'
+		base := bases[g%len(bases)]
+		on[i].Store(int32(g % len(bases)))
 		tok, id, _ := strings.Cut(l, " ")
 		// A transport per device, as each daemon has its own, and one
 		// connection: on HTTP/1.1 a re-poll sent before the transport has
 		// taken back the connection of the answer would otherwise dial a
 		// second one, which control would keep open, idle, and count.
 		d := &net.Dialer{}
-		if i >= 20000 {
-			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i/20000))}
+		if g >= 20000 { // a loopback source address per 20,000: the ephemeral ports run out past ~28,000 per pair
+			d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+g/20000))}
 		}
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, MaxConnsPerHost: 1, ForceAttemptHTTP2: h2,
 			DialContext: d.DialContext}
@@ -422,7 +432,7 @@ func TestFanOutHelper(t *testing.T) {
 			<-dialing
 		}
 		if stream {
-			go streamDevice(c, id, bases, i, func(m *api.DeviceMap, at int64) { record(i, m, at) }, first)
+			go streamDevice(c, id, bases, g, &on[i], func(m *api.DeviceMap, at int64) { record(i, m, at) }, first)
 			continue
 		}
 		go func() {
@@ -431,7 +441,7 @@ func TestFanOutHelper(t *testing.T) {
 			// counted: this device's poll broke since the benchmark armed the
 			// failover count and is not re-established yet.
 			var counted atomic.Bool
-			next := i
+			next := g
 			for {
 				ctx := context.Background()
 				if counted.Load() {
@@ -450,8 +460,9 @@ func TestFanOutHelper(t *testing.T) {
 						counted.Store(true)
 					}
 					// A balancer gives the next poll to another replica.
-					next++
+					next = nextReplica(next, g, len(bases))
 					c.BaseURL = bases[next%len(bases)]
+					on[i].Store(int32(next % len(bases)))
 					time.Sleep(100 * time.Millisecond)
 					continue
 				}
@@ -477,10 +488,21 @@ func TestFanOutHelper(t *testing.T) {
 			fmt.Println("armed-failover")
 			continue
 		}
+		if len(f) == 2 && f[0] == "on" {
+			k, _ := strconv.Atoi(f[1])
+			count := 0
+			for i := range on {
+				if int(on[i].Load()) == k {
+					count++
+				}
+			}
+			fmt.Printf("on %d\n", count)
+			continue
+		}
 		if len(f) == 3 && f[0] == "killed" {
 			ns, _ := strconv.ParseInt(f[1], 10, 64)
 			held, _ := strconv.Atoi(f[2])
-			failover.report(time.Unix(0, ns), held)
+			failover.report(time.Unix(0, ns), held, timesFile)
 			continue
 		}
 		// "round N [KEY]": with KEY, a device counts the first map of the
@@ -504,6 +526,7 @@ func TestFanOutHelper(t *testing.T) {
 				round = -1
 				mu.Unlock()
 				sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+				writeTimes(timesFile, s)
 				// The CPU time is up to now, a millisecond or so past the
 				// last answer: this loop's polling is the difference.
 				fmt.Printf("done %d %d %d %d\n", s[len(s)/2], s[len(s)*99/100], s[len(s)-1], cpuTime()-cpu0)
@@ -519,8 +542,9 @@ func TestFanOutHelper(t *testing.T) {
 // version after any failure (on the next of bases, as a balancer would
 // send it), as the daemon does; got gets every map with its arrival time,
 // first runs after the first one.
-func streamDevice(c *api.Client, id string, bases []string, next int, got func(*api.DeviceMap, int64), first func()) {
+func streamDevice(c *api.Client, id string, bases []string, g int, on *atomic.Int32, got func(*api.DeviceMap, int64), first func()) {
 	var since uint64
+	next := g
 	isFirst := true
 	// counted: this device's stream broke since the benchmark armed the
 	// failover count (BenchmarkMoveFanOutReplicas) and is not open again.
@@ -552,9 +576,37 @@ func streamDevice(c *api.Client, id string, bases []string, next int, got func(*
 		} else {
 			fmt.Fprintln(os.Stderr, "fan-out helper: stream:", err)
 		}
-		next++
+		next = nextReplica(next, g, len(bases))
 		c.BaseURL = bases[next%len(bases)]
+		on.Store(int32(next % len(bases)))
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// nextReplica is the replica device g tries after cur failed, as a
+// balancer spreads a dead replica's connections: never cur again, and the
+// dead one's devices spread over all the others (not all onto the next,
+// which at 100,000 devices would pass its open-file limit).
+func nextReplica(cur, g, n int) int {
+	if n < 2 {
+		return cur
+	}
+	return cur + 1 + g%(n-1)
+}
+
+// writeTimes writes ts (ns), one per line, to path, when there is one:
+// the benchmark merges several helpers' times into one distribution.
+func writeTimes(path string, ts []int64) {
+	if path == "" {
+		return
+	}
+	var b strings.Builder
+	for _, t := range ts {
+		b.WriteString(strconv.FormatInt(t, 10))
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "fan-out helper: times:", err)
 	}
 }
 
@@ -598,7 +650,7 @@ func (f *failoverTimes) record(t time.Time) {
 // report waits until the held polls broken since arm (the killed
 // replica's) are re-established and prints "failover <devices> <p50>
 // <p99> <max>" (ns from the kill).
-func (f *failoverTimes) report(killed time.Time, held int) {
+func (f *failoverTimes) report(killed time.Time, held int, timesFile string) {
 	for {
 		f.mu.Lock()
 		if time.Since(killed) > time.Minute {
@@ -614,6 +666,11 @@ func (f *failoverTimes) report(killed time.Time, held int) {
 			f.armed, f.broken, f.times = false, 0, nil
 			f.mu.Unlock()
 			sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+			writeTimes(timesFile, ts)
+			if len(ts) == 0 { // none of this helper's devices was on the killed replica
+				fmt.Println("failover 0 0 0 0")
+				return
+			}
 			fmt.Printf("failover %d %d %d %d\n", n, ts[len(ts)/2], ts[len(ts)*99/100], ts[len(ts)-1])
 			return
 		}

@@ -55,10 +55,31 @@ import (
 // replica, and failover-ms-max, the longest any device went without its
 // map's long-poll. RUNOS_FANOUT_DEVICES sets the count (10,000);
 // RUNOS_FANOUT_STREAM=1 has each device hold a push stream instead
-// (resumed on the next replica from its version when its own is killed).
+// (resumed on another replica from its version when its own is killed).
+// RUNOS_FANOUT_REPLICAS lists the replica counts (1,3). The devices live
+// in as many helper processes as the open-file limit needs (one per
+// ~19,000 here), so 50,000 and 100,000 devices run across replicas:
+//
+//	RUNOS_FANOUT_DEVICES=100000 RUNOS_FANOUT_STREAM=1 RUNOS_FANOUT_REPLICAS=8 \
+//	  go test -run='^$' -bench=BenchmarkMoveFanOutReplicas -benchtime=3x -timeout=60m ./control/server/
+//
+// Each replica holds its share in its own process too, so it needs
+// devices/replicas descriptors and, after a kill, its share of the killed
+// one's: at 100,000, 8 replicas. At most three replicas are killed.
 func BenchmarkMoveFanOutReplicas(b *testing.B) {
 	pg := pgtest.Start(b)
-	for _, r := range []int{1, 3} {
+	counts := []int{1, 3}
+	if v := os.Getenv("RUNOS_FANOUT_REPLICAS"); v != "" {
+		counts = nil
+		for _, f := range strings.Split(v, ",") {
+			r, err := strconv.Atoi(f)
+			if err != nil || r < 1 {
+				b.Fatalf("RUNOS_FANOUT_REPLICAS=%q: want replica counts such as 1,3,8", v)
+			}
+			counts = append(counts, r)
+		}
+	}
+	for _, r := range counts {
 		b.Run(fmt.Sprintf("replicas-%d", r), func(b *testing.B) { fanOutReplicas(b, pg, r) })
 	}
 }
@@ -146,20 +167,9 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 	}
 	report("n1", 1<<40, nil)
 
-	tokFile := filepath.Join(dir, "devices.txt")
-	os.WriteFile(tokFile, []byte(strings.Join(tokens, "\n")), 0o600)
-	helper := exec.Command(os.Args[0], "-test.run=^TestFanOutHelper$", "-test.v")
 	stream := os.Getenv("RUNOS_FANOUT_STREAM") == "1"
-	helper.Env = append(os.Environ(), "RUNOS_FANOUT_HELPER=1", "RUNOS_FANOUT_H2=false", "RUNOS_FANOUT_URL="+strings.Join(urls, ","),
-		"RUNOS_FANOUT_CA="+caFile, "RUNOS_FANOUT_TOKENS="+tokFile, "RUNOS_FANOUT_STREAM="+strconv.FormatBool(stream))
-	stdin, _ := helper.StdinPipe()
-	stdout, _ := helper.StdoutPipe()
-	helper.Stderr = os.Stderr
-	if err := helper.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { stdin.Close(); helper.Process.Kill(); helper.Wait() }()
-	devLines := bufio.NewScanner(stdout)
+	devs := startDeviceHelpers(b, dir, tokens, urls, caFile, stream)
+	b.Logf("%d devices in %d helper processes (at most %d each: the open-file limit), %d replicas", n, len(devs.procs), devicesPerHelper(), replicas)
 	waitParked := func() {
 		for {
 			total := 0
@@ -173,7 +183,6 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	expectLine(b, devLines, "started")
 	waitParked()
 
 	var all, p50, p99, devCPU []float64
@@ -199,23 +208,17 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 			rss[k] = procRSSMB(r.cmd.Process.Pid)
 			cpu0[k] = procCPU(r.cmd.Process.Pid)
 		}
-		fmt.Fprintf(stdin, "round %d\n", i)
-		expectLine(b, devLines, "armed")
+		devs.arm(i)
 		b.StartTimer()
 		t0 := time.Now()
 		report(to, m.Version, nil) // listening: the switch, one commit, on replica 1
-		got := expectLine(b, devLines, "done")
+		got, helperCPU := devs.done()
 		b.StopTimer()
 		for k, r := range reps {
 			ctlCPU[k] = append(ctlCPU[k], float64(procCPU(r.cmd.Process.Pid)-cpu0[k])/float64(time.Millisecond))
 		}
-		times := make([]float64, 3)
-		for j := range times {
-			ns, _ := strconv.ParseInt(got[j], 10, 64)
-			times[j] = float64(time.Unix(0, ns).Sub(t0)) / float64(time.Millisecond)
-		}
+		times := []float64{quantileMS(got, 0.5, t0.UnixNano()), quantileMS(got, 0.99, t0.UnixNano()), quantileMS(got, 1, t0.UnixNano())}
 		p50, p99, all = append(p50, times[0]), append(p99, times[1]), append(all, times[2])
-		helperCPU, _ := strconv.ParseInt(got[3], 10, 64)
 		devCPU = append(devCPU, float64(helperCPU)/float64(time.Millisecond))
 		var cpus []string
 		for k := range reps {
@@ -242,30 +245,25 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 	// the longest any device went without its map's long-poll.
 	var foP50, foP99, foMax []float64
 	for k := range reps {
-		if replicas < 2 {
+		if replicas < 2 || k == 3 {
 			break
 		}
 		waitParked()
-		held := ask(reps[k], "watchers")[0]
 		var per []string
 		for _, r := range reps {
 			per = append(per, ask(r, "watchers")[0])
 		}
 		b.Logf("before kill %d: watchers %v", k+1, per)
-		fmt.Fprintln(stdin, "arm")
-		expectLine(b, devLines, "armed-failover")
-		killed := time.Now()
-		reps[k].cmd.Process.Kill()
-		reps[k].cmd.Wait()
-		fmt.Fprintf(stdin, "killed %d %s\n", killed.UnixNano(), held)
-		f := expectLine(b, devLines, "failover")
-		ms := func(s string) float64 {
-			ns, _ := strconv.ParseInt(s, 10, 64)
-			return float64(ns) / float64(time.Millisecond)
-		}
-		foP50, foP99, foMax = append(foP50, ms(f[1])), append(foP99, ms(f[2])), append(foMax, ms(f[3]))
-		b.Logf("failover %d: replica r%d killed; %s devices re-established in p50 %.0f ms, p99 %.0f ms, max %.0f ms",
-			k+1, k+1, f[0], ms(f[1]), ms(f[2]), ms(f[3]))
+		ts := devs.failover(k, func() time.Time {
+			killed := time.Now()
+			reps[k].cmd.Process.Kill()
+			reps[k].cmd.Wait()
+			return killed
+		})
+		f := []float64{quantileMS(ts, 0.5, 0), quantileMS(ts, 0.99, 0), quantileMS(ts, 1, 0)}
+		foP50, foP99, foMax = append(foP50, f[0]), append(foP99, f[1]), append(foMax, f[2])
+		b.Logf("failover %d: replica r%d killed; %d devices re-established in p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+			k+1, k+1, len(ts), f[0], f[1], f[2])
 		addr := strings.TrimPrefix(reps[k].url, "https://")
 		reps[k] = start(k, addr) // back on its address, for the next round
 	}
@@ -283,6 +281,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 		b.ReportMetric(rss[k], fmt.Sprintf("rss-MB-r%d", k+1))
 	}
 	b.ReportMetric(float64(n), "devices")
+	b.ReportMetric(float64(len(devs.procs)), "device-helpers")
 	if stream {
 		b.ReportMetric(1, "stream")
 	}
