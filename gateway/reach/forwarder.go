@@ -89,8 +89,10 @@ func (f *Forwarder) Apply(s Spec) error {
 		f.log.Info("forwarding into the cluster", "prefixes", s.Prefixes, "mapped", s.Mapped, "interface", s.Interface)
 		// The node's TCP and UDP are its own connections, but echo requests
 		// are forwarded: a Kubernetes node forwards, a bare host may not.
-		if on, err := f.os.Forwarding(); err != nil || !on {
-			f.log.Warn("ping into the cluster needs IPv4 forwarding on this node (net.ipv4.ip_forward=1); TCP and UDP do not", "err", err)
+		if on, err := f.os.Forwarding(); err != nil {
+			f.log.Warn("ping into the cluster needs IPv4 forwarding on this node; cannot read net.ipv4.ip_forward", "err", err)
+		} else if !on {
+			f.log.Warn("ping into the cluster needs IPv4 forwarding on this node (net.ipv4.ip_forward=1); TCP and UDP do not")
 		}
 	}
 	f.log.Debug("forwarding rules installed", "ruleset", rules)
