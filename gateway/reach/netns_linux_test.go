@@ -62,13 +62,16 @@ func dialIn(t *testing.T, ns string) func(ctx context.Context, network, addr str
 	}
 }
 
-// The forwarder on a real node namespace: a device's TCP connections to a
-// declared node address and to a ClusterIP that the node translates (as
-// kube-proxy does, in prerouting and output) both reach the server behind the node, answered through
-// the node with no route back; what else the device sends is dropped and
-// counted by reason; Close leaves nothing behind.
+// The forwarder on a real node namespace: the table it programs through
+// netlink is what the stock nft tool lists, first made and then replaced;
+// a device's TCP connections to a declared node address and to a ClusterIP
+// that the node translates (as kube-proxy does, in prerouting and output)
+// both reach the server behind the node, answered through the node with no
+// route back; the device pings that server and a pod behind it; what else
+// the device sends is dropped and counted by reason; Close leaves nothing
+// behind.
 func TestForwardOnRealNode(t *testing.T) {
-	netnstest.Require(t, "ip", "nft")
+	netnstest.Require(t, "ip", "nft", "ping")
 	dev, node, inner := netnstest.New(t, "rdev"), netnstest.New(t, "rnode"), netnstest.New(t, "rin")
 	netnstest.Link(t, dev, "d0", "100.96.0.2/32", node, "wgt0", "100.100.3.1/32")
 	// A WireGuard interface carries no neighbour discovery or router
