@@ -232,6 +232,10 @@ E`)
 	if strings.Contains(out, Table) || strings.Contains(out, "0x52530001") || !strings.HasSuffix(strings.TrimSpace(out), "0") {
 		t.Errorf("left behind after Close:\n%s", out)
 	}
+	inNS(t, node.Name, func() { err = (LinuxOS{}).Remove() })
+	if err != nil {
+		t.Errorf("removing what is gone already: %v", err)
+	}
 }
 
 // installed is the table as the stock nft tool lists it in ns (an
