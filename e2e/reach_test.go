@@ -76,7 +76,8 @@ func (w *world) dropped(host string) map[string]uint64 {
 // default cluster (ky3: a Service whose pod is on another node, another
 // node's internal address), each cluster's mapped range to that cluster
 // (xym's Services are translated only for its node's own connections),
-// and what is not declared is dropped and counted at the gateway.
+// ping reaches nodes and pods, and what is not declared is dropped and
+// counted at the gateway.
 func TestReachInsideWithOverlap(t *testing.T) {
 	w := newWorld(t, 1, 0)
 	netnstest.Require(t, "kubectl", "bash", "getent")
@@ -119,16 +120,28 @@ func TestReachInsideWithOverlap(t *testing.T) {
 	}
 
 	// Probes through the tunnel to what is not declared: the node's own
-	// public address and the LAN resolver under ky3's mapped range, and
-	// ICMP into a declared range.
+	// public address and the LAN resolver under ky3's mapped range.
 	before := w.dropped("ky3-n1")
 	for _, url := range []string{mappedURL(t, r["ky3"].Mapped, "198.51.100.21", "80"), mappedURL(t, r["ky3"].Mapped, "10.77.0.53", "53")} {
 		if body, err := w.run(laptop, nil, "curl", "-sS", "--max-time", "1", url); err == nil {
 			t.Errorf("GET %s through the tunnel answered %q; want it dropped", url, body)
 		}
 	}
+	// Ping: another node's internal address and a pod answer (the default
+	// cluster's raw addresses), a ClusterIP does not (as with kube-proxy),
+	// and under the mapped range it is dropped and counted (no ICMPv6 to
+	// ICMP translation).
+	for _, ip := range []string{ky3.Nodes[1].InternalIP, ky3.Services[0].PodIP} {
+		if out, err := w.run(laptop, nil, "ping", "-c", "1", "-W", "2", ip); err != nil {
+			t.Errorf("ping %s through the tunnel: %v\n%s", ip, err, out)
+		}
+	}
 	if out, err := w.run(laptop, nil, "ping", "-c", "1", "-W", "1", svc(ky3)); err == nil {
-		t.Errorf("ping %s through the tunnel answered:\n%s", svc(ky3), out)
+		t.Errorf("ping %s (a ClusterIP) through the tunnel answered:\n%s", svc(ky3), out)
+	}
+	mapped := api.MappedAddr(netip.MustParsePrefix(r["ky3"].Mapped), netip.MustParseAddr(ky3.Nodes[1].InternalIP)).String()
+	if out, err := w.run(laptop, nil, "ping", "-c", "1", "-W", "1", mapped); err == nil {
+		t.Errorf("ping %s (mapped) through the tunnel answered:\n%s", mapped, out)
 	}
 	// Another device's address and the node's LAN address, sent into the
 	// tunnel by hand (the daemon routes neither there).

@@ -82,6 +82,11 @@ func (l *Lab) buildNodeInside(ctx context.Context, c Cluster, nid string) error 
 			return err
 		}
 	}
+	// A Kubernetes node forwards IPv4 (pods' traffic goes through it): the
+	// VPN node's gateway relies on it for ping into the cluster.
+	if _, err := l.run.Run(ctx, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+		return fmt.Errorf("forwarding: %w", err)
+	}
 	return l.nft(ctx, host, "kube", kubeRules(c))
 }
 

@@ -21,7 +21,7 @@ type OS interface {
 	// Install puts the ruleset in place (replacing any before it) with the
 	// policy routing that delivers marked packets locally, and the route
 	// of the devices' IPv6 addresses through iface.
-	Install(ruleset, iface string) error
+	Install(rs Ruleset, iface string) error
 	// Remove takes the ruleset and the routing away.
 	Remove() error
 	// Counters reads the drop counters (packets) by reason.
@@ -29,6 +29,9 @@ type OS interface {
 	// ListenUDP opens a transparent UDP listener for network (udp4, udp6)
 	// on a free port.
 	ListenUDP(network string) (UDPListener, error)
+	// Forwarding reports whether the node forwards IPv4 packets
+	// (net.ipv4.ip_forward): ICMP echo into the cluster needs it.
+	Forwarding() (bool, error)
 	// ReplyConn opens a UDP socket bound (transparently) to local and
 	// connected to remote: a flow's answers leave from the address the
 	// device sent to.
@@ -52,7 +55,7 @@ type Forwarder struct {
 	wg     sync.WaitGroup
 	ctx    context.Context
 	cancel context.CancelFunc
-	rules  string // installed; "" when none
+	rules  string // installed (Ruleset.String); "" when none
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -74,16 +77,25 @@ func (f *Forwarder) Apply(s Spec) error {
 			return err
 		}
 	}
-	rules := Ruleset(s, f.ports)
+	rs := Rules(s, f.ports)
+	rules := rs.String()
 	if rules == f.rules {
 		return nil
 	}
-	if err := f.os.Install(rules, s.Interface); err != nil {
+	if err := f.os.Install(rs, s.Interface); err != nil {
 		return err
 	}
 	if f.rules == "" {
 		f.log.Info("forwarding into the cluster", "prefixes", s.Prefixes, "mapped", s.Mapped, "interface", s.Interface)
+		// The node's TCP and UDP are its own connections, but echo requests
+		// are forwarded: a Kubernetes node forwards, a bare host may not.
+		if on, err := f.os.Forwarding(); err != nil {
+			f.log.Warn("ping into the cluster needs IPv4 forwarding on this node; cannot read net.ipv4.ip_forward", "err", err)
+		} else if !on {
+			f.log.Warn("ping into the cluster needs IPv4 forwarding on this node (net.ipv4.ip_forward=1); TCP and UDP do not")
+		}
 	}
+	f.log.Debug("forwarding rules installed", "ruleset", rules)
 	f.rules = rules
 	return nil
 }

@@ -1,21 +1,20 @@
 package reach
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
-	"os/exec"
+	"os"
+	"strings"
 	"syscall"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// LinuxOS is the node's kernel: nftables through the nft command (its
-// ruleset replaced in one transaction by `nft -f`), policy routing
-// through netlink, and transparent sockets.
+// LinuxOS is the node's kernel: nftables and policy routing through
+// netlink (the ruleset replaced in one transaction), and transparent
+// sockets.
 type LinuxOS struct{}
 
 // Listen opens a transparent listener on a free port of every address.
@@ -48,27 +47,12 @@ func (LinuxOS) Listen(network string) (net.Listener, error) {
 	return ln, nil
 }
 
-func nft(stdin string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "nft", args...)
-	if stdin != "" {
-		cmd.Stdin = bytes.NewBufferString(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("nft %v: %w: %s", args, err, bytes.TrimSpace(errb.Bytes()))
-	}
-	return out.Bytes(), nil
-}
-
-// Install loads the ruleset, routes marked packets to the local stack and
-// the devices' IPv6 addresses through iface (the server routes only their
-// IPv4 pool there).
-func (LinuxOS) Install(ruleset, iface string) error {
-	if _, err := nft(ruleset, "-f", "-"); err != nil {
-		return fmt.Errorf("forwarding into the cluster: %w", err)
+// Install programs the ruleset, routes marked packets to the local stack
+// and the devices' IPv6 addresses through iface (the server routes only
+// their IPv4 pool there).
+func (LinuxOS) Install(rs Ruleset, iface string) error {
+	if err := program(rs); err != nil {
+		return fmt.Errorf("forwarding into the cluster: nftables table %s: %w", Table, err)
 	}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		r := netlink.NewRule()
@@ -105,8 +89,8 @@ func (LinuxOS) Install(ruleset, iface string) error {
 // already is no error).
 func (LinuxOS) Remove() error {
 	var first error
-	if _, err := nft("", "delete", "table", "inet", Table); err != nil && !bytes.Contains([]byte(err.Error()), []byte("No such file")) {
-		first = err
+	if err := unprogram(); err != nil {
+		first = fmt.Errorf("forwarding into the cluster: delete nftables table %s: %w", Table, err)
 	}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		r := netlink.NewRule()
@@ -124,9 +108,19 @@ func (LinuxOS) Remove() error {
 
 // Counters reads the named counters of the table.
 func (LinuxOS) Counters() (map[string]uint64, error) {
-	out, err := nft("", "-j", "list", "counters", "table", "inet", Table)
+	c, err := counters()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("drop counters of nftables table %s: %w", Table, err)
 	}
-	return parseCounters(out)
+	return c, nil
+}
+
+// Forwarding reports whether the node forwards IPv4 (net.ipv4.ip_forward,
+// of the calling thread's network namespace).
+func (LinuxOS) Forwarding() (bool, error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
+	if err != nil {
+		return false, err
+	}
+	return strings.TrimSpace(string(b)) == "1", nil
 }

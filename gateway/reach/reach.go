@@ -25,8 +25,24 @@
 // itself, so the relay costs nothing the tunnel does not. A UDP flow's
 // answers leave from the address the device sent to (a transparent socket
 // connected to the device, which the flow's next datagrams reach directly)
-// and the flow ends after UDPIdle. ICMP into the cluster is dropped and
-// counted; names go through the cluster DNS.
+// and the flow ends after UDPIdle. Names go through the cluster DNS.
+//
+// Ping (ICMP echo, IPv4) is the one thing forwarded by the kernel, not
+// relayed: an echo request from the devices' pool to a declared prefix is
+// let through and source-NATed to the node's address in a nat postrouting
+// chain (conntrack turns the replies back to the device), so a laptop pings
+// a node's internal address or a pod IP. That needs IPv4 forwarding on the
+// node (Kubernetes nodes have it; the gateway warns when
+// net.ipv4.ip_forward is 0 and leaves the sysctl alone). ClusterIPs do not
+// answer ping, as in Kubernetes with kube-proxy: they are translated for
+// TCP and UDP ports only. Ping under the mapped IPv6 range stays dropped
+// (and counted): ICMPv6 to the mapped address would have to be translated
+// to ICMP (and the answers back), which this package does not do. Other
+// ICMP and other protocols into the cluster are dropped and counted.
+//
+// The rules are nftables programmed through netlink (google/nftables): no
+// nft binary on the node, the table replaced in one batch (Ruleset, whose
+// String is nft's own listing of it).
 //
 // What it is not: a policy engine (who may reach which port is later work,
 // control/policy) or a WireGuard host (the interface is gateway/wgserver's;
@@ -100,7 +116,7 @@ func (s Spec) Target(dst netip.AddrPort) (netip.AddrPort, error) {
 const (
 	DropDevice     = "device_to_device" // to another device's tunnel address
 	DropNode       = "node"             // to an address of the node other than the VPN server's
-	DropProtocol   = "protocol"         // neither TCP nor UDP (ICMP…), into a declared prefix
+	DropProtocol   = "protocol"         // neither TCP, UDP nor ICMP echo (IPv4), into a declared prefix or the mapped range
 	DropUndeclared = "undeclared"       // anywhere else: other networks, the internet, other clusters
 )
 

@@ -1,6 +1,7 @@
 package reach
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -74,32 +75,50 @@ func FuzzTarget(f *testing.F) {
 }
 
 func TestRuleset(t *testing.T) {
-	r := Ruleset(testSpec(t), Ports{TCP4: 40001, TCP6: 40002, UDP4: 40003, UDP6: 40004})
+	r := Rules(testSpec(t), Ports{TCP4: 40001, TCP6: 40002, UDP4: 40003, UDP6: 40004}).String()
 	for _, want := range []string{
-		"delete table inet runos_reach",
+		"table inet runos_reach {",
+		"counter protocol {",
+		"set inside {\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = { 10.10.0.0/24, 10.96.0.0/12, 10.244.0.0/16 }",
+		"elements = { fd52:4f53:5600:3::a0a:0/120, fd52:4f53:5600:3::a60:0/108, fd52:4f53:5600:3::af4:0/112 }",
+		"type filter hook prerouting priority mangle; policy accept;",
 		`iifname != "wgvpn" accept`,
 		"ip daddr 100.100.3.1 accept",
-		"ip daddr { 10.10.0.0/24, 10.244.0.0/16, 10.96.0.0/12 } meta l4proto tcp tproxy ip to :40001",
-		"ip6 daddr { fd52:4f53:5600:3::a0a:0/120, fd52:4f53:5600:3::af4:0/112, fd52:4f53:5600:3::a60:0/108 } meta l4proto tcp tproxy ip6 to :40002",
-		"ip daddr { 10.10.0.0/24, 10.244.0.0/16, 10.96.0.0/12 } meta l4proto udp tproxy ip to :40003",
-		"meta l4proto udp tproxy ip6 to :40004",
-		`iifname "wgvpn" ip daddr { 10.10.0.0/24, 10.244.0.0/16, 10.96.0.0/12 } meta l4proto { tcp, udp } notrack`,
-		"ip daddr 100.96.0.0/16 counter name device_to_device drop",
-		"fib daddr type local counter name node drop",
-		"counter name undeclared drop",
+		"ip daddr @inside meta l4proto tcp tproxy ip to :40001 meta mark set 0x52530001 accept",
+		"ip6 daddr @mapped meta l4proto tcp tproxy ip6 to :40002 meta mark set 0x52530001 accept",
+		"ip daddr @inside meta l4proto udp tproxy ip to :40003 meta mark set 0x52530001 accept",
+		"ip6 daddr @mapped meta l4proto udp tproxy ip6 to :40004",
+		`iifname "wgvpn" ip daddr @inside meta l4proto { tcp, udp } notrack`,
+		`oifname "wgvpn" ip6 saddr @mapped meta l4proto { tcp, udp } notrack`,
+		"ip saddr 100.96.0.0/16 ip daddr @inside icmp type echo-request accept",
+		`ip6 daddr @mapped counter name "protocol" drop`,
+		`ip daddr @inside counter name "protocol" drop`,
+		`ip daddr 100.96.0.0/16 counter name "device_to_device" drop`,
+		`fib daddr type local counter name "node" drop`,
+		`counter name "undeclared" drop`,
+		"type nat hook postrouting priority srcnat; policy accept;\n\t\tip saddr 100.96.0.0/16 ip daddr @inside meta l4proto icmp masquerade",
 	} {
 		if !strings.Contains(r, want) {
 			t.Errorf("ruleset lacks %q:\n%s", want, r)
 		}
 	}
-	if strings.Index(r, "tproxy") > strings.Index(r, "fib daddr") {
-		t.Error("the node's addresses are dropped before declared prefixes are forwarded")
+	for _, order := range [][2]string{
+		{"tproxy", "fib daddr"},       // the node's own internal address is forwarded, not dropped
+		{"echo-request", "fib daddr"}, // and answers ping
+		{"echo-request", `ip daddr @inside counter name "protocol"`},
+	} {
+		if strings.Index(r, order[0]) > strings.Index(r, order[1]) {
+			t.Errorf("%q comes after %q:\n%s", order[0], order[1], r)
+		}
 	}
 }
 
-func TestParseCounters(t *testing.T) {
-	got, err := parseCounters([]byte(`{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"counter": {"family": "inet", "name": "node", "table": "runos_reach", "handle": 2, "packets": 3, "bytes": 180}}]}`))
-	if err != nil || got[DropNode] != 3 {
-		t.Fatalf("%v, %v", got, err)
+// Prefixes one of which holds another make one element: an interval set
+// refuses overlaps.
+func TestDisjoint(t *testing.T) {
+	got := disjoint([]netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("10.10.1.0/24"), netip.MustParsePrefix("192.168.0.7/16")})
+	if fmt.Sprint(got) != "[10.0.0.0/8 192.168.0.0/16]" {
+		t.Errorf("disjoint = %v", got)
 	}
 }
