@@ -210,6 +210,9 @@ func (a *agent) keepEndpoints(seen map[wgtypes.Key]netip.AddrPort) {
 	}
 	next := make(map[wgtypes.Key]netip.AddrPort, len(a.applied.peerIDs))
 	for k := range a.applied.peerIDs {
+		if a.cfg.Relay != nil && a.cfg.Relay.Relayed(k) {
+			continue // its endpoint is a relay stream's TCP address: the device comes back over the relay
+		}
 		if ep, ok := seen[k]; ok {
 			next[k] = ep
 		} else if ep, ok := a.endpoints[k]; ok {
