@@ -75,6 +75,10 @@ type Session struct {
 type EndedSessions struct {
 	Ended   []string `json:"ended"`   // session ids
 	Devices []string `json:"devices"` // the devices that dropped off every gateway with them
+	// Cut are sessions not ended because a device of theirs is also in a
+	// cluster of an account the caller does not operate: their devices
+	// left the caller's clusters instead (listed in Devices).
+	Cut []string `json:"cut,omitempty"`
 }
 
 // Token states.

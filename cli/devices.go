@@ -306,15 +306,23 @@ func (a *app) sessionsRevokeCmd() *cobra.Command {
 				return printJSON(a.env.Stdout, out)
 			}
 			fmt.Fprintf(a.env.Stdout, "Ended %s of %s: %s.\n", plural(len(out.Ended), "session"), user, strings.Join(out.Ended, ", "))
+			if len(out.Cut) > 0 {
+				fmt.Fprintf(a.env.Stdout, "Kept %s: also in clusters of accounts you do not operate; their devices left your clusters.\n",
+					strings.Join(out.Cut, ", "))
+			}
 			if len(out.Devices) > 0 {
-				fmt.Fprintf(a.env.Stdout, "Devices %s dropped off every gateway.\n", strings.Join(out.Devices, ", "))
+				where := "every gateway"
+				if len(out.Cut) > 0 {
+					where = "your gateways"
+				}
+				fmt.Fprintf(a.env.Stdout, "Devices %s dropped off %s.\n", strings.Join(out.Devices, ", "), where)
 			}
 			return nil
 		}),
 	}
 	c.Flags().StringVar(&user, "user", "", "the user (email)")
 	c.Flags().StringVar(&aid, "aid", "", "the account, when you operate several")
-	c.Flags().BoolVar(&asJSON, "json", false, "print {ended, devices} as JSON")
+	c.Flags().BoolVar(&asJSON, "json", false, "print {ended, devices, cut} as JSON")
 	_ = c.MarkFlagRequired("user")
 	return c
 }

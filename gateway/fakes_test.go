@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -105,6 +107,8 @@ type fakeServer struct {
 	failApply  int // fail this many Applies
 	open       bool
 	handshakes map[wgtypes.Key]time.Time
+	endpoints  map[wgtypes.Key]netip.AddrPort   // what State says the peers sent from
+	reached    []map[wgtypes.Key]netip.AddrPort // each Reach call's endpoints
 }
 
 func (f *fakeServer) openFunc(name string, key wgtypes.Key, _ *slog.Logger) (Server, error) {
@@ -157,7 +161,15 @@ func (h fakeHandle) State() (wgserver.State, error) {
 	for k, v := range h.f.handshakes {
 		st.Handshakes[k] = v
 	}
+	st.Endpoints = maps.Clone(h.f.endpoints)
 	return st, nil
+}
+
+func (h fakeHandle) Reach(eps map[wgtypes.Key]netip.AddrPort) error {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	h.f.reached = append(h.f.reached, maps.Clone(eps))
+	return nil
 }
 
 func (h fakeHandle) Close() error {

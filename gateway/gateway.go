@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -128,21 +129,26 @@ type agent struct {
 	log *slog.Logger
 	pub wgtypes.Key
 
-	want     *api.GatewayMap // latest map from control (or kept from an earlier run: kept)
-	kept     bool            // want is the map kept on disk: control has not answered this run
-	expiry   time.Time       // when the next served peer's session ends (zero: none)
-	applied  *plan           // what server and DNS were last set to; nil: not serving
-	srv      Server          // open while serving
-	state    *wgserver.State // last read of the server
-	mapErr   error           // why want was refused (malformed: retrying cannot help)
-	applyErr error           // why want is not (fully) in effect here (retried)
-	stateErr error           // why the server could not be read
-	watch    watch
-	retry    *backoff.Backoff
-	publicIP atomic.Pointer[string]
-	started  time.Time                        // this run's start, in every report: a new one tells devices to handshake again
-	traffic  map[wgtypes.Key]wgserver.Traffic // the counters at the last read of this server (metrics)
-	filter   *policyfilter.Filter             // the access policy on packets from devices
+	want   *api.GatewayMap // latest map from control (or kept from an earlier run: kept)
+	kept   bool            // want is the map kept on disk: control has not answered this run
+	keptAt time.Time       // when the kept map on disk was received (zero: none written)
+	// endpoints are the served devices' last endpoints as kept on disk;
+	// reachFirst those of the kept map to handshake to after a restart.
+	endpoints  map[wgtypes.Key]netip.AddrPort
+	reachFirst map[wgtypes.Key]netip.AddrPort
+	expiry     time.Time       // when the next served peer's session ends (zero: none)
+	applied    *plan           // what server and DNS were last set to; nil: not serving
+	srv        Server          // open while serving
+	state      *wgserver.State // last read of the server
+	mapErr     error           // why want was refused (malformed: retrying cannot help)
+	applyErr   error           // why want is not (fully) in effect here (retried)
+	stateErr   error           // why the server could not be read
+	watch      watch
+	retry      *backoff.Backoff
+	publicIP   atomic.Pointer[string]
+	started    time.Time                        // this run's start, in every report: a new one tells devices to handshake again
+	traffic    map[wgtypes.Key]wgserver.Traffic // the counters at the last read of this server (metrics)
+	filter     *policyfilter.Filter             // the access policy on packets from devices
 }
 
 // Run follows control until ctx ends, then stops serving (the interface,
@@ -350,6 +356,7 @@ func (a *agent) reconcile() {
 	if prev == nil || prev.role != p.role || !samePeers(prev, p) {
 		a.watch = newWatch(time.Now())
 	}
+	a.reachKept()
 	a.refresh()
 }
 
@@ -369,6 +376,7 @@ func (a *agent) refresh() []wgtypes.Key {
 	}
 	a.stateErr = nil
 	a.state = &st
+	a.keepEndpoints(st.Endpoints)
 	fresh := newHandshakes(prev, st.Handshakes)
 	a.cfg.Metrics.Handshakes(len(fresh))
 	a.cfg.Metrics.Traffic(trafficGrown(a.traffic, st.Traffic))

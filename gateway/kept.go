@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/internal/atomicfile"
@@ -33,6 +37,34 @@ const keptMaxSize = 8 << 20
 type keptMap struct {
 	ReceivedAt time.Time      `json:"receivedAt"`
 	Map        api.GatewayMap `json:"map"`
+	// Endpoints is where each peer (by public key) last sent from: after a
+	// restart the gateway handshakes to them first (issue 22). Absent in
+	// files of older gateways; entries that do not parse are ignored.
+	Endpoints map[string]string `json:"endpoints,omitempty"`
+}
+
+// endpoints are k's endpoints that parse, by key.
+func (k keptMap) endpoints() map[wgtypes.Key]netip.AddrPort {
+	out := make(map[wgtypes.Key]netip.AddrPort, len(k.Endpoints))
+	for ks, es := range k.Endpoints {
+		key, err := wgtypes.ParseKey(ks)
+		ep, err2 := netip.ParseAddrPort(es)
+		if err == nil && err2 == nil && ep.IsValid() && ep.Port() != 0 {
+			out[key] = ep
+		}
+	}
+	return out
+}
+
+func endpointStrings(eps map[wgtypes.Key]netip.AddrPort) map[string]string {
+	if len(eps) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(eps))
+	for k, ep := range eps {
+		out[k.String()] = ep.String()
+	}
+	return out
 }
 
 // parseKept reads a kept map for node, refusing what this gateway would
@@ -140,8 +172,60 @@ func (a *agent) restoreKept() {
 	}
 	a.log.Info("serving the kept map until control answers", "version", k.Map.Version,
 		"of", k.ReceivedAt.UTC().Format(time.RFC3339), "peers", peers)
-	a.want, a.kept = &k.Map, true
+	a.want, a.kept, a.keptAt = &k.Map, true, k.ReceivedAt
+	a.endpoints = k.endpoints()
+	a.reachFirst = maps.Clone(a.endpoints)
 	a.reconcile()
+}
+
+// Reacher is a Server that can handshake first to devices at their last
+// endpoints (*wgserver.Server).
+type Reacher interface {
+	Reach(map[wgtypes.Key]netip.AddrPort) error
+}
+
+// reachKept, once the kept map's peers are on the server, handshakes to
+// each at the endpoint it was last seen at: the devices' sessions died
+// with the old server, and waiting for their handshake retries leaves the
+// tunnel dead for 5 s or more.
+func (a *agent) reachKept() {
+	eps := a.reachFirst
+	a.reachFirst = nil
+	r, ok := a.srv.(Reacher)
+	if len(eps) == 0 || !ok {
+		return
+	}
+	a.log.Info("handshaking first to the kept map's devices", "devices", len(eps))
+	if err := r.Reach(eps); err != nil {
+		a.log.Warn("handshake first to the kept map's devices", "err", err)
+	}
+}
+
+// keepEndpoints notes where the served peers last sent from and writes
+// the kept map again when that moved (a new device, a roam): a restart
+// then knows where to reach them. A peer not served any more goes.
+func (a *agent) keepEndpoints(seen map[wgtypes.Key]netip.AddrPort) {
+	if a.cfg.StateDir == "" || a.want == nil || a.applied == nil || a.keptAt.IsZero() {
+		return
+	}
+	next := make(map[wgtypes.Key]netip.AddrPort, len(a.applied.peerIDs))
+	for k := range a.applied.peerIDs {
+		if a.cfg.Relay != nil && a.cfg.Relay.Relayed(k) {
+			continue // its endpoint is a relay stream's TCP address: the device comes back over the relay
+		}
+		if ep, ok := seen[k]; ok {
+			next[k] = ep
+		} else if ep, ok := a.endpoints[k]; ok {
+			next[k] = ep
+		}
+	}
+	if maps.Equal(next, a.endpoints) {
+		return
+	}
+	a.endpoints = next
+	if err := saveKept(a.cfg.StateDir, keptMap{ReceivedAt: a.keptAt, Map: *a.want, Endpoints: endpointStrings(next)}); err != nil {
+		a.log.Warn("keep the devices' endpoints", "err", err)
+	}
 }
 
 // keep writes m as the kept map (a failure is logged: the next map tries
@@ -150,7 +234,8 @@ func (a *agent) keep(m *api.GatewayMap) {
 	if a.cfg.StateDir == "" {
 		return
 	}
-	if err := saveKept(a.cfg.StateDir, keptMap{ReceivedAt: time.Now().UTC(), Map: *m}); err != nil {
+	a.keptAt = time.Now().UTC()
+	if err := saveKept(a.cfg.StateDir, keptMap{ReceivedAt: a.keptAt, Map: *m, Endpoints: endpointStrings(a.endpoints)}); err != nil {
 		a.log.Warn("keep the map", "err", err)
 	}
 }

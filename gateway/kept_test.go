@@ -2,13 +2,16 @@ package gateway
 
 import (
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/gateway/wgserver"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 func (f *fakeServer) last() (wgserver.Spec, bool) {
@@ -89,6 +92,57 @@ func TestKeptMapServedAfterRestart(t *testing.T) {
 	waitPeers(t, h2.srv, "control's map again", "d3")
 }
 
+// TestKeptEndpointsReachedAfterRestart: the kept map carries where each
+// device last sent from; started again with control unreachable, the
+// gateway handshakes to them first (their sessions died with the old
+// server) instead of waiting for the devices' retries.
+func TestKeptEndpointsReachedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	withDir := func(c *Config) { c.StateDir = dir }
+	p, key := peer(t, "d1", "100.96.0.2")
+	p.ExpiresAt = time.Now().Add(time.Hour)
+	ep := netip.MustParseAddrPort("198.51.100.7:51820")
+	h := start(t, withDir)
+	h.srv.mu.Lock()
+	h.srv.endpoints = map[wgtypes.Key]netip.AddrPort{key: ep}
+	h.srv.mu.Unlock()
+	h.ctl.set(service(api.GatewayActive, p))
+	waitPeers(t, h.srv, "control's map", "d1")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		k, ok, err := loadKept(dir, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && k.endpoints()[key] == ep {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the device's endpoint never kept: %+v", k.Endpoints)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.stop()
+	<-h.done
+	h.done <- nil
+
+	down := newFakeControl("n1")
+	down.failMaps = 1 << 30
+	h2 := start(t, func(c *Config) { withDir(c); c.Control = down })
+	waitPeers(t, h2.srv, "the kept map, control down", "d1")
+	for deadline = time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		h2.srv.mu.Lock()
+		reached := slices.Clone(h2.srv.reached)
+		h2.srv.mu.Unlock()
+		if len(reached) == 1 && reached[0][key] == ep {
+			break
+		}
+		if len(reached) > 1 || time.Now().After(deadline) {
+			t.Fatalf("Reach calls after the restart: %v, want one to %v", reached, ep)
+		}
+	}
+}
+
 // TestKeptPeerWithoutExpiryNotServed: a kept map of an older control
 // (peers without expiries) serves none of them after a restart.
 func TestKeptPeerWithoutExpiryNotServed(t *testing.T) {
@@ -130,6 +184,7 @@ func FuzzParseKept(f *testing.F) {
 		Map: api.GatewayMap{Version: 3, NodeID: "n1", CID: "ky3", Serve: service(api.GatewayActive,
 			api.GatewayPeer{DeviceID: "d1", PublicKey: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", Address: "100.96.0.2"})}})
 	f.Add(good)
+	f.Add([]byte(`{"receivedAt":"2026-01-01T00:00:00Z","map":{"nodeId":"n1"},"endpoints":{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=":"198.51.100.7:51820","x":"y"}}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"receivedAt":"2026-01-01T00:00:00Z","map":{"nodeId":"n1"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -139,6 +194,11 @@ func FuzzParseKept(f *testing.F) {
 		}
 		if _, err := planFor(&k.Map); err != nil {
 			t.Fatalf("accepted a map planFor refuses: %v", err)
+		}
+		for _, ep := range k.endpoints() {
+			if !ep.IsValid() || ep.Port() == 0 {
+				t.Fatalf("an endpoint that is none: %v", ep)
+			}
 		}
 		if _, next := unexpired(&k.Map, time.Now(), true); !next.IsZero() && !next.After(time.Now().Add(-time.Second)) {
 			t.Fatalf("next expiry %v is in the past", next)

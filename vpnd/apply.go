@@ -130,7 +130,14 @@ type applyState struct {
 	dns      appliedState[[]dnsplit.Route]
 	dnsCfg   dnsplit.Configurator
 	prefs    *store.Prefs // a write that failed, to try again
+	keep     *keepOp      // a kept-map write or removal not done yet (failed: tried again)
 	lastPlan *job
+}
+
+// keepOp is what becomes of the kept map: entry written, or drop removes it.
+type keepOp struct {
+	entry *cache.Entry
+	drop  bool
 }
 
 // appliedState remembers what was last applied and whether it worked.
@@ -151,8 +158,16 @@ func (d *daemon) applyLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if j := d.apply.take(); j != nil && j.prefs != nil {
-				s.prefs = j.prefs
+			if j := d.apply.take(); j != nil {
+				if j.prefs != nil {
+					s.prefs = j.prefs
+				}
+				if j.dropKept {
+					s.keep = &keepOp{drop: true}
+				}
+			}
+			if s.keep != nil && s.keep.drop {
+				d.keep(&s) // a last try: the next start must not find it
 			}
 			if s.prefs != nil {
 				d.savePrefs(s.prefs)
@@ -186,6 +201,14 @@ func (d *daemon) applyOne(s *applyState, j *job) (failed bool) {
 	defer d.apply.busy.Store(false)
 	// Prefs first: what was decided is on disk before it is acted on (a
 	// crash in the middle of DNS must not forget a wanted cluster).
+	if j.kept != nil || j.dropKept {
+		s.keep = &keepOp{entry: j.kept, drop: j.dropKept} // replaces one not done yet
+	}
+	if s.keep != nil && s.keep.drop {
+		// Before the signed-out prefs: a crash between the two must never
+		// leave a kept map that a start with the old prefs would bring back.
+		d.keep(s)
+	}
 	var prefsErr error
 	wrote := s.prefs != nil
 	if wrote {
@@ -195,7 +218,7 @@ func (d *daemon) applyOne(s *applyState, j *job) (failed bool) {
 	}
 	touched := d.applyTunnel(s, j)
 	dnsStatus := d.applyDNS(s, j)
-	d.keep(j)
+	d.keep(s)
 	var r wgcfg.Report
 	if touched {
 		r = d.eng.Read()
@@ -225,7 +248,7 @@ func (d *daemon) applyOne(s *applyState, j *job) (failed bool) {
 	d.mu.Unlock()
 	d.apply.finished(j.gen, wrote, prefsErr)
 	d.kickRead()
-	return s.tunnel.err != "" || s.dns.err != "" || s.prefs != nil
+	return s.tunnel.err != "" || s.dns.err != "" || s.prefs != nil || s.keep != nil
 }
 
 // applyTunnel configures the tunnel when the plan's differs from what it
@@ -272,20 +295,30 @@ func (d *daemon) applyDNS(s *applyState, j *job) *dnsplit.Status {
 	return &st
 }
 
-// keep writes or removes the kept map (after the tunnel and DNS: it is
-// the last map applied). A failure is logged: the next map tries again,
-// and without the file a restart only waits for control as it used to.
-func (d *daemon) keep(j *job) {
+// keep writes or removes the kept map as s.keep says (a write after the
+// tunnel and DNS: it is the last map applied). A failure is logged and
+// s.keep stays, so the applier tries again after retryApply (or with the
+// next plan, whose own keepOp replaces it): a removal at sign-out that
+// failed once is never forgotten.
+func (d *daemon) keep(s *applyState) {
+	if s.keep == nil {
+		return
+	}
 	var err error
-	switch {
-	case j.kept != nil:
-		err = cache.Save(d.dir.Path, *j.kept)
-	case j.dropKept:
-		err = cache.Remove(d.dir.Path)
+	if s.keep.drop {
+		rm := d.removeKept
+		if rm == nil {
+			rm = cache.Remove
+		}
+		err = rm(d.dir.Path)
+	} else {
+		err = cache.Save(d.dir.Path, *s.keep.entry)
 	}
 	if err != nil {
-		d.log.Warn("keep the last configuration for restarts without control", "err", err)
+		d.log.Warn("keep the last configuration for restarts without control", "remove", s.keep.drop, "err", err)
+		return
 	}
+	s.keep = nil
 }
 
 // savePrefs writes prefs.json (outside the lock: the applier's step).

@@ -71,6 +71,7 @@ type daemon struct {
 	longPoll   bool          // follow the map by long-polls, never a stream (--long-poll)
 	backoffMin time.Duration
 	backoffMax time.Duration
+	removeKept func(dir string) error // forgets the kept map; nil: cache.Remove (tests inject a failing one)
 
 	ctx         context.Context // the daemon's lifetime
 	wakeRead    chan struct{}

@@ -2,10 +2,12 @@ package vpnd
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,4 +114,58 @@ func TestKeptMapEndsWithTheSession(t *testing.T) {
 	if _, ok, _ := cache.Load(dir); ok {
 		t.Error("a map still kept after signing out")
 	}
+}
+
+// TestKeptMapRemovalIsRetried: the kept map's removal at sign-out fails
+// (a read-only or full disk); the applier keeps trying until it goes, and
+// a restart in the meantime brings no tunnel back from it.
+func TestKeptMapRemovalIsRetried(t *testing.T) {
+	w := newWorld(t)
+	w.fc.AddSession("tok1", "alice@example.com", time.Hour)
+	dir := t.TempDir()
+	var failing atomic.Bool
+	var tries atomic.Int32
+	removeKept := func(d *daemon) {
+		d.removeKept = func(dir string) error {
+			tries.Add(1)
+			if failing.Load() {
+				return errors.New("injected: read-only file system")
+			}
+			return cache.Remove(dir)
+		}
+	}
+	td := startDaemon(t, w, dir, removeKept)
+	handOver(t, td, w, "tok1")
+	if _, aerr := td.connect(context.Background(), "ky3"); aerr != nil {
+		t.Fatal(aerr)
+	}
+	eventually(t, "ky3 up", func() bool { return cluster(td.Status(), "ky3").PeerUp })
+	eventually(t, "the map kept", func() bool { _, ok, _ := cache.Load(dir); return ok })
+
+	failing.Store(true)
+	if _, aerr := td.endSession(context.Background()); aerr != nil {
+		t.Fatal(aerr)
+	}
+	eventually(t, "the removal tried again after failing", func() bool { return tries.Load() >= 2 })
+	if _, ok, _ := cache.Load(dir); !ok {
+		t.Fatal("the kept map went while its removal fails")
+	}
+	td.stop()
+
+	// A start while the removal still fails: signed out, nothing restored.
+	tries.Store(0)
+	td = startDaemon(t, w, dir, removeKept)
+	eventually(t, "the removal tried after the restart", func() bool { return tries.Load() >= 1 })
+	if err := td.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := td.eng.config(); len(cfg.Peers)+len(cfg.Routes) != 0 {
+		t.Errorf("a restart brought tunnels back from a map to be removed: %+v", cfg)
+	}
+
+	failing.Store(false)
+	eventually(t, "the kept map removed once the disk lets it", func() bool {
+		_, ok, _ := cache.Load(dir)
+		return !ok
+	})
 }

@@ -222,8 +222,19 @@ func (s *Server) handleRevokeDevice(w http.ResponseWriter, r *http.Request, p *p
 			return errConflict(fmt.Sprintf("device %s was already revoked at %s by %s", id, d.RevokedAt.UTC().Format(time.RFC3339), d.RevokedBy),
 				"delete it to free its address: runos devices delete "+id)
 		}
-		what, err := s.revokeDevice(tx, &d, p.actor().String(), now)
+		x := newReach(tx, p.operated())
+		foreign, err := x.foreign(d)
 		if err != nil {
+			return err
+		}
+		var what string
+		if len(foreign) > 0 { // also another account's: only out of the caller's clusters (access_scope.go)
+			var cids []string
+			if cids, aids, err = x.cutFromMine(tx, d); err != nil {
+				return err
+			}
+			what = cutOutcome(cids)
+		} else if what, err = s.revokeDevice(tx, &d, p.actor().String(), now); err != nil {
 			return err
 		}
 		if err := s.record(tx, r, p, audit.Entry{AIDs: aids, Kind: audit.DeviceRevoked, Target: d.ID,
@@ -233,7 +244,7 @@ func (s *Server) handleRevokeDevice(w http.ResponseWriter, r *http.Request, p *p
 		if out, err = deviceDetail(tx, d, now); err != nil {
 			return err
 		}
-		return newReach(tx, p.operated()).trim(&out)
+		return x.trim(&out)
 	})
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("revoke device %s: %w", id, err))

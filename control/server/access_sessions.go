@@ -18,7 +18,9 @@ import (
 // the session ends as `runos vpn down` ends it, so the user's devices drop
 // off every gateway by the same push. Of a user who also belongs to
 // accounts the caller does not operate, only the sessions within reach
-// (reach.go) are listed and ended.
+// (reach.go) are listed, and one that also holds a device in another
+// account's cluster is not ended: its devices leave the caller's clusters
+// (access_scope.go).
 
 // operatedUser reads a user of an account the caller operates (404 for
 // anyone else, so that no account learns of another's users), and the
@@ -107,24 +109,48 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, p *princ
 	writeJSON(w, http.StatusOK, out)
 }
 
-// endSessions ends sessions of u inside tx and records one entry.
-func (s *Server) endSessions(tx store.Writer, r *http.Request, p *principal, u model.User, target string, ss []model.Session, now time.Time) (api.EndedSessions, error) {
+// endSessions ends sessions of u inside tx and records one entry. A
+// session that is not only the caller's accounts' (a device of it in a
+// cluster of an account x does not reach) is not ended: its devices leave
+// the caller's clusters instead (access_scope.go).
+func (s *Server) endSessions(tx store.Writer, r *http.Request, p *principal, x *reach, u model.User, target string, ss []model.Session, now time.Time) (api.EndedSessions, error) {
 	out := api.EndedSessions{Ended: []string{}, Devices: []string{}}
 	var aids []string
-	for _, sess := range ss {
-		sa, err := sessionAccounts(tx, sess)
-		if err != nil {
-			return out, err
-		}
+	addAccounts := func(sa []string) {
 		for _, a := range sa {
 			if !slices.Contains(aids, a) {
 				aids = append(aids, a)
 			}
 		}
+	}
+	for _, sess := range ss {
 		devs, err := tx.DevicesOfSession(sess.ID)
 		if err != nil {
 			return out, err
 		}
+		foreign, err := x.sessionForeign(tx, sess)
+		if err != nil {
+			return out, err
+		}
+		if foreign {
+			for _, d := range devs {
+				cids, sa, err := x.cutFromMine(tx, d)
+				if err != nil {
+					return out, err
+				}
+				if len(cids) > 0 {
+					out.Devices = append(out.Devices, d.ID)
+				}
+				addAccounts(sa)
+			}
+			out.Cut = append(out.Cut, sess.ID)
+			continue
+		}
+		sa, err := sessionAccounts(tx, sess)
+		if err != nil {
+			return out, err
+		}
+		addAccounts(sa)
 		for _, d := range devs {
 			out.Devices = append(out.Devices, d.ID)
 		}
@@ -133,14 +159,23 @@ func (s *Server) endSessions(tx store.Writer, r *http.Request, p *principal, u m
 		}
 		out.Ended = append(out.Ended, sess.ID)
 	}
+	slices.Sort(aids)
+	return out, s.record(tx, r, p, audit.Entry{AIDs: aids, Kind: audit.SessionEnded, Target: target, Outcome: endedOutcome(u, out)})
+}
+
+// endedOutcome says what endSessions did, for the audit entry.
+func endedOutcome(u model.User, out api.EndedSessions) string {
 	outcome := fmt.Sprintf("ended %d session(s) of %s", len(out.Ended), u.Email)
 	if len(out.Ended) > 0 {
 		outcome += ": " + strings.Join(out.Ended, ", ")
 	}
+	if len(out.Cut) > 0 {
+		outcome += "; kept " + strings.Join(out.Cut, ", ") + " (also in clusters of accounts you do not operate), its devices out of your clusters"
+	}
 	if len(out.Devices) > 0 {
 		outcome += "; devices " + strings.Join(out.Devices, ", ") + " dropped"
 	}
-	return out, s.record(tx, r, p, audit.Entry{AIDs: aids, Kind: audit.SessionEnded, Target: target, Outcome: outcome})
+	return outcome
 }
 
 func (s *Server) handleEndUserSession(w http.ResponseWriter, r *http.Request, p *principal) {
@@ -169,7 +204,7 @@ func (s *Server) handleEndUserSession(w http.ResponseWriter, r *http.Request, p 
 		} else if !ok {
 			return notFound
 		}
-		out, err = s.endSessions(tx, r, p, u, sess.ID, []model.Session{sess}, now)
+		out, err = s.endSessions(tx, r, p, x, u, sess.ID, []model.Session{sess}, now)
 		return err
 	})
 	if err != nil {
@@ -198,7 +233,7 @@ func (s *Server) handleEndUserSessions(w http.ResponseWriter, r *http.Request, p
 		if len(ss) == 0 {
 			return errNotFound("%s has no live session", u.Email)
 		}
-		out, err = s.endSessions(tx, r, p, u, "all sessions of "+u.Email, ss, now)
+		out, err = s.endSessions(tx, r, p, x, u, "all sessions of "+u.Email, ss, now)
 		return err
 	})
 	if err != nil {

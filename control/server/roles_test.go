@@ -159,12 +159,24 @@ func TestOperatorRolePerAccount(t *testing.T) {
 	if err != nil || !slices.Equal(ids, want) {
 		t.Errorf("acme's sessions of sam = %v, %v; want %v", ids, err, want)
 	}
+	// sam-acme's session is acme's alone: ended. sam-both's is beta's too:
+	// kept, sam-both out of ac1 only (access_scope.go).
+	samASess, samABSess := samA.sessionID(t), samAB.sessionID(t)
 	ended, err := acme.EndUserSessions(ctx, "", "sam@example.com")
-	if err != nil || len(ended.Ended) != 2 || slices.Contains(ended.Ended, samB.sessionID(t)) {
+	if err != nil || !slices.Equal(ended.Ended, []string{samASess}) || !slices.Equal(ended.Cut, []string{samABSess}) ||
+		!slices.Contains(ended.Devices, samAB.dev.ID) {
 		t.Fatalf("acme ends sam's sessions: %+v, %v", ended, err)
 	}
-	if _, err := samB.c.DeviceMap(ctx, samB.dev.ID, 0, 0); err != nil {
-		t.Errorf("sam's beta device after acme ended sam's sessions: %v", err)
+	for _, d := range []*device{samB, samAB} {
+		if _, err := d.c.DeviceMap(ctx, d.dev.ID, 0, 0); err != nil {
+			t.Errorf("sam's %s after acme ended sam's sessions: %v", d.dev.Name, err)
+		}
+	}
+	if got := names(beta.Devices(ctx, api.DeviceQuery{})); got != "sam-beta(bt1) sam-both(bt1)" {
+		t.Errorf("beta's devices after acme ended sam's sessions = %q", got)
+	}
+	if got := names(acme.Devices(ctx, api.DeviceQuery{User: "sam@example.com"})); got != "sam-acme(ac1)" {
+		t.Errorf("acme's devices of sam after it ended sam's sessions = %q; want sam-both out of ac1", got)
 	}
 
 	// Beta's operator revokes sam's beta device: acme's audit log does not
@@ -184,9 +196,10 @@ func TestOperatorRolePerAccount(t *testing.T) {
 }
 
 // TestOperatorSeesASharedSessionsOwnDevices: one sign-in holding a device
-// in acme's cluster and one in beta's is acme's to see and end (it holds a
-// device of acme's), listed with acme's device alone; its end, which drops
-// both devices, is recorded in both accounts' audit logs.
+// in acme's cluster and one in beta's is acme's to see (it holds a device
+// of acme's), listed with acme's device alone; acme's "end" takes acme's
+// device out of ac1 and leaves the session (and sam's beta device) alone,
+// recorded in acme's audit log only.
 func TestOperatorSeesASharedSessionsOwnDevices(t *testing.T) {
 	e := newEnvOf(t, twoAccounts())
 	ctx := context.Background()
@@ -206,9 +219,57 @@ func TestOperatorSeesASharedSessionsOwnDevices(t *testing.T) {
 	}
 	e.expectEntries("beta", func() {
 		e.expectEntries("acme", func() {
-			if _, err := acme.EndUserSession(ctx, ss[0].ID); err != nil {
-				t.Fatal(err)
+			out, err := acme.EndUserSession(ctx, ss[0].ID)
+			if err != nil || len(out.Ended) != 0 || !slices.Equal(out.Cut, []string{ss[0].ID}) || !slices.Equal(out.Devices, []string{inA.dev.ID}) {
+				t.Fatalf("acme ends the shared session: %+v, %v", out, err)
 			}
 		}, audit.SessionEnded)
-	}, audit.SessionEnded)
+	})
+	if _, err := inA.c.DeviceMap(ctx, inB.ID, 0, 0); err != nil {
+		t.Errorf("sam's beta device after acme's end: %v", err)
+	}
+	if got, err := e.client(betaToken).Device(ctx, inB.ID); err != nil || got.State != api.DeviceActive {
+		t.Errorf("beta's view of sam-beta after acme's end = %+v, %v; want active", got, err)
+	}
+	_, err = acme.Device(ctx, inA.dev.ID)
+	wantCode(t, err, 404, api.CodeNotFound) // out of ac1, sam-acme is in none of acme's clusters, and sam is beta's too
+}
+
+// TestOperatorRevokesASharedDevice: a device in acme's cluster and in
+// beta's, revoked by acme's operator, leaves ac1 only: its key and session
+// stay for beta, and beta's audit log does not hear of it. A device in
+// acme's clusters alone is revoked whole, as before.
+func TestOperatorRevokesASharedDevice(t *testing.T) {
+	e := newEnvOf(t, twoAccounts())
+	ctx := context.Background()
+	both := e.newDevice("sam@example.com", "sam-both")
+	onlyA := e.newDevice("sam@example.com", "sam-acme")
+	e.join(both, "ac1", "bt1")
+	e.join(onlyA, "ac1")
+	acme, beta := e.client(acmeToken), e.client(betaToken)
+	e.expectEntries("beta", func() {
+		e.expectEntries("acme", func() {
+			got, err := acme.RevokeDevice(ctx, both.dev.ID)
+			if err != nil || got.State == api.DeviceRevoked || len(got.Clusters) != 0 {
+				t.Fatalf("acme revokes sam-both: %+v, %v; want it out of ac1, not revoked", got, err)
+			}
+		}, audit.DeviceRevoked)
+	})
+	if _, err := both.c.DeviceMap(ctx, both.dev.ID, 0, 0); err != nil {
+		t.Errorf("sam-both's map after acme's revoke: %v", err)
+	}
+	if got, err := beta.Device(ctx, both.dev.ID); err != nil || got.State != api.DeviceActive || len(got.Clusters) != 1 || got.Clusters[0].CID != "bt1" {
+		t.Errorf("beta's view of sam-both after acme's revoke = %+v, %v; want active in bt1", got, err)
+	}
+	_, err := acme.Device(ctx, both.dev.ID)
+	wantCode(t, err, 404, api.CodeNotFound)
+
+	got, err := acme.RevokeDevice(ctx, onlyA.dev.ID)
+	if err != nil || got.State != api.DeviceRevoked {
+		t.Fatalf("acme revokes sam-acme: %+v, %v; want revoked", got, err)
+	}
+	// Each device here has its own sign-in: sam-both's is untouched.
+	if _, err := both.c.DeviceMap(ctx, both.dev.ID, 0, 0); err != nil {
+		t.Errorf("sam-both's map after sam-acme was revoked: %v", err)
+	}
 }

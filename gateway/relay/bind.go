@@ -103,6 +103,20 @@ func (b *Bind) Streams() int {
 	return len(b.streams)
 }
 
+// Relayed reports whether key has a relay stream attached: its endpoint
+// on the server is then the stream's TCP address, no place to send UDP to
+// (the gateway keeps no such endpoint for its restarts).
+func (b *Bind) Relayed(key wgtypes.Key) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.streams {
+		if s.ep.key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // KeepOnly closes the streams of devices that are no longer peers (their
 // session ended, they left the cluster): the relay serves only the peers
 // of the server.

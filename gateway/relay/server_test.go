@@ -107,6 +107,9 @@ func TestRelayStreamsFollowThePeers(t *testing.T) {
 	if b.Streams() != 1 {
 		t.Fatalf("%d streams", b.Streams())
 	}
+	if other, _ := wgtypes.GeneratePrivateKey(); !b.Relayed(key) || b.Relayed(other.PublicKey()) {
+		t.Fatal("Relayed does not tell the device on a stream from another")
+	}
 	b.KeepOnly(map[wgtypes.Key]bool{key: true})
 	if b.Streams() != 1 {
 		t.Fatal("a peer's stream was closed")

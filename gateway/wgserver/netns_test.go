@@ -146,6 +146,28 @@ func TestServerReal(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Reach: a peer with no endpoint gets the one given and a handshake
+	// initiation at once (a kept map's devices after a restart); a key
+	// not on the server is skipped.
+	dev, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	ep := dev.LocalAddr().(*net.UDPAddr).AddrPort()
+	if err := s.Reach(map[wgtypes.Key]netip.AddrPort{k2: ep, k1: ep}); err != nil {
+		t.Fatal(err)
+	}
+	_ = dev.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 512)
+	n, err := dev.Read(buf)
+	if err != nil || n != 148 || buf[0] != 1 {
+		t.Fatalf("no handshake initiation at the reached endpoint: %d bytes (type %d), %v", n, buf[0], err)
+	}
+	if got := mustState(t, s).Endpoints[k2]; got != ep {
+		t.Fatalf("endpoint after Reach: %v, want %v", got, ep)
+	}
+
 	closed = true
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

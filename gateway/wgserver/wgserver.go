@@ -11,6 +11,7 @@
 package wgserver
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
@@ -53,6 +54,9 @@ type State struct {
 	Handshakes map[wgtypes.Key]time.Time
 	// Traffic holds every peer's byte counters since it was added.
 	Traffic map[wgtypes.Key]Traffic
+	// Endpoints holds where each peer last sent from (peers with none yet
+	// are missing): kept, so a restart can reach the devices first.
+	Endpoints map[wgtypes.Key]netip.AddrPort
 }
 
 // Traffic is a peer's byte counters, as the device keeps them.
@@ -195,11 +199,46 @@ func (s *Server) State() (State, error) {
 	st.Listening = s.bound && ifc.Flags&net.FlagUp != 0 && d.ListenPort != 0
 	st.Handshakes = make(map[wgtypes.Key]time.Time, len(d.Peers))
 	st.Traffic = make(map[wgtypes.Key]Traffic, len(d.Peers))
+	st.Endpoints = make(map[wgtypes.Key]netip.AddrPort, len(d.Peers))
 	for _, p := range d.Peers {
 		st.Handshakes[p.PublicKey] = p.LastHandshakeTime
 		st.Traffic[p.PublicKey] = Traffic{Rx: p.ReceiveBytes, Tx: p.TransmitBytes}
+		if ep := wghost.PeerOf(p).Endpoint; ep.IsValid() {
+			st.Endpoints[p.PublicKey] = ep
+		}
 	}
 	return st, nil
+}
+
+// Reach sets the endpoint of each peer that has none yet to where it was
+// last seen (a kept map's, after a restart) and sends it a handshake
+// initiation at once. A device whose session died with the old server
+// would otherwise send into the void until its own handshake retries (5 s
+// and more); a peer that already has an endpoint is left alone. Peers not
+// on the server are skipped; the first failure is returned.
+func (s *Server) Reach(endpoints map[wgtypes.Key]netip.AddrPort) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, err := s.host.Device()
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, p := range d.Peers {
+		ep, ok := endpoints[p.PublicKey]
+		if !ok || !ep.IsValid() || p.Endpoint != nil {
+			continue
+		}
+		pc := wgtypes.PeerConfig{PublicKey: p.PublicKey, UpdateOnly: true, Endpoint: net.UDPAddrFromAddrPort(ep)}
+		if err := s.host.Configure(wgtypes.Config{Peers: []wgtypes.PeerConfig{pc}}); err != nil {
+			first = cmp.Or(first, fmt.Errorf("interface %s: set the last endpoint of %s: %w", s.name, s.names[p.PublicKey], err))
+			continue
+		}
+		if err := s.host.Handshake(p.PublicKey); err != nil {
+			first = cmp.Or(first, fmt.Errorf("interface %s: handshake with %s: %w", s.name, s.names[p.PublicKey], err))
+		}
+	}
+	return first
 }
 
 // Close removes the interface (its address and routes go with it) and the
