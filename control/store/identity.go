@@ -7,6 +7,8 @@ import "github.com/runos/vpn/control/model"
 type IdentityReader interface {
 	// IdentityGrants lists every user's grant, by email.
 	IdentityGrants() ([]model.IdentityGrant, error)
+	// IdentityGrant is the user's (email any case): ErrNotFound when none.
+	IdentityGrant(email string) (model.IdentityGrant, error)
 	// PasswordUsers reports whether any user has a password: the login
 	// page shows its password form only then, once an identity provider
 	// signs everyone else in.

@@ -7,14 +7,23 @@ import (
 	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
+const grantCols = "email, subject, refresh, signed_in_at"
+
+func scanGrant(r sqlcol.Row) (model.IdentityGrant, error) {
+	var g model.IdentityGrant
+	var at int64
+	err := r.Scan(&g.Email, &g.Subject, &g.SealedRefresh, &at)
+	g.SignedInAt = sqlcol.Time(at)
+	return g, err
+}
+
 func (t *tx) IdentityGrants() ([]model.IdentityGrant, error) {
-	return list(t.conn, "identity provider grants", func(r sqlcol.Row) (model.IdentityGrant, error) {
-		var g model.IdentityGrant
-		var at int64
-		err := r.Scan(&g.Email, &g.Subject, &g.SealedRefresh, &at)
-		g.SignedInAt = sqlcol.Time(at)
-		return g, err
-	}, "SELECT email, subject, refresh, signed_in_at FROM identity_grants ORDER BY email")
+	return list(t.conn, "identity provider grants", scanGrant, "SELECT "+grantCols+" FROM identity_grants ORDER BY email")
+}
+
+func (t *tx) IdentityGrant(email string) (model.IdentityGrant, error) {
+	g, err := scanGrant(t.row("SELECT "+grantCols+" FROM identity_grants WHERE email = ?", strings.ToLower(email)))
+	return g, t.one(err, "identity provider grant of "+email)
 }
 
 func (t *tx) PasswordUsers() (bool, error) {

@@ -277,7 +277,8 @@ CREATE INDEX group_members_email ON group_members(aid, email);
 ALTER TABLE user_accounts ADD COLUMN operator BOOLEAN NOT NULL DEFAULT FALSE;
 UPDATE user_accounts ua SET operator = TRUE FROM users u WHERE u.email = ua.email AND u.operator;
 ALTER TABLE users DROP COLUMN operator;
-`,	// 6: the identity provider's refresh token of each user who signed
+`,
+	// 6: the identity provider's refresh token of each user who signed
 	// in through it (issue 23), sealed by control, to ask the provider
 	// about the user again while their sessions live.
 	6: `

@@ -306,7 +306,8 @@ CREATE INDEX group_members_email ON group_members(aid, email);
 ALTER TABLE user_accounts ADD COLUMN operator INTEGER NOT NULL DEFAULT 0;
 UPDATE user_accounts SET operator = 1 WHERE email IN (SELECT email FROM users WHERE operator <> 0);
 ALTER TABLE users DROP COLUMN operator;
-`,	// 10: the identity provider's refresh token of each user who signed
+`,
+	// 10: the identity provider's refresh token of each user who signed
 	// in through it (issue 23), sealed by control, to ask the provider
 	// about the user again while their sessions live.
 	10: `

@@ -42,6 +42,12 @@ func testIdentityGrants(t *testing.T, open func(*testing.T) store.Store) {
 			!bytes.Equal(gs[0].SealedRefresh, next.SealedRefresh) || !gs[0].SignedInAt.Equal(next.SignedInAt) {
 			t.Errorf("grants = %+v, %v; want the second of b@x alone", gs, err)
 		}
+		if g, err := r.IdentityGrant("B@X"); err != nil || !bytes.Equal(g.SealedRefresh, next.SealedRefresh) {
+			t.Errorf("grant of B@X = %+v, %v", g, err)
+		}
+		if _, err := r.IdentityGrant("a@x"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("grant of a password user = %v, want ErrNotFound", err)
+		}
 		return nil
 	})
 	update(t, s, func(w store.Writer) error {
