@@ -62,6 +62,21 @@ func (s *Server) SignInIdentity(ctx context.Context, id oidc.Identity) (string, 
 	return email, nil
 }
 
+// PasswordUsers implements oauth.PasswordBackend: whether any user still
+// signs in with a password (the login pages show the password form only
+// then, once an identity provider signs the others in).
+func (s *Server) PasswordUsers(ctx context.Context) (bool, error) {
+	var some bool
+	err := s.st.View(ctx, func(r store.Reader) error {
+		var err error
+		some, err = r.PasswordUsers()
+		return err
+	})
+	return some, err
+}
+
+var _ oauth.PasswordBackend = (*Server)(nil)
+
 // applyIdentityGroups sets email's groups in the identity account to the
 // provider's, and records what changed (and did, what else happened to
 // the user) in the audit log; nothing changed, nothing is recorded.
