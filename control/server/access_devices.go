@@ -11,6 +11,7 @@ import (
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/policy"
 )
 
 // An operator lists, shows, revokes and deletes the devices of their
@@ -110,7 +111,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, p *principa
 	now := s.now()
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
 		if f.CID != "" {
-			if _, err := cluster(rd, p, f.CID, true); err != nil {
+			if _, err := cluster(rd, p, f.CID, policy.RevokeDevices); err != nil {
 				return err
 			}
 		}
