@@ -48,9 +48,15 @@ func startOIDC(t *testing.T, secret string) *oidcWorld {
 // startOIDCWorld is startOIDC with another world file.
 func startOIDCWorld(t *testing.T, secret string, world api.World) *oidcWorld {
 	t.Helper()
+	return startOIDCWorldWith(t, secret, world, func(*control.Config) {})
+}
+
+// startOIDCWorldWith is startOIDCWorld with more configuration.
+func startOIDCWorldWith(t *testing.T, secret string, world api.World, more func(*control.Config)) *oidcWorld {
+	t.Helper()
 	w := &oidcWorld{}
 	idpCert := testcert.New(t)
-	w.ctl = controltest.Start(t, func(cfg *control.Config) {
+	w.ctl = controltest.Start(t, more, func(cfg *control.Config) {
 		b, _ := json.Marshal(world)
 		if err := os.WriteFile(cfg.Seed, b, 0o600); err != nil {
 			t.Fatal(err)
@@ -472,5 +478,33 @@ func TestPasswordFormOnlyWithPasswordUsers(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// Wired end to end: control checks its provider's users every
+// --oidc-check-interval (shortened here), and a user removed there finds
+// their session ended with the reason.
+func TestUserRemovedAtProviderIsSignedOut(t *testing.T) {
+	w := startOIDCWorldWith(t, idpSecret, controltest.World(), func(cfg *control.Config) { cfg.OIDCCheckEvery = 100 * time.Millisecond })
+	ctx := context.Background()
+	tok, err := w.signIn(t, "ada@example.com", "ada-pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada := w.ctl.API(tok)
+	if _, err := ada.Me(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.idp.RemoveUser("ada@example.com")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := ada.Me(ctx)
+		if api.IsCode(err, api.CodeUnauthorized) && strings.Contains(err.Error(), "identity provider no longer accepts this sign-in") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a user removed at the provider is still signed in: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling observable state: the next check round is due within 100ms
 	}
 }
