@@ -135,16 +135,29 @@ func (s *Server) checkIdentities() {
 	for _, g := range stale {
 		s.forgetGrant(ctx, g)
 	}
-	failed := 0
-	for _, g := range due {
-		if !s.checkIdentity(g) {
-			failed++
+	failed, inARow := 0, 0
+	for i, g := range due {
+		if s.checkIdentity(g) {
+			inARow = 0
+			continue
+		}
+		failed++
+		// A provider that does not answer three users in a row is down
+		// (or cut off): asking each of the rest, each up to its timeout,
+		// would hold the round for hours; the next round asks them all.
+		if inARow++; inARow == maxUnanswered {
+			s.log.Warn("identity provider check: the provider does not answer; the round stops here", "unasked", len(due)-i-1)
+			break
 		}
 	}
 	if len(due) > 0 {
 		s.log.Info("identity provider check", "users", len(due), "unanswered", failed)
 	}
 }
+
+// maxUnanswered is how many users in a row the provider may leave
+// unanswered before a round gives up.
+const maxUnanswered = 3
 
 // checkIdentity asks the provider about g's user and acts on the answer.
 // It reports false when the provider did not answer.
@@ -160,6 +173,13 @@ func (s *Server) checkIdentity(g model.IdentityGrant) bool {
 	}
 	ctx, cancel := s.bg()
 	defer cancel()
+	go func() { // a closing server does not wait for the provider
+		select {
+		case <-s.closeCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	id, err := s.cfg.Identity.Refresh(ctx, refresh)
 	switch {
 	case errors.Is(err, oidc.ErrGone):
