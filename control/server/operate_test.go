@@ -53,3 +53,43 @@ func TestOperateRuleGrantsAVerbOnACluster(t *testing.T) {
 		t.Fatalf("ada (operator) removes a node: %v", err)
 	}
 }
+
+// revoke-devices on ky3: bob may revoke a device that joined ky3, not one
+// that joined only xym; cal, granted nothing, may revoke none.
+func TestOperateRuleRevokesDevicesOfACluster(t *testing.T) {
+	w := testWorld()
+	w.Users = append(w.Users, api.WorldUser{Email: "cal@example.com", Password: password, Accounts: []string{"rjwrn"}})
+	e := newEnvOf(t, w)
+	ctx := context.Background()
+	if _, err := e.op.SetPolicy(ctx, "rjwrn", "version 1\ngroup oncall: bob@example.com\nallow * -> *: *\noperate group:oncall -> ky3: revoke-devices\n"); err != nil {
+		t.Fatal(err)
+	}
+	onKy3, onXym := e.newDevice("cal@example.com", "cal-ky3"), e.newDevice("cal@example.com", "cal-xym")
+	for _, j := range []struct {
+		d   *device
+		cid string
+	}{{onKy3, "ky3"}, {onXym, "xym"}} {
+		if _, err := j.d.c.JoinCluster(ctx, j.d.dev.ID, j.cid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bob, cal := e.signIn("bob@example.com"), e.signIn("cal@example.com")
+	_, err := cal.RevokeDevice(ctx, onKy3.dev.ID)
+	wantCode(t, err, 403, api.CodeForbidden)
+	_, err = bob.RevokeDevice(ctx, onXym.dev.ID)
+	wantCode(t, err, 403, api.CodeForbidden)
+	_, err = bob.RevokeDevice(ctx, "dev-nope")
+	wantCode(t, err, 403, api.CodeForbidden)
+	got, err := bob.RevokeDevice(ctx, onKy3.dev.ID)
+	if err != nil {
+		t.Fatalf("bob, granted revoke-devices on ky3, revokes a device on ky3: %v", err)
+	}
+	if got.RevokedBy != "bob@example.com" {
+		t.Errorf("revoked: %+v", got)
+	}
+	_, err = onKy3.c.Me(ctx)
+	wantCode(t, err, 401, api.CodeDeviceRevoked)
+	if _, err := onXym.c.Me(ctx); err != nil {
+		t.Errorf("cal's other device after the revoke: %v", err)
+	}
+}
