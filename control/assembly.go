@@ -39,6 +39,8 @@ type assembly struct {
 	// mets measures control; nil when no metrics are served.
 	mets *metrics.Control
 	api  *server.Server
+	// up is the identity provider, when one is configured.
+	up *oidc.Upstream
 }
 
 // importSeed imports the world file, if one is given.
@@ -115,13 +117,22 @@ func (a *assembly) startAPI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("relay tickets' secret: %w", err)
 	}
+	// The identity provider's discovery document is read now, so that a
+	// wrong issuer stops control at start rather than at the first sign-in.
+	var idc server.IdentityChecker
+	if cfg.OIDC.Enabled() {
+		if a.up, err = oidc.New(ctx, cfg.OIDC, cfg.Issuer+oauth.PathOIDCCallback, cfg.OIDCClient); err != nil {
+			return err
+		}
+		idc = a.up
+	}
 	api, err := server.New(server.Config{
 		Store: sst, Hub: a.hub, Clock: a.clk, Logger: a.log, Metrics: srvMetrics, Shared: a.st.pg != nil,
 		SessionTTL: cfg.SessionTTL, DevicePool: cfg.DevicePool, ServicePool: cfg.ServicePool,
 		MoveReadyTimeout: cfg.MoveReadyTimeout, MoveDeadline: cfg.MoveDeadline, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		JoinAckTimeout: cfg.JoinAckTimeout, MaxDevicesPerUser: cfg.MaxDevicesPerUser, DeviceIdleTTL: cfg.DeviceIdleTTL,
 		StreamHeartbeat: cfg.StreamHeartbeat, NoStreams: cfg.NoStreams, MaxHeldPerToken: cfg.MaxHeldPerToken,
-		RelaySecret: relaySecret, IdentityAccount: cfg.OIDCAccount,
+		RelaySecret: relaySecret, IdentityAccount: cfg.OIDCAccount, Identity: idc, IdentityCheckEvery: cfg.OIDCCheckEvery,
 	})
 	if err != nil {
 		return err
@@ -148,9 +159,7 @@ func (a *assembly) routes(ctx context.Context) (*http.ServeMux, error) {
 		oaMetrics = a.mets
 	}
 	oaCfg := oauth.Config{Issuer: a.cfg.Issuer, Backend: a.api, Store: a.st.Grants(), Logger: a.log, Now: a.clk.Now, Metrics: oaMetrics, Secret: secret}
-	if err := a.upstream(ctx, &oaCfg); err != nil {
-		return nil, err
-	}
+	a.upstream(&oaCfg)
 	oa, err := oauth.New(oaCfg)
 	if err != nil {
 		return nil, err
@@ -175,21 +184,15 @@ func (a *assembly) routes(ctx context.Context) (*http.ServeMux, error) {
 }
 
 // upstream sets the login page's identity provider, when one is
-// configured: its discovery document is read now, so that a wrong issuer
-// stops control at start rather than at the first sign-in.
-func (a *assembly) upstream(ctx context.Context, oc *oauth.Config) error {
-	if !a.cfg.OIDC.Enabled() {
-		return nil
+// configured (startAPI made it).
+func (a *assembly) upstream(oc *oauth.Config) {
+	if a.up == nil {
+		return
 	}
-	up, err := oidc.New(ctx, a.cfg.OIDC, a.cfg.Issuer+oauth.PathOIDCCallback, a.cfg.OIDCClient)
-	if err != nil {
-		return err
-	}
-	oc.Upstream = up
+	oc.Upstream = a.up
 	if u, err := url.Parse(a.cfg.OIDC.Issuer); err == nil {
 		oc.UpstreamName = u.Host
 	}
-	return nil
 }
 
 // serve serves mux until ctx ends, then shuts down.

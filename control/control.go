@@ -104,6 +104,10 @@ type Config struct {
 	OIDC        oidc.Config
 	OIDCAccount string
 	OIDCClient  *http.Client
+	// OIDCCheckEvery is how often each user signed in through the
+	// provider is checked there (0: 15m); a user it no longer accepts
+	// loses their sessions.
+	OIDCCheckEvery time.Duration
 }
 
 // Check reports the first thing wrong with cfg, saying what to do.

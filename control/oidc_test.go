@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -41,9 +42,25 @@ const idpSecret = "s3cret-of-control"
 
 func startOIDC(t *testing.T, secret string) *oidcWorld {
 	t.Helper()
+	return startOIDCWorld(t, secret, controltest.World())
+}
+
+// startOIDCWorld is startOIDC with another world file.
+func startOIDCWorld(t *testing.T, secret string, world api.World) *oidcWorld {
+	t.Helper()
+	return startOIDCWorldWith(t, secret, world, func(*control.Config) {})
+}
+
+// startOIDCWorldWith is startOIDCWorld with more configuration.
+func startOIDCWorldWith(t *testing.T, secret string, world api.World, more func(*control.Config)) *oidcWorld {
+	t.Helper()
 	w := &oidcWorld{}
 	idpCert := testcert.New(t)
-	w.ctl = controltest.Start(t, func(cfg *control.Config) {
+	w.ctl = controltest.Start(t, more, func(cfg *control.Config) {
+		b, _ := json.Marshal(world)
+		if err := os.WriteFile(cfg.Seed, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		w.idp = oidctest.Serve(t, idpCert,
 			[]oidctest.Client{{ID: "runos-control", Secret: idpSecret, RedirectURIs: []string{cfg.Issuer + oauth.PathOIDCCallback}}},
 			[]oidctest.User{{Email: "Ada@example.com", Password: "ada-pw", Groups: []string{"oncall", "staff", "not-in-runos"}}})
@@ -421,4 +438,73 @@ func (w *oidcWorld) approveDevice(ctx context.Context, cancel context.CancelFunc
 		return fmt.Errorf("approve: %s: %s", resp.Status, body)
 	}
 	return nil
+}
+
+// The password form is on the login pages only while some user has a
+// password: once the provider signs everyone in, its button is the one way.
+func TestPasswordFormOnlyWithPasswordUsers(t *testing.T) {
+	noPasswords := controltest.World()
+	noPasswords.Users = nil
+	for _, c := range []struct {
+		name     string
+		world    api.World
+		password bool
+	}{{"password users", controltest.World(), true}, {"no password users", noPasswords, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			w := startOIDCWorld(t, idpSecret, c.world)
+			q := url.Values{"client_id": {api.ClientCLI}, "redirect_uri": {"http://127.0.0.1:9/callback"}, "response_type": {"code"},
+				"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "state": {"s"}}
+			login, _, _, err := get(w.client, w.ctl.URL+api.PathAuthorize+"?"+q.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			device, _, _, err := get(w.client, w.ctl.URL+api.PathDeviceVerify)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, page := range map[string]string{"login": login, "device": device} {
+				if !strings.Contains(page, `value="upstream"`) {
+					t.Errorf("%s page offers no identity provider:\n%s", name, page)
+				}
+				if got := strings.Contains(page, `name="password"`); got != c.password {
+					t.Errorf("%s page shows the password form: %v, want %v:\n%s", name, got, c.password, page)
+				}
+			}
+			if !c.password && (strings.Contains(login, `value="login"`) || strings.Contains(device, `value="login"`)) {
+				t.Errorf("a password button without a password form:\n%s\n%s", login, device)
+			}
+			// The provider's button signs in all the same.
+			if _, err := w.signIn(t, "ada@example.com", "ada-pw"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Wired end to end: control checks its provider's users every
+// --oidc-check-interval (shortened here), and a user removed there finds
+// their session ended with the reason.
+func TestUserRemovedAtProviderIsSignedOut(t *testing.T) {
+	w := startOIDCWorldWith(t, idpSecret, controltest.World(), func(cfg *control.Config) { cfg.OIDCCheckEvery = 100 * time.Millisecond })
+	ctx := context.Background()
+	tok, err := w.signIn(t, "ada@example.com", "ada-pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada := w.ctl.API(tok)
+	if _, err := ada.Me(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.idp.RemoveUser("ada@example.com")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := ada.Me(ctx)
+		if api.IsCode(err, api.CodeUnauthorized) && strings.Contains(err.Error(), "identity provider no longer accepts this sign-in") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a user removed at the provider is still signed in: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling observable state: the next check round is due within 100ms
+	}
 }

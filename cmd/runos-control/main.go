@@ -138,6 +138,7 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 	f.IntVar(&cfg.MaxHeldPerToken, "max-streams-per-token", 100, "push streams and long-polls one token may hold at once; the next is answered 429")
 	f.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, unauthenticated: choose an address only your monitoring reaches (default: off)")
 	cfg.OIDC.AddFlags(f)
+	f.DurationVar(&cfg.OIDCCheckEvery, "oidc-check-interval", 15*time.Minute, "how often control asks the provider about each user signed in through it (refresh token): one it no longer accepts loses their sessions")
 	f.StringVar(&cfg.OIDCAccount, "oidc-account", "", "the account (AID) users signed in through --oidc-issuer belong to: created there at their first sign-in")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd

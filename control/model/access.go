@@ -80,3 +80,19 @@ type Group struct {
 	Name    string
 	Members []string
 }
+
+// SessionDisowned: the identity provider the user signed in through no
+// longer accepts the sign-in (the user was removed or disabled there);
+// the daemon is told so rather than "signed out".
+const SessionDisowned = "disowned"
+
+// IdentityGrant is what control keeps of a user's last sign-in through the
+// identity provider, to ask the provider about the user again: the
+// provider's subject and its refresh token, sealed (never kept in clear;
+// "" sealed when the provider issued none).
+type IdentityGrant struct {
+	Email         string
+	Subject       string
+	SealedRefresh []byte
+	SignedInAt    time.Time
+}

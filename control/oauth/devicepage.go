@@ -46,7 +46,7 @@ func (s *Server) renderDeviceLogin(w http.ResponseWriter, r *http.Request, statu
 	}
 	formAction := ""
 	if s.cfg.Upstream != nil {
-		p.Buttons = append([]button{{Value: "upstream", Label: "Sign in with " + s.cfg.UpstreamName, Secondary: true}}, p.Buttons...)
+		s.offerUpstream(r, &p, "login")
 		formAction = " " + s.upstreamOrigin
 	}
 	s.writePage(w, status, p, formAction)

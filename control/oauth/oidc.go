@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/runos/vpn/control/oidc"
@@ -27,6 +28,45 @@ type Upstream interface {
 // their groups, and returns the user's email as control spells it.
 type IdentityBackend interface {
 	SignInIdentity(ctx context.Context, id oidc.Identity) (email string, err error)
+}
+
+// PasswordBackend is a Backend that can tell whether anyone still signs
+// in with a password. With an identity provider configured, the login
+// pages show the password form only then; a Backend that is not one keeps
+// the form.
+type PasswordBackend interface {
+	PasswordUsers(ctx context.Context) (bool, error)
+}
+
+// askPassword reports whether the login pages show the password form:
+// always without an identity provider, and with one while any user has a
+// password (when the backend cannot say, the form stays: the password is
+// checked all the same).
+func (s *Server) askPassword(r *http.Request) bool {
+	pb, ok := s.cfg.Backend.(PasswordBackend)
+	if s.cfg.Upstream == nil || !ok {
+		return true
+	}
+	some, err := pb.PasswordUsers(r.Context())
+	if err != nil {
+		s.log.Warn("oauth: whether any user has a password; showing the password form", "err", err)
+		return true
+	}
+	return some
+}
+
+// offerUpstream puts "Sign in with …" on p, first, and takes the password
+// form off when nobody has a password: the provider's button is then the
+// one way in.
+func (s *Server) offerUpstream(r *http.Request, p *page, passwordButton string) {
+	up := button{Value: "upstream", Label: "Sign in with " + s.cfg.UpstreamName, Secondary: true}
+	if s.askPassword(r) {
+		p.Buttons = append([]button{up}, p.Buttons...)
+		return
+	}
+	p.AskLogin, p.Username, up.Secondary = false, "", false
+	p.Buttons = slices.DeleteFunc(p.Buttons, func(b button) bool { return b.Value == passwordButton })
+	p.Buttons = append([]button{up}, p.Buttons...)
 }
 
 // upstreamPending is a sign-in sent to the provider: what the provider's

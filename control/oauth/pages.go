@@ -126,7 +126,7 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	}
 	if s.cfg.Upstream != nil {
 		// First: the way most of a team signs in once a provider is set.
-		p.Buttons = append([]button{{Value: "upstream", Label: "Sign in with " + s.cfg.UpstreamName, Secondary: true}}, p.Buttons...)
+		s.offerUpstream(r, &p, "login")
 		formAction += " " + s.upstreamOrigin // the form's answer redirects there
 	}
 	s.writePage(w, status, p, formAction)

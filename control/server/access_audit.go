@@ -7,6 +7,7 @@ import (
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/policy"
 )
 
 // maxAuditLimit bounds one page of the audit log.
@@ -49,7 +50,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, p *principa
 	out := api.AuditPage{Entries: []api.AuditEntry{}}
 	err = s.st.View(r.Context(), func(rd store.Reader) error {
 		if f.CID != "" {
-			if _, err := cluster(rd, p, f.CID, true); err != nil {
+			if _, err := cluster(rd, p, f.CID, policy.ReadAudit); err != nil {
 				return err
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/policy"
 )
 
 // An operator lists, shows, revokes and deletes the devices of their
@@ -49,28 +51,75 @@ func deviceDetail(rd store.Reader, d model.Device, now time.Time) (api.DeviceDet
 }
 
 // operatedDevice reads device id for an operator: 404 unless it is within
-// the reach of the accounts the caller operates (reach.go; a plain user
-// is told they are no operator). It returns the accounts whose audit log
-// records a change to it.
-func operatedDevice(rd store.Reader, p *principal, id string) (model.Device, []string, error) {
+// the reach of the accounts the caller operates (reach.go). A plain user
+// is told they are no operator, unless an `operate` rule grants them
+// revoke-devices on a cluster the device joined. It returns the accounts
+// whose audit log records a change to it, and those whose reach the
+// caller sees it within (for trim).
+func operatedDevice(rd store.Reader, p *principal, id string) (model.Device, []string, []string, error) {
 	mine, err := operatedAccounts(p, "")
+	if err == errNotOperator && p.kind == kindUser {
+		return ruledDevice(rd, p, id)
+	}
 	if err != nil {
-		return model.Device{}, nil, err
+		return model.Device{}, nil, nil, err
 	}
 	d, err := rd.Device(id)
 	if err == nil {
 		ok, err := newReach(rd, mine).device(d)
 		if err != nil {
-			return model.Device{}, nil, err
+			return model.Device{}, nil, nil, err
 		}
 		if ok {
 			aids, err := deviceAccounts(rd, d)
-			return d, aids, err
+			return d, aids, mine, err
 		}
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return model.Device{}, nil, err
+		return model.Device{}, nil, nil, err
 	}
-	return model.Device{}, nil, errNotFound("no device %s among your account's devices (list them: runos devices list)", id)
+	return model.Device{}, nil, nil, errNotFound("no device %s among your account's devices (list them: runos devices list)", id)
+}
+
+// ruledDevice is operatedDevice for a user with no operator role: the
+// device is theirs to revoke when it joined a cluster of their accounts on
+// which the account's policy grants them revoke-devices; anything else is
+// the non-operator's 403, a missing device included.
+func ruledDevice(rd store.Reader, p *principal, id string) (model.Device, []string, []string, error) {
+	d, err := rd.Device(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return model.Device{}, nil, nil, errNotOperator
+	} else if err != nil {
+		return model.Device{}, nil, nil, err
+	}
+	cids, err := rd.DeviceClusters(d.ID)
+	if err != nil {
+		return model.Device{}, nil, nil, err
+	}
+	var granted []string
+	for _, cid := range cids {
+		c, err := rd.Cluster(cid)
+		if errors.Is(err, store.ErrNotFound) || err == nil && !p.user.InAccount(c.AID) {
+			continue
+		} else if err != nil {
+			return model.Device{}, nil, nil, err
+		}
+		pol, _, err := accountPolicy(rd, c.AID)
+		if err != nil {
+			return model.Device{}, nil, nil, err
+		}
+		subj, err := subject(rd, c.AID, p.user)
+		if err != nil {
+			return model.Device{}, nil, nil, err
+		}
+		if pol.MayOperate(subj, cid, policy.RevokeDevices).Allow && !slices.Contains(granted, c.AID) {
+			granted = append(granted, c.AID)
+		}
+	}
+	if len(granted) == 0 {
+		return model.Device{}, nil, nil, errNotOperator
+	}
+	aids, err := deviceAccounts(rd, d)
+	return d, aids, granted, err
 }
 
 // operatedAccounts are the accounts an operator listing is about: ?aid=,
@@ -110,7 +159,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, p *principa
 	now := s.now()
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
 		if f.CID != "" {
-			if _, err := cluster(rd, p, f.CID, true); err != nil {
+			if _, err := cluster(rd, p, f.CID, policy.RevokeDevices); err != nil {
 				return err
 			}
 		}
@@ -155,15 +204,16 @@ func (s *Server) handleDevice(w http.ResponseWriter, r *http.Request, p *princip
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
 		d, err := rd.Device(id)
 		own := err == nil && p.kind == kindUser && d.User == p.user.Email
+		var seen []string
 		if !own {
-			if d, _, err = operatedDevice(rd, p, id); err != nil {
+			if d, _, seen, err = operatedDevice(rd, p, id); err != nil {
 				return err
 			}
 		}
 		if out, err = deviceDetail(rd, d, s.now()); err != nil || own {
 			return err
 		}
-		return newReach(rd, p.operated()).trim(&out)
+		return newReach(rd, seen).trim(&out)
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -214,7 +264,7 @@ func (s *Server) handleRevokeDevice(w http.ResponseWriter, r *http.Request, p *p
 	now := s.now()
 	var out api.DeviceDetail
 	err := s.update(r.Context(), func(tx store.Writer) error {
-		d, aids, err := operatedDevice(tx, p, id)
+		d, aids, seen, err := operatedDevice(tx, p, id)
 		if err != nil {
 			return err
 		}
@@ -222,7 +272,7 @@ func (s *Server) handleRevokeDevice(w http.ResponseWriter, r *http.Request, p *p
 			return errConflict(fmt.Sprintf("device %s was already revoked at %s by %s", id, d.RevokedAt.UTC().Format(time.RFC3339), d.RevokedBy),
 				"delete it to free its address: runos devices delete "+id)
 		}
-		x := newReach(tx, p.operated())
+		x := newReach(tx, seen) // the accounts through which the caller acts on d
 		foreign, err := x.foreign(d)
 		if err != nil {
 			return err
@@ -262,7 +312,7 @@ func (s *Server) handleDeleteDevice(w http.ResponseWriter, r *http.Request, p *p
 	err := s.update(r.Context(), func(tx store.Writer) error {
 		var aids []string
 		var err error
-		if d, aids, err = operatedDevice(tx, p, id); err != nil {
+		if d, aids, _, err = operatedDevice(tx, p, id); err != nil {
 			return err
 		}
 		dd, err := deviceDetail(tx, d, now)

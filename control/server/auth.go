@@ -186,6 +186,9 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 			case sess.State == model.SessionRevoked:
 				apiErr = errDeviceRevoked(sess.EndedAt)
 				return nil
+			case sess.State == model.SessionDisowned:
+				apiErr = errDisowned
+				return nil
 			case sess.State == model.SessionExpired || !now.Before(sess.ExpiresAt):
 				apiErr = errExpired(sess.ExpiresAt)
 				return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/policy"
 )
 
 func (s *Server) handleMe(w http.ResponseWriter, r *http.Request, p *principal) {
@@ -25,10 +26,16 @@ func (s *Server) handleMe(w http.ResponseWriter, r *http.Request, p *principal) 
 	writeJSON(w, http.StatusOK, me)
 }
 
+// noVerb asks cluster for no operator verb: the caller only reads or
+// connects.
+const noVerb policy.Action = ""
+
 // cluster reads cid for the caller: 404 when it does not exist or is not
 // the caller's to see (the two are not told apart), 403 when an operator
-// verb is asked by a caller without the operator role there.
-func cluster(r store.Reader, p *principal, cid string, operator bool) (model.Cluster, error) {
+// verb is asked (verb not noVerb) by a caller who may not use it there:
+// neither the operator role in the account (nor its token), nor an
+// `operate` rule of the account's policy granting it on this cluster.
+func cluster(r store.Reader, p *principal, cid string, verb policy.Action) (model.Cluster, error) {
 	if err := api.CheckCID(cid); err != nil {
 		return model.Cluster{}, errInvalid("%v", err)
 	}
@@ -40,12 +47,28 @@ func cluster(r store.Reader, p *principal, cid string, operator bool) (model.Clu
 	if err != nil {
 		return model.Cluster{}, err
 	}
-	if operator && !p.canOperate(c.AID) {
-		return model.Cluster{}, errForbidden(
-			fmt.Sprintf("this needs the operator role on account %s or its operator token", c.AID),
-			"sign in as an operator with `runos login`, or set RUNOS_TOKEN to the account's operator token")
+	if verb == noVerb || p.canOperate(c.AID) {
+		return c, nil
 	}
-	return c, nil
+	why := ""
+	if p.kind == kindUser {
+		pol, _, err := accountPolicy(r, c.AID)
+		if err != nil {
+			return model.Cluster{}, err
+		}
+		subj, err := subject(r, c.AID, p.user)
+		if err != nil {
+			return model.Cluster{}, err
+		}
+		d := pol.MayOperate(subj, c.CID, verb)
+		if d.Allow {
+			return c, nil
+		}
+		why = ": " + d.Reason
+	}
+	return model.Cluster{}, errForbidden(
+		fmt.Sprintf("%s in %s needs the operator role on account %s, its operator token, or an `operate … -> %s: %s` rule in its policy%s", verb, c.CID, c.AID, c.CID, verb, why),
+		"sign in as an operator with `runos login`, set RUNOS_TOKEN to the account's operator token, or ask an operator for the rule")
 }
 
 func node(r store.Reader, cid, nid string) (model.Node, error) {
@@ -60,8 +83,8 @@ func node(r store.Reader, cid, nid string) (model.Node, error) {
 // clusterNode reads cid as cluster does, then its node nid: the errors of
 // cluster first, so a caller who may not see the cluster learns nothing of
 // its nodes.
-func clusterNode(r store.Reader, p *principal, cid, nid string, operator bool) (model.Cluster, model.Node, error) {
-	c, err := cluster(r, p, cid, operator)
+func clusterNode(r store.Reader, p *principal, cid, nid string, verb policy.Action) (model.Cluster, model.Node, error) {
+	c, err := cluster(r, p, cid, verb)
 	if err != nil {
 		return model.Cluster{}, model.Node{}, err
 	}
@@ -92,7 +115,7 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request, p *princi
 	var d api.ClusterDetail
 	now := s.now()
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		c, err := cluster(rd, p, r.PathValue("cid"), false)
+		c, err := cluster(rd, p, r.PathValue("cid"), noVerb)
 		if err != nil {
 			return err
 		}
@@ -136,7 +159,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, p *principa
 	out := []api.Node{}
 	now := s.now()
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		c, err := cluster(rd, p, r.PathValue("cid"), false)
+		c, err := cluster(rd, p, r.PathValue("cid"), noVerb)
 		if err != nil {
 			return err
 		}
@@ -157,7 +180,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request, p *principa
 func (s *Server) handleNode(w http.ResponseWriter, r *http.Request, p *principal) {
 	var out api.Node
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		c, n, err := clusterNode(rd, p, r.PathValue("cid"), r.PathValue("nid"), false)
+		c, n, err := clusterNode(rd, p, r.PathValue("cid"), r.PathValue("nid"), noVerb)
 		if err != nil {
 			return err
 		}
@@ -182,7 +205,7 @@ func (s *Server) handleNodeIngress(w http.ResponseWriter, r *http.Request, p *pr
 	}
 	var out api.Node
 	err := s.update(r.Context(), func(tx store.Writer) error {
-		c, n, err := clusterNode(tx, p, r.PathValue("cid"), r.PathValue("nid"), true)
+		c, n, err := clusterNode(tx, p, r.PathValue("cid"), r.PathValue("nid"), policy.ManageNodes)
 		if err != nil {
 			return err
 		}
@@ -227,7 +250,7 @@ func (s *Server) handleNodeIngress(w http.ResponseWriter, r *http.Request, p *pr
 func (s *Server) handleDeleteNode(w http.ResponseWriter, r *http.Request, p *principal) {
 	reset := r.URL.Query().Get("resetCluster") == "true"
 	err := s.update(r.Context(), func(tx store.Writer) error {
-		c, n, err := clusterNode(tx, p, r.PathValue("cid"), r.PathValue("nid"), true)
+		c, n, err := clusterNode(tx, p, r.PathValue("cid"), r.PathValue("nid"), policy.ManageNodes)
 		if err != nil {
 			return err
 		}
@@ -297,7 +320,7 @@ func (s *Server) handleDeletePreflight(w http.ResponseWriter, r *http.Request, p
 	var out api.DeletePreflight
 	reset := r.URL.Query().Get("resetCluster") == "true"
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		c, n, err := clusterNode(rd, p, r.PathValue("cid"), r.PathValue("nid"), true)
+		c, n, err := clusterNode(rd, p, r.PathValue("cid"), r.PathValue("nid"), policy.ManageNodes)
 		if err != nil {
 			return err
 		}

@@ -195,7 +195,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request, p *principal
 		if err != nil {
 			return err
 		}
-		c, err := cluster(tx, p, cid, false)
+		c, err := cluster(tx, p, cid, noVerb)
 		if err != nil {
 			return err
 		}
@@ -274,7 +274,7 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principa
 		if err != nil {
 			return err
 		}
-		c, err := cluster(tx, p, cid, false)
+		c, err := cluster(tx, p, cid, noVerb)
 		if err != nil {
 			return err
 		}

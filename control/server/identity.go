@@ -47,18 +47,10 @@ func (s *Server) SignInIdentity(ctx context.Context, id oidc.Identity) (string, 
 			return oauth.Refusal(fmt.Sprintf("%s is a RunOS user of another account, not of %s, which this sign-in is for. Ask your administrator.", u.Email, aid))
 		}
 		email = u.Email
-		changed, err := setIdentityGroups(w, aid, email, id.Groups)
-		if err != nil {
+		if err := s.keepGrant(w, email, id); err != nil {
 			return err
 		}
-		if did == "" && changed == "" {
-			return nil
-		}
-		if err := touchGateways(w, aid); err != nil {
-			return err
-		}
-		return audit.Record(w, audit.Entry{At: s.now(), AIDs: []string{aid}, Actor: audit.Control, Source: audit.Source(ctx),
-			Kind: audit.GroupChanged, Target: email, Outcome: did + "groups from the identity provider: " + changed})
+		return s.applyIdentityGroups(ctx, w, email, id.Groups, did)
 	})
 	if err != nil {
 		var refusal oauth.Refusal
@@ -68,6 +60,40 @@ func (s *Server) SignInIdentity(ctx context.Context, id oidc.Identity) (string, 
 		return "", fmt.Errorf("sign in %s through the identity provider: %w", email, err)
 	}
 	return email, nil
+}
+
+// PasswordUsers implements oauth.PasswordBackend: whether any user still
+// signs in with a password (the login pages show the password form only
+// then, once an identity provider signs the others in).
+func (s *Server) PasswordUsers(ctx context.Context) (bool, error) {
+	var some bool
+	err := s.st.View(ctx, func(r store.Reader) error {
+		var err error
+		some, err = r.PasswordUsers()
+		return err
+	})
+	return some, err
+}
+
+var _ oauth.PasswordBackend = (*Server)(nil)
+
+// applyIdentityGroups sets email's groups in the identity account to the
+// provider's, and records what changed (and did, what else happened to
+// the user) in the audit log; nothing changed, nothing is recorded.
+func (s *Server) applyIdentityGroups(ctx context.Context, w store.Writer, email string, groups []string, did string) error {
+	aid := s.cfg.IdentityAccount
+	changed, err := setIdentityGroups(w, aid, email, groups)
+	if err != nil {
+		return err
+	}
+	if did == "" && changed == "" {
+		return nil
+	}
+	if err := touchGateways(w, aid); err != nil {
+		return err
+	}
+	return audit.Record(w, audit.Entry{At: s.now(), AIDs: []string{aid}, Actor: audit.Control, Source: audit.Source(ctx),
+		Kind: audit.GroupChanged, Target: email, Outcome: did + "groups from the identity provider: " + changed})
 }
 
 // setIdentityGroups makes email's groups in aid the provider's groups that

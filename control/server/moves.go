@@ -118,7 +118,7 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal
 			} else if err != nil {
 				return err
 			}
-			if _, err := cluster(rd, p, m.CID, false); err != nil {
+			if _, err := cluster(rd, p, m.CID, noVerb); err != nil {
 				return errNotFound("no move %s", id)
 			}
 			v, err := rd.TopicVersion(hub.Move(id))

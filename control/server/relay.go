@@ -107,6 +107,9 @@ func sessionRefusal(sess model.Session, now time.Time) *api.Error {
 		return &e
 	case sess.State == model.SessionRevoked:
 		return errDeviceRevoked(sess.EndedAt)
+	case sess.State == model.SessionDisowned:
+		e := *errDisowned
+		return &e
 	case sess.State == model.SessionExpired || !now.Before(sess.ExpiresAt):
 		return errExpired(sess.ExpiresAt)
 	}

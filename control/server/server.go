@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -54,6 +55,11 @@ type Config struct {
 	// IdentityAccount is the account users signed in by the identity
 	// provider belong to (SignInIdentity); "": none is configured.
 	IdentityAccount string
+	// Identity, when set, is the identity provider asked about each user
+	// who signed in through it every IdentityCheckEvery (15m): a user it
+	// no longer accepts loses their sessions (idcheck.go).
+	Identity           IdentityChecker
+	IdentityCheckEvery time.Duration
 
 	// Push streams (control/stream): the heartbeat period (15s) and the
 	// bound on one write (30s) past which a stream is dropped. NoStreams
@@ -126,7 +132,8 @@ type Server struct {
 	tickets    *relayticket.Signer
 	resumes    *resume.Signer // device map streams' resume tokens (resume.go)
 	resumePace pacer
-	pool       poolWatch // whether the device pool's near-full warning was logged
+	pool       poolWatch   // whether the device pool's near-full warning was logged
+	grantKey   cipher.AEAD // seals the identity provider's refresh tokens (idcheck.go); nil without Config.Identity
 
 	// upSince is when this server came up: heartbeats could not arrive
 	// before it (rules.Heartbeats).
@@ -171,6 +178,7 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.HeartbeatTimeout, 30*time.Second)
 	setDefault(&cfg.JoinAckTimeout, time.Second)
 	setDefault(&cfg.DeviceIdleTTL, 30*24*time.Hour)
+	setDefault(&cfg.IdentityCheckEvery, 15*time.Minute)
 	if cfg.RelaySecret == nil {
 		cfg.RelaySecret = make([]byte, 32)
 		_, _ = rand.Read(cfg.RelaySecret)
@@ -248,6 +256,9 @@ func (s *Server) Handler() http.Handler { return reqid.Handler(s.mux) }
 // this replica gets the timers' lease (always, on SQLite), and otherwise
 // waits in the background to take over from the replica that holds it.
 func (s *Server) Start(ctx context.Context) error {
+	if err := s.identityKey(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
 	l, err := s.st.TryLease(ctx, timersLease)
 	switch {
 	case err == nil:

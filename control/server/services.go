@@ -14,6 +14,7 @@ import (
 	"github.com/runos/vpn/control/rules"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/token"
+	"github.com/runos/vpn/policy"
 )
 
 func service(r store.Reader, cid, id string) (model.Service, error) {
@@ -29,7 +30,7 @@ func (s *Server) handleServices(w http.ResponseWriter, r *http.Request, p *princ
 	out := []api.VPNService{}
 	now := s.now()
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		c, err := cluster(rd, p, r.PathValue("cid"), false)
+		c, err := cluster(rd, p, r.PathValue("cid"), noVerb)
 		if err != nil {
 			return err
 		}
@@ -59,7 +60,7 @@ func (s *Server) handleService(w http.ResponseWriter, r *http.Request, p *princi
 	s.longPoll(w, r, "service", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		var d api.VPNService
 		err := s.st.View(ctx, func(rd store.Reader) error {
-			if _, err := cluster(rd, p, cid, false); err != nil {
+			if _, err := cluster(rd, p, cid, noVerb); err != nil {
 				return err
 			}
 			svc, err := service(rd, cid, id)
@@ -110,7 +111,7 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 	var svc model.Service
 	now := s.now()
 	err := s.update(r.Context(), func(tx store.Writer) error {
-		c, err := cluster(tx, p, r.PathValue("cid"), true)
+		c, err := cluster(tx, p, r.PathValue("cid"), policy.MoveServices)
 		if err != nil {
 			return err
 		}
@@ -181,7 +182,7 @@ func (s *Server) handleSetRelay(w http.ResponseWriter, r *http.Request, p *princ
 	cid, id := r.PathValue("cid"), r.PathValue("id")
 	var nid string
 	if err := s.st.View(r.Context(), func(rd store.Reader) error {
-		c, err := cluster(rd, p, cid, true)
+		c, err := cluster(rd, p, cid, policy.MoveServices)
 		if err != nil {
 			return err
 		}
@@ -200,7 +201,7 @@ func (s *Server) handleSetRelay(w http.ResponseWriter, r *http.Request, p *princ
 	var out api.VPNService
 	now := s.now()
 	err := s.update(r.Context(), func(tx store.Writer) error {
-		c, err := cluster(tx, p, cid, true)
+		c, err := cluster(tx, p, cid, policy.MoveServices)
 		if err != nil {
 			return err
 		}
@@ -237,7 +238,7 @@ func (s *Server) handleSetRelay(w http.ResponseWriter, r *http.Request, p *princ
 func (s *Server) relayNode(r *http.Request, p *principal, cid, nid, raw string) (model.Node, *api.Error) {
 	var n model.Node
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		if _, err := cluster(rd, p, cid, true); err != nil {
+		if _, err := cluster(rd, p, cid, policy.MoveServices); err != nil {
 			return err
 		}
 		var err error
@@ -313,7 +314,7 @@ type moveContext struct {
 
 func (s *Server) planMove(rd store.Reader, p *principal, cid, id string, req api.MoveRequest) (api.MovePlan, moveContext, error) {
 	var mc moveContext
-	c, err := cluster(rd, p, cid, true)
+	c, err := cluster(rd, p, cid, policy.MoveServices)
 	if err != nil {
 		return api.MovePlan{}, mc, err
 	}

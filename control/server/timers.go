@@ -13,7 +13,8 @@ import (
 )
 
 // Timers: session expiry, a move's ready timeout and deadline, a service's
-// install timeout, idle devices' clean-up (idle.go). Each is acted on by exactly one replica, the one holding
+// install timeout, idle devices' clean-up (idle.go), the identity
+// provider's check of its users (idcheck.go). Each is acted on by exactly one replica, the one holding
 // the store's "timers" lease (always this one on SQLite). The holder arms
 // them from the store when it gets the lease (so nothing is lost across a
 // restart or a takeover: a lapsed session is expired at once), arms new
@@ -94,6 +95,7 @@ func (s *Server) lead(ctx context.Context, l store.Lease) error {
 	s.log.Info("timers: this replica acts on session expiry, move deadlines, install timeouts and idle devices")
 	s.expireSessions()
 	s.cleanIdle()
+	s.armIdentityCheck(s.now().Add(s.cfg.IdentityCheckEvery))
 	var moves, installs []string
 	err := s.st.View(ctx, func(r store.Reader) error {
 		ms, err := r.InFlightMoves()

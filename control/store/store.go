@@ -141,8 +141,9 @@ type Reader interface {
 	// it (api.ClusterInside without Mapped); ErrNotFound when nothing was.
 	ClusterInside(cid string) (api.ClusterInside, error)
 
-	AccessReader // access.go
-	PolicyReader // policy.go
+	AccessReader   // access.go
+	PolicyReader   // policy.go
+	IdentityReader // identity.go
 }
 
 // Writer reads and writes inside one transaction.
@@ -184,6 +185,7 @@ type Writer interface {
 	// PutClusterInside records (or replaces) what lies inside cid.
 	PutClusterInside(cid string, in api.ClusterInside) error
 
-	AccessWriter // access.go
-	PolicyWriter // policy.go
+	AccessWriter   // access.go
+	PolicyWriter   // policy.go
+	IdentityWriter // identity.go
 }

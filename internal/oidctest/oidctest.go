@@ -3,8 +3,9 @@
 // provider (pkg/op) over the in-memory storage of its example server, with
 // users who have a password and groups, a login page a plain HTTP client
 // or Chromium can fill in, and users that can be removed while signed in —
-// after which the provider refuses their refresh tokens (invalid_grant), as
-// Okta, Entra ID or Keycloak do for a disabled user.
+// or disabled while signed in — after which the provider refuses their
+// refresh tokens (invalid_grant), as Okta, Entra ID or Keycloak do for a
+// disabled user — and a provider that can be taken down for a while.
 //
 // It is not a provider to deploy: passwords are kept in clear, all state
 // is in memory, and one process serves one issuer.
@@ -56,6 +57,8 @@ type Provider struct {
 	Handler http.Handler
 	users   *users
 	lean    *atomic.Bool
+	down    *atomic.Bool
+	refused *atomic.Int64
 }
 
 // New makes the provider of issuer (its handler serves the issuer's root),
@@ -91,7 +94,16 @@ func New(issuer string, clients []Client, us []User, log *slog.Logger) (*Provide
 	login := &loginPage{store: st, callback: op.AuthCallbackURL(prov)}
 	mux.Handle("/login/username", op.NewIssuerInterceptor(prov.IssuerFromRequest).Handler(login))
 	mux.Handle("/", prov)
-	return &Provider{Issuer: issuer, Handler: mux, users: u, lean: lean}, nil
+	p := &Provider{Issuer: issuer, users: u, lean: lean, down: new(atomic.Bool), refused: new(atomic.Int64)}
+	p.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.down.Load() {
+			p.refused.Add(1)
+			hangUp(w)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	return p, nil
 }
 
 // Serve runs a provider on 127.0.0.1 over HTTPS with the certificate
@@ -121,12 +133,36 @@ func (p *Provider) LeanIDTokens(on bool) { p.lean.Store(on) }
 // RemoveUser removes a user: their tokens are refused from then on.
 func (p *Provider) RemoveUser(email string) { p.users.remove(email) }
 
+// DisableUser disables a user (or enables them again): a disabled user
+// cannot sign in and their refresh tokens are refused, as a removed one's,
+// but they keep their subject and groups.
+func (p *Provider) DisableUser(email string, disabled bool) { p.users.disable(email, disabled) }
+
+// Down makes the provider unreachable (or reachable again): every
+// connection is closed without an answer, as by a provider that is down.
+func (p *Provider) Down(down bool) { p.down.Store(down) }
+
+// Unanswered is how many requests came while the provider was down.
+func (p *Provider) Unanswered() int64 { return p.refused.Load() }
+
+// hangUp closes the request's connection without an answer.
+func hangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			c.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
 // users is the provider's user store (storage.UserStore), changed while
 // the provider runs.
 type users struct {
-	mu     sync.Mutex
-	byID   map[string]*storage.User
-	groups map[string][]string // by ID
+	mu       sync.Mutex
+	byID     map[string]*storage.User
+	groups   map[string][]string // by ID
+	disabled map[string]bool     // by ID
 }
 
 // The user's ID is their email: a removed user added again is the same
@@ -149,9 +185,23 @@ func (u *users) remove(email string) {
 	delete(u.byID, strings.ToLower(email))
 }
 
+func (u *users) disable(email string, disabled bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.disabled == nil {
+		u.disabled = map[string]bool{}
+	}
+	u.disabled[strings.ToLower(email)] = disabled
+}
+
+// GetUserByID finds no disabled user: the provider neither signs them in
+// nor refreshes their tokens.
 func (u *users) GetUserByID(id string) *storage.User {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.disabled[id] {
+		return nil
+	}
 	return u.byID[id]
 }
 
@@ -164,7 +214,7 @@ func (u *users) ExampleClientID() string { return storage.ServiceUserID }
 func (u *users) groupsOf(id string) ([]string, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.byID[id] == nil {
+	if u.byID[id] == nil || u.disabled[id] {
 		return nil, false
 	}
 	return slices.Clone(u.groups[id]), true

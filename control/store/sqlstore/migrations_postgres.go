@@ -278,4 +278,15 @@ ALTER TABLE user_accounts ADD COLUMN operator BOOLEAN NOT NULL DEFAULT FALSE;
 UPDATE user_accounts ua SET operator = TRUE FROM users u WHERE u.email = ua.email AND u.operator;
 ALTER TABLE users DROP COLUMN operator;
 `,
+	// 6: the identity provider's refresh token of each user who signed
+	// in through it (issue 23), sealed by control, to ask the provider
+	// about the user again while their sessions live.
+	6: `
+CREATE TABLE identity_grants (
+	email        TEXT PRIMARY KEY,
+	subject      TEXT NOT NULL,
+	refresh      BYTEA NOT NULL,
+	signed_in_at BIGINT NOT NULL
+);
+`,
 }

@@ -307,4 +307,15 @@ ALTER TABLE user_accounts ADD COLUMN operator INTEGER NOT NULL DEFAULT 0;
 UPDATE user_accounts SET operator = 1 WHERE email IN (SELECT email FROM users WHERE operator <> 0);
 ALTER TABLE users DROP COLUMN operator;
 `,
+	// 10: the identity provider's refresh token of each user who signed
+	// in through it (issue 23), sealed by control, to ask the provider
+	// about the user again while their sessions live.
+	10: `
+CREATE TABLE identity_grants (
+	email        TEXT PRIMARY KEY,
+	subject      TEXT NOT NULL,
+	refresh      BLOB NOT NULL,
+	signed_in_at INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
 }

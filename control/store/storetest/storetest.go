@@ -57,6 +57,7 @@ func Run(t *testing.T, db Database, shared bool) {
 		{"Groups", testGroups},
 		{"StatsCountSessionsAndDevicesByState", testStatsCountSessionsAndDevicesByState},
 		{"ClusterInside", testClusterInside},
+		{"IdentityGrants", testIdentityGrants},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, db(t)) })
 	}
