@@ -230,7 +230,12 @@ func (w *world) namesWork(laptop string, cs ...*lab.EnvCluster) {
 	out := make(chan res, len(cs))
 	for _, c := range cs {
 		go func() {
-			body, err := w.run(laptop, nil, "curl", "-sS", "--max-time", "5", "http://"+c.Services[0].DNSName+"/")
+			// 12 s, not 5: one DNS datagram lost under a loaded CI host
+			// costs the resolver's 5 s retry (glibc's timeout), which
+			// is the network's behaviour, not a failure of reach (seen
+			// once in CI: ky3's name timed out at 5 s while xym's, on
+			// the same node, answered).
+			body, err := w.run(laptop, nil, "curl", "-sS", "--max-time", "12", "-w", "\n%{time_namelookup}s name, %{time_total}s total", "http://"+c.Services[0].DNSName+"/")
 			out <- res{c, body, err}
 		}()
 	}

@@ -74,6 +74,13 @@ var progs struct {
 	err  error
 }
 
+// upstream is upstream wireguard-go's program, built once per test binary.
+var upstream struct {
+	once sync.Once
+	path string
+	err  error
+}
+
 // binDir builds runos, runos-control, runos-gateway and runos-lab as a
 // release would (-trimpath, stripped), or uses RUNOS_BENCH_BIN.
 func binDir(tb testing.TB) string {
@@ -421,11 +428,46 @@ func (s stock) pub() string { return s.key.PublicKey().String() }
 // listen port (0 for any); it is stopped when the benchmark ends.
 func (w *world) stockPeer(host, iface, addr string, port int) stock {
 	w.b.Helper()
+	return w.wgPeer("wireguard-go", host, iface, addr, port)
+}
+
+// upstreamPeer is stockPeer with upstream wireguard-go built from the
+// module version this project's go.mod requires (upstreamWireGuard):
+// the same device code the project runs, without the project around it.
+func (w *world) upstreamPeer(host, iface, addr string, port int) stock {
+	w.b.Helper()
+	return w.wgPeer(upstreamWireGuard(w.b), host, iface, addr, port)
+}
+
+// upstreamWireGuard builds golang.zx2c4.com/wireguard's own program (its
+// module root is package main) at the version in go.mod, once.
+func upstreamWireGuard(tb testing.TB) string {
+	tb.Helper()
+	upstream.once.Do(func() {
+		d, err := os.MkdirTemp("", "runos-labbench-wg-")
+		if err != nil {
+			upstream.err = err
+			return
+		}
+		upstream.path = filepath.Join(d, "wireguard-go-upstream")
+		build := exec.Command("go", "build", "-trimpath", "-o", upstream.path, "golang.zx2c4.com/wireguard")
+		if out, err := build.CombinedOutput(); err != nil {
+			upstream.err = fmt.Errorf("building upstream wireguard-go: %v\n%s", err, out)
+		}
+	})
+	if upstream.err != nil {
+		tb.Fatal(upstream.err)
+	}
+	return upstream.path
+}
+
+func (w *world) wgPeer(bin, host, iface, addr string, port int) stock {
+	w.b.Helper()
 	key, err := wgtypes.GeneratePrivateKey()
 	if err != nil {
 		w.b.Fatal(err)
 	}
-	cmd, err := w.lab.Command(context.Background(), host, nil, "wireguard-go", "-f", iface)
+	cmd, err := w.lab.Command(context.Background(), host, nil, bin, "-f", iface)
 	if err != nil {
 		w.b.Fatal(err)
 	}

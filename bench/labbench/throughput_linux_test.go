@@ -24,12 +24,18 @@ type throughputRound struct {
 	RunosStock float64 `json:"runosVsStock"`
 	RunosBare  float64 `json:"runosVsBare"`
 	StockBare  float64 `json:"stockVsBare"`
+	// Upstream wireguard-go built from the module version in go.mod.
+	RunosUpstream float64 `json:"runosVsUpstream"`
+	UpstreamBare  float64 `json:"upstreamVsBare"`
 }
 
 // BenchmarkLabThroughput is issue 2's third number with both ratios: TCP
 // from the laptop to ky3-n1 with iperf3 over the same LAN path three ways
 // — through the RunOS tunnel (runos vpnd ↔ runos-gateway), through a pair
 // of Debian's stock wireguard-go configured by wg on the same two hosts,
+// through a pair of upstream wireguard-go built from the module version
+// the project uses (the same device code without the project's Bind,
+// relay and TUN setup around it: issue 24's runos/upstream ≥ 1.0),
 // and over the bare veth (the ceiling) — RUNOS_BENCH_TPUT_ROUNDS rounds
 // (default 3) of RUNOS_BENCH_IPERF_SECONDS each (default 3), the order
 // rotated every round so that no path always goes first. The ratios are
@@ -68,6 +74,12 @@ func benchThroughput(b *testing.B, m *metrics) {
 	w.must(laptop, nil, "wg", "set", cli.iface, "peer", srv.pub(), "allowed-ips", "10.99.0.0/24",
 		"endpoint", "10.77.0.21:51998", "persistent-keepalive", "1")
 	w.must(laptop, nil, "ping", "-c", "1", "-W", "5", "10.99.0.1")
+	usrv := w.upstreamPeer("ky3-n1", ifaceName("wgu"), "10.97.0.1/24", 51997)
+	ucli := w.upstreamPeer(laptop, ifaceName("wgu"), "10.97.0.2/24", 0)
+	w.must("ky3-n1", nil, "wg", "set", usrv.iface, "peer", ucli.pub(), "allowed-ips", "10.97.0.2/32")
+	w.must(laptop, nil, "wg", "set", ucli.iface, "peer", usrv.pub(), "allowed-ips", "10.97.0.0/24",
+		"endpoint", "10.77.0.21:51997", "persistent-keepalive", "1")
+	w.must(laptop, nil, "ping", "-c", "1", "-W", "5", "10.97.0.1")
 
 	iperf, err := w.lab.Command(context.Background(), "ky3-n1", nil, "iperf3", "-s")
 	if err != nil {
@@ -85,7 +97,7 @@ func benchThroughput(b *testing.B, m *metrics) {
 		return err == nil
 	})
 
-	paths := []struct{ name, addr string }{{"bare", "10.77.0.21"}, {"stock", "10.99.0.1"}, {"runos", ky3.Server.Address}}
+	paths := []struct{ name, addr string }{{"bare", "10.77.0.21"}, {"stock", "10.99.0.1"}, {"upstream", "10.97.0.1"}, {"runos", ky3.Server.Address}}
 	transfer := func(name, addr string) float64 {
 		out := w.must(laptop, nil, "iperf3", "-c", addr, "-t", strconv.Itoa(secs), "-J")
 		v, err := IperfMbps([]byte(out))
@@ -114,13 +126,17 @@ func benchThroughput(b *testing.B, m *metrics) {
 		series["runos-vs-stock"] = append(series["runos-vs-stock"], r.RunosStock)
 		series["runos-vs-bare"] = append(series["runos-vs-bare"], r.RunosBare)
 		series["stock-vs-bare"] = append(series["stock-vs-bare"], r.StockBare)
+		r.RunosUpstream, r.UpstreamBare = r.Mbps["runos"]/r.Mbps["upstream"], r.Mbps["upstream"]/r.Mbps["bare"]
+		series["runos-vs-upstream"] = append(series["runos-vs-upstream"], r.RunosUpstream)
+		series["upstream-vs-bare"] = append(series["upstream-vs-bare"], r.UpstreamBare)
 		all = append(all, r)
 		if testing.Verbose() {
-			b.Logf("round %d %v: runos %.0f, stock %.0f, bare %.0f Mbit/s; runos/stock %.2f, runos/bare %.3f",
-				r.N, r.Order, r.Mbps["runos"], r.Mbps["stock"], r.Mbps["bare"], r.RunosStock, r.RunosBare)
+			b.Logf("round %d %v: runos %.0f, upstream %.0f, stock %.0f, bare %.0f Mbit/s; runos/upstream %.2f, runos/stock %.2f, runos/bare %.3f",
+				r.N, r.Order, r.Mbps["runos"], r.Mbps["upstream"], r.Mbps["stock"], r.Mbps["bare"], r.RunosUpstream, r.RunosStock, r.RunosBare)
 		}
 	}
-	for _, k := range []string{"runos-mbps", "stock-mbps", "bare-mbps", "runos-vs-stock", "runos-vs-bare", "stock-vs-bare", "vpnd-rss-after-runos-MiB"} {
+	for _, k := range []string{"runos-mbps", "upstream-mbps", "stock-mbps", "bare-mbps", "runos-vs-upstream", "runos-vs-stock", "runos-vs-bare",
+		"upstream-vs-bare", "stock-vs-bare", "vpnd-rss-after-runos-MiB"} {
 		s := res.AddSamples(k, series[k])
 		b.Logf("%-15s n=%d  median %9.3f  min %9.3f  max %9.3f", k, s.N, s.P50, s.Min, s.Max)
 	}
@@ -163,13 +179,14 @@ func benchThroughput(b *testing.B, m *metrics) {
 		lastMbps, idleRSS[0], idleRSS[idle], idle, idleRSS, under)
 	res.Notes = append(res.Notes,
 		"one TCP stream, laptop → ky3-n1, iperf3 -t seconds; Mbit/s as the receiver saw them",
-		"runos: to the VPN server address through wg1 (runos vpnd) and wgvpn (runos-gateway); stock: Debian's wireguard-go on both hosts configured by wg; bare: the LAN veth",
+		"runos: to the VPN server address through wg1 (runos vpnd) and wgvpn (runos-gateway); stock: Debian's wireguard-go on both hosts configured by wg; upstream: wireguard-go built from the module version in go.mod on both hosts, configured by wg; bare: the LAN veth",
 		"both ends of every tunnel run on the same 2 vCPUs, so a tunnel's rate is bounded by the CPU of two userspace WireGuard processes, not by the link",
 		"vpnd-rss-after-runos-MiB: the daemon's VmRSS right after each round's transfer through it; vpnd-rss-idle-MiB: after one more such transfer, every second for idleSeconds (-1 in vpnd-rss-under-30MB-after-s: not within them)")
 	w.save(res)
-	for _, k := range []string{"runos-mbps", "stock-mbps", "bare-mbps"} {
+	for _, k := range []string{"runos-mbps", "upstream-mbps", "stock-mbps", "bare-mbps"} {
 		m.add(res.Summaries[k].P50, k)
 	}
+	m.add(res.Summaries["runos-vs-upstream"].P50, "runos/upstream")
 	m.add(res.Summaries["runos-vs-stock"].P50, "runos/stock")
 	m.add(res.Summaries["runos-vs-bare"].P50, "runos/bare")
 	m.add(res.Summaries["vpnd-rss-after-runos-MiB"].Max, "vpnd-rss-after-runos-max-MiB")
