@@ -508,3 +508,26 @@ func (w *world) waitFor(timeout time.Duration, what string, cond func() bool) {
 
 // ifaceName is a WireGuard interface name unique to this run.
 func ifaceName(prefix string) string { return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000) }
+
+// perfDuring starts a system-wide CPU profile (Linux perf, call graphs)
+// into file for secs seconds, for RUNOS_BENCH_PERF: where the tunnel's
+// CPU goes, by program and function, against upstream wireguard-go's
+// (issue 24). The returned func waits for it. Build the programs unstripped
+// (RUNOS_BENCH_BIN) for their symbols.
+func (w *world) perfDuring(file string, secs int) func() {
+	w.b.Helper()
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		w.b.Fatal(err)
+	}
+	cmd := exec.Command("perf", "record", "-a", "-g", "-F", "499", "-o", file, "--", "sleep", strconv.Itoa(secs))
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		w.b.Fatalf("perf record: %v", err)
+	}
+	return func() {
+		if err := cmd.Wait(); err != nil {
+			w.b.Fatalf("perf record: %v\n%s", err, out)
+		}
+	}
+}

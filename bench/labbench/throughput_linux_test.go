@@ -5,6 +5,8 @@ package labbench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -47,6 +49,10 @@ type throughputRound struct {
 // through the tunnel followed by RUNOS_BENCH_IDLE_SECONDS (default 10) of
 // idle with the RSS read every second (the daemon gives memory back once
 // the tunnel goes quiet, vpnd/trim.go).
+//
+// RUNOS_BENCH_PERF=<dir> profiles the whole machine (perf record -a -g)
+// during the last round's runos and upstream transfers into
+// <dir>/runos.data and <dir>/upstream.data.
 func BenchmarkLabThroughput(b *testing.B) { fixedWork(b, benchThroughput) }
 
 func benchThroughput(b *testing.B, m *metrics) {
@@ -98,7 +104,11 @@ func benchThroughput(b *testing.B, m *metrics) {
 	})
 
 	paths := []struct{ name, addr string }{{"bare", "10.77.0.21"}, {"stock", "10.99.0.1"}, {"upstream", "10.97.0.1"}, {"runos", ky3.Server.Address}}
-	transfer := func(name, addr string) float64 {
+	perfDir := os.Getenv("RUNOS_BENCH_PERF")
+	transfer := func(name, addr string, last bool) float64 {
+		if perfDir != "" && last && (name == "runos" || name == "upstream") {
+			defer w.perfDuring(filepath.Join(perfDir, name+".data"), secs)()
+		}
 		out := w.must(laptop, nil, "iperf3", "-c", addr, "-t", strconv.Itoa(secs), "-J")
 		v, err := IperfMbps([]byte(out))
 		if err != nil {
@@ -114,7 +124,7 @@ func benchThroughput(b *testing.B, m *metrics) {
 		for j := range paths {
 			p := paths[(i+j)%len(paths)]
 			r.Order = append(r.Order, p.name)
-			v := transfer(p.name, p.addr)
+			v := transfer(p.name, p.addr, i == rounds-1)
 			if p.name == "runos" {
 				r.VpndRSSMiB = vpndMiB()
 				series["vpnd-rss-after-runos-MiB"] = append(series["vpnd-rss-after-runos-MiB"], r.VpndRSSMiB)
@@ -151,7 +161,7 @@ func benchThroughput(b *testing.B, m *metrics) {
 	// One more transfer through the tunnel, then idle: how long the daemon
 	// holds what the burst left: read as soon as iperf3 returns, then
 	// every second.
-	lastMbps := transfer("runos", ky3.Server.Address)
+	lastMbps := transfer("runos", ky3.Server.Address, false)
 	idleRSS := []float64{vpndMiB()}
 	end := time.Now()
 	res.Values["vpnd-rss-after-last-runos-MiB"], res.Values["last-runos-mbps"] = idleRSS[0], lastMbps
