@@ -136,7 +136,7 @@ func sourceAddr(r *http.Request) netip.Addr {
 // document shows bumps no version.
 func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *principal) {
 	var rep api.GatewayReport
-	if e := decode(r, &rep); e != nil {
+	if e := decodeUpTo(r, &rep, maxReportBody); e != nil {
 		writeError(w, e)
 		return
 	}
