@@ -5,9 +5,10 @@
 // document and every raw `go test` output in the results directory.
 //
 // It reads the documents as labbench writes them (a small local copy of
-// their shape, so labbench can call it without an import cycle) and the
-// fan-out benchmark's `go test` output, plain or -json. It is not a
-// benchmark runner and measures nothing itself.
+// their shape, so labbench can call it without an import cycle), the
+// fan-out benchmarks' `go test` output, plain or -json, and
+// BenchmarkMoveFanOutReplicas's own result files. It is not a benchmark
+// runner and measures nothing itself.
 package benchplot
 
 import (
@@ -105,7 +106,8 @@ const (
 // bench`'s go test -json streams) and from the files matching fanOut's
 // globs (raw `go test` output kept elsewhere): fanout.svg draws their
 // long-polls; streams' globs (runs of both kinds, from one session) give
-// fanout-streams.svg.
+// fanout-streams.svg. Both are the one process's (BenchmarkMoveFanOut):
+// `make bench`'s stream has BenchmarkMoveFanOutReplicas's rounds too.
 func RenderDir(dir string, fanOut, streams []string) ([]string, error) {
 	var docs []*Doc
 	var fanout []FanOutRound
@@ -135,7 +137,7 @@ func RenderDir(dir string, fanOut, streams []string) ([]string, error) {
 	if fanout, err = readFanOut(append(fanFiles, more...)); err != nil {
 		return nil, err
 	}
-	fanout = slices.DeleteFunc(fanout, func(r FanOutRound) bool { return r.Stream })
+	fanout = slices.DeleteFunc(fanout, func(r FanOutRound) bool { return r.Stream || r.Replicas > 0 })
 	streamFiles, err := globAll(streams)
 	if err != nil {
 		return nil, err
@@ -144,6 +146,7 @@ func RenderDir(dir string, fanOut, streams []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	streamRounds = slices.DeleteFunc(streamRounds, func(r FanOutRound) bool { return r.Replicas > 0 })
 	slices.SortFunc(docs, func(a, b *Doc) int { return strings.Compare(a.StartedAt, b.StartedAt) })
 	var written []string
 	for _, d := range docs {
@@ -211,7 +214,11 @@ func readFanOut(files []string) ([]FanOutRound, error) {
 		if err != nil {
 			return nil, err
 		}
-		rounds = append(rounds, ParseFanOut(b)...)
+		r, err := parseFanOutFile(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		rounds = append(rounds, r...)
 	}
 	return rounds, nil
 }
