@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -156,5 +157,25 @@ func TestRenderDirDrawsEveryPlot(t *testing.T) {
 	}
 	if len(written) != len(want) {
 		t.Errorf("written %v, want %d files", written, len(want))
+	}
+}
+
+// The labels that would overprint go, the largest counts keep theirs; on
+// today's axis (up to 19,000) every count keeps its label.
+func TestDeviceTicksClearEachOther(t *testing.T) {
+	labels := func(ns []int, span float64) []string {
+		var out []string
+		for _, tk := range deviceTicks(ns, span) {
+			out = append(out, tk.Label)
+		}
+		return out
+	}
+	got := labels([]int{0, 1000, 5000, 10000, 19000, 50000, 100000}, 108000)
+	if want := []string{"", "1000", "", "10000", "19000", "50000", "100000"}; !slices.Equal(got, want) {
+		t.Errorf("up to 100,000: labels %q, want %q", got, want)
+	}
+	got = labels([]int{0, 1000, 5000, 10000, 19000}, 19000*1.08)
+	if want := []string{"0", "1000", "5000", "10000", "19000"}; !slices.Equal(got, want) {
+		t.Errorf("up to 19,000: labels %q, want %q", got, want)
 	}
 }

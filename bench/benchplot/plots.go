@@ -320,13 +320,30 @@ func devicesFigure(p *plot.Plot, ns []int) *figure {
 	p.X.Max = float64(ns[len(ns)-1]) * 1.08 // room for the last tick's label
 	p.Y.Min = 0
 	p.X.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
-		var t []plot.Tick
-		for _, n := range append([]int{0}, ns...) {
-			t = append(t, plot.Tick{Value: float64(n), Label: strconv.Itoa(n)})
-		}
-		return t
+		return deviceTicks(append([]int{0}, ns...), hi-lo)
 	})
 	return &figure{p, 16 * vg.Centimeter, 11 * vg.Centimeter}
+}
+
+// deviceTicks is a tick at each count, labelled from the right (the
+// largest counts first) as long as a label clears the one to its right:
+// with 100,000 devices on the axis, 0, 1000 and 5000 would overprint.
+// Those left unlabelled stay as minor ticks.
+func deviceTicks(ns []int, span float64) []plot.Tick {
+	// A digit is about a 70th of the axis (16 cm wide, 10-point labels).
+	digit := span / 70
+	t := make([]plot.Tick, len(ns))
+	right := math.Inf(1) // the left edge of the last label drawn
+	for i := len(ns) - 1; i >= 0; i-- {
+		label := strconv.Itoa(ns[i])
+		half := float64(len(label)) * digit / 2
+		t[i] = plot.Tick{Value: float64(ns[i])}
+		if float64(ns[i])+half+digit/2 <= right {
+			t[i].Label = label
+			right = float64(ns[i]) - half
+		}
+	}
+	return t
 }
 
 func median(v []float64) float64 {
