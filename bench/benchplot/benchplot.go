@@ -93,7 +93,8 @@ const (
 	MoveSwitchSVG = "move-switch.svg"
 	FanOutSVG     = "fanout.svg"
 	// FanOutStreamsSVG compares push streams with long-polls, drawn when
-	// RenderDir is given such runs.
+	// RenderDir is given such runs, and with them the runs across control
+	// replicas it is given.
 	FanOutStreamsSVG = "fanout-streams.svg"
 	ConnectSVG       = "connect.svg"
 	ThroughputSVG    = "throughput.svg"
@@ -106,9 +107,11 @@ const (
 // bench`'s go test -json streams) and from the files matching fanOut's
 // globs (raw `go test` output kept elsewhere): fanout.svg draws their
 // long-polls; streams' globs (runs of both kinds, from one session) give
-// fanout-streams.svg. Both are the one process's (BenchmarkMoveFanOut):
-// `make bench`'s stream has BenchmarkMoveFanOutReplicas's rounds too.
-func RenderDir(dir string, fanOut, streams []string) ([]string, error) {
+// fanout-streams.svg, and replicas' (BenchmarkMoveFanOutReplicas's output
+// or RUNOS_FANOUT_JSON files) a median line on it per replica count. Each
+// kind is read from its own files only: `make bench`'s stream has both
+// benchmarks, and fanout.svg stays the one process's.
+func RenderDir(dir string, fanOut, streams, replicas []string) ([]string, error) {
 	var docs []*Doc
 	var fanout []FanOutRound
 	ents, err := os.ReadDir(dir)
@@ -147,6 +150,15 @@ func RenderDir(dir string, fanOut, streams []string) ([]string, error) {
 		return nil, err
 	}
 	streamRounds = slices.DeleteFunc(streamRounds, func(r FanOutRound) bool { return r.Replicas > 0 })
+	replicaFiles, err := globAll(replicas)
+	if err != nil {
+		return nil, err
+	}
+	replicaRounds, err := readFanOut(replicaFiles)
+	if err != nil {
+		return nil, err
+	}
+	streamRounds = append(streamRounds, slices.DeleteFunc(replicaRounds, func(r FanOutRound) bool { return r.Replicas == 0 })...)
 	slices.SortFunc(docs, func(a, b *Doc) int { return strings.Compare(a.StartedAt, b.StartedAt) })
 	var written []string
 	for _, d := range docs {

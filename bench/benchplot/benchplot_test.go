@@ -139,7 +139,12 @@ func TestRenderDirDrawsEveryPlot(t *testing.T) {
 		"BenchmarkMoveFanOut-2 1 1 ns/op 100 devices 1 stream\n round 0: all 4 ms, written 2 ms\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	written, err := RenderDir(dir, []string{fan}, []string{fan})
+	reps := filepath.Join(t.TempDir(), "fanout-replicas-3-1000-20261205T000000Z.json")
+	if err := os.WriteFile(reps, []byte(`{"benchmark": "BenchmarkMoveFanOutReplicas/replicas-3", "ok": true,
+		"replicas": 3, "devices": 1000, "stream": true, "rounds": [{"allMs": 12}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	written, err := RenderDir(dir, []string{fan}, []string{fan}, []string{reps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +159,9 @@ func TestRenderDirDrawsEveryPlot(t *testing.T) {
 		if !strings.Contains(string(b), "<svg") {
 			t.Errorf("%s is not SVG: %.80s", w, b)
 		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "plots", FanOutStreamsSVG)); !strings.Contains(string(b), "streams, 3 replicas: median, last device") {
+		t.Errorf("%s has no line for the replicas", FanOutStreamsSVG)
 	}
 	if len(written) != len(want) {
 		t.Errorf("written %v, want %d files", written, len(want))
