@@ -5,9 +5,10 @@
 // document and every raw `go test` output in the results directory.
 //
 // It reads the documents as labbench writes them (a small local copy of
-// their shape, so labbench can call it without an import cycle) and the
-// fan-out benchmark's `go test` output, plain or -json. It is not a
-// benchmark runner and measures nothing itself.
+// their shape, so labbench can call it without an import cycle), the
+// fan-out benchmarks' `go test` output, plain or -json, and
+// BenchmarkMoveFanOutReplicas's own result files. It is not a benchmark
+// runner and measures nothing itself.
 package benchplot
 
 import (
@@ -92,7 +93,8 @@ const (
 	MoveSwitchSVG = "move-switch.svg"
 	FanOutSVG     = "fanout.svg"
 	// FanOutStreamsSVG compares push streams with long-polls, drawn when
-	// RenderDir is given such runs.
+	// RenderDir is given such runs, and with them the runs across control
+	// replicas it is given.
 	FanOutStreamsSVG = "fanout-streams.svg"
 	ConnectSVG       = "connect.svg"
 	ThroughputSVG    = "throughput.svg"
@@ -105,8 +107,11 @@ const (
 // bench`'s go test -json streams) and from the files matching fanOut's
 // globs (raw `go test` output kept elsewhere): fanout.svg draws their
 // long-polls; streams' globs (runs of both kinds, from one session) give
-// fanout-streams.svg.
-func RenderDir(dir string, fanOut, streams []string) ([]string, error) {
+// fanout-streams.svg, and replicas' (BenchmarkMoveFanOutReplicas's output
+// or RUNOS_FANOUT_JSON files) a median line on it per replica count. Each
+// kind is read from its own files only: `make bench`'s stream has both
+// benchmarks, and fanout.svg stays the one process's.
+func RenderDir(dir string, fanOut, streams, replicas []string) ([]string, error) {
 	var docs []*Doc
 	var fanout []FanOutRound
 	ents, err := os.ReadDir(dir)
@@ -135,7 +140,7 @@ func RenderDir(dir string, fanOut, streams []string) ([]string, error) {
 	if fanout, err = readFanOut(append(fanFiles, more...)); err != nil {
 		return nil, err
 	}
-	fanout = slices.DeleteFunc(fanout, func(r FanOutRound) bool { return r.Stream })
+	fanout = slices.DeleteFunc(fanout, func(r FanOutRound) bool { return r.Stream || r.Replicas > 0 })
 	streamFiles, err := globAll(streams)
 	if err != nil {
 		return nil, err
@@ -144,6 +149,16 @@ func RenderDir(dir string, fanOut, streams []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	streamRounds = slices.DeleteFunc(streamRounds, func(r FanOutRound) bool { return r.Replicas > 0 })
+	replicaFiles, err := globAll(replicas)
+	if err != nil {
+		return nil, err
+	}
+	replicaRounds, err := readFanOut(replicaFiles)
+	if err != nil {
+		return nil, err
+	}
+	streamRounds = append(streamRounds, slices.DeleteFunc(replicaRounds, func(r FanOutRound) bool { return r.Replicas == 0 })...)
 	slices.SortFunc(docs, func(a, b *Doc) int { return strings.Compare(a.StartedAt, b.StartedAt) })
 	var written []string
 	for _, d := range docs {
@@ -211,7 +226,11 @@ func readFanOut(files []string) ([]FanOutRound, error) {
 		if err != nil {
 			return nil, err
 		}
-		rounds = append(rounds, ParseFanOut(b)...)
+		r, err := parseFanOutFile(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		rounds = append(rounds, r...)
 	}
 	return rounds, nil
 }

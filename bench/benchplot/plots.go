@@ -233,20 +233,31 @@ func fanOutPlot(rounds []FanOutRound) (*figure, error) {
 
 // fanOutStreamsPlot is fanOutPlot's medians for push streams and for
 // long-polls side by side (one session's runs), with every round's last
-// device.
+// device; rounds across control replicas (Replicas > 0) add a median line
+// per replica count and kind, with a mark at each device count: such runs
+// are few and far apart (10,000, 50,000, 100,000 devices), one point may
+// be all a line has.
 func fanOutStreamsPlot(rounds []FanOutRound) (*figure, error) {
 	if len(rounds) == 0 {
 		return nil, nil
 	}
 	var st, lp []FanOutRound
+	byReplicas := map[int][]FanOutRound{}
 	for _, r := range rounds {
-		if r.Stream {
+		switch {
+		case r.Replicas > 0:
+			byReplicas[r.Replicas] = append(byReplicas[r.Replicas], r)
+		case r.Stream:
 			st = append(st, r)
-		} else {
+		default:
 			lp = append(lp, r)
 		}
 	}
-	p := newPlot(fmt.Sprintf("Fan-out of one change: push streams vs long-polls (%d rounds)", len(rounds)), "devices", "ms from the commit")
+	title := fmt.Sprintf("Fan-out of one change: push streams vs long-polls (%d rounds)", len(rounds))
+	if len(byReplicas) > 0 {
+		title = fmt.Sprintf("Fan-out of one change: streams vs long-polls, one process and replicas (%d rounds)", len(rounds))
+	}
+	p := newPlot(title, "devices", "ms from the commit")
 	var lines, points []any
 	var all []int
 	for _, kind := range []struct {
@@ -270,20 +281,85 @@ func fanOutStreamsPlot(rounds []FanOutRound) (*figure, error) {
 		lines = append(lines, kind.name+": median, last device", allMed, kind.name+": median, control's last write", writtenMed)
 		points = append(points, kind.name+": each round, last device", pts)
 	}
-	if err := plotutil.AddLines(p, lines...); err != nil {
+	if len(lines) > 0 {
+		if err := plotutil.AddLines(p, lines...); err != nil {
+			return nil, err
+		}
+		if err := plotutil.AddScatters(p, points...); err != nil {
+			return nil, err
+		}
+	}
+	legend := len(lines)/2 + len(points)/2
+	ns, n, err := addReplicaLines(p, byReplicas)
+	if err != nil {
 		return nil, err
 	}
-	if err := plotutil.AddScatters(p, points...); err != nil {
-		return nil, err
-	}
+	all = append(all, ns...)
+	legend += n
 	slices.Sort(all)
 	f := devicesFigure(p, slices.Compact(all))
 	top := 0.0
 	for _, r := range rounds {
 		top = max(top, r.AllMs)
 	}
-	p.Y.Max = math.Ceil(top*1.6/1000) * 1000 // room above the rounds for the legend's six lines
+	// Room above the rounds for the legend, a tenth of the height a line
+	// (six lines: 1.6 times the top).
+	p.Y.Max = math.Ceil(top*(1+0.1*float64(legend))/1000) * 1000
 	return f, nil
+}
+
+// addReplicaLines draws the median time to the last device per device
+// count, one line per replica count and kind, in dark colours and dashed
+// (the one-process lines are soft and mostly solid); it returns the
+// device counts drawn and how many lines.
+func addReplicaLines(p *plot.Plot, byReplicas map[int][]FanOutRound) (ns []int, lines int, err error) {
+	counts := make([]int, 0, len(byReplicas))
+	for k := range byReplicas {
+		counts = append(counts, k)
+	}
+	slices.Sort(counts)
+	for _, k := range counts {
+		var st, lp []FanOutRound
+		for _, r := range byReplicas[k] {
+			if r.Stream {
+				st = append(st, r)
+			} else {
+				lp = append(lp, r)
+			}
+		}
+		for _, kind := range []struct {
+			name   string
+			rounds []FanOutRound
+		}{{"streams", st}, {"long-polls", lp}} {
+			if len(kind.rounds) == 0 {
+				continue
+			}
+			byN, devs := byDevices(kind.rounds)
+			var med plotter.XYs
+			for _, n := range devs {
+				a, _ := times(byN[n])
+				med = append(med, plotter.XY{X: float64(n), Y: median(a)})
+			}
+			l, pts, err := plotter.NewLinePoints(med)
+			if err != nil {
+				return nil, 0, err
+			}
+			// From the third colour and glyph on: the first two (red
+			// rings, green squares) are the one-process rounds'.
+			c := plotutil.DarkColors[(2+lines)%len(plotutil.DarkColors)]
+			l.Color, l.Dashes = c, plotutil.Dashes(4+lines)
+			pts.Color, pts.Shape, pts.Radius = c, plotutil.Shape(2+lines), vg.Points(3)
+			p.Add(l, pts)
+			name := fmt.Sprintf("%s, %d replicas: median, last device", kind.name, k)
+			if k == 1 {
+				name = kind.name + ", 1 replica: median, last device"
+			}
+			p.Legend.Add(name, l, pts)
+			ns = append(ns, devs...)
+			lines++
+		}
+	}
+	return ns, lines, nil
 }
 
 // byDevices groups rounds by their number of devices, and lists those
@@ -320,13 +396,30 @@ func devicesFigure(p *plot.Plot, ns []int) *figure {
 	p.X.Max = float64(ns[len(ns)-1]) * 1.08 // room for the last tick's label
 	p.Y.Min = 0
 	p.X.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
-		var t []plot.Tick
-		for _, n := range append([]int{0}, ns...) {
-			t = append(t, plot.Tick{Value: float64(n), Label: strconv.Itoa(n)})
-		}
-		return t
+		return deviceTicks(append([]int{0}, ns...), hi-lo)
 	})
 	return &figure{p, 16 * vg.Centimeter, 11 * vg.Centimeter}
+}
+
+// deviceTicks is a tick at each count, labelled from the right (the
+// largest counts first) as long as a label clears the one to its right:
+// with 100,000 devices on the axis, 0, 1000 and 5000 would overprint.
+// Those left unlabelled stay as minor ticks.
+func deviceTicks(ns []int, span float64) []plot.Tick {
+	// A digit is about a 70th of the axis (16 cm wide, 10-point labels).
+	digit := span / 70
+	t := make([]plot.Tick, len(ns))
+	right := math.Inf(1) // the left edge of the last label drawn
+	for i := len(ns) - 1; i >= 0; i-- {
+		label := strconv.Itoa(ns[i])
+		half := float64(len(label)) * digit / 2
+		t[i] = plot.Tick{Value: float64(ns[i])}
+		if float64(ns[i])+half+digit/2 <= right {
+			t[i].Label = label
+			right = float64(ns[i]) - half
+		}
+	}
+	return t
 }
 
 func median(v []float64) float64 {

@@ -66,6 +66,12 @@ import (
 // Each replica holds its share in its own process too, so it needs
 // devices/replicas descriptors and, after a kill, its share of the killed
 // one's: at 100,000, 8 replicas. At most three replicas are killed.
+//
+// RUNOS_FANOUT_JSON=<dir> writes each sub-benchmark's result into dir as
+// fanout-replicas-<replicas>-<devices>-<start, UTC>.json: every round and
+// failover (the text output keeps only ten log lines of each), the
+// metrics, and the machine's limits (CPUs, the open-file limit, memory,
+// load before and after, Go, the commit); bench/plot -replicas draws them.
 func BenchmarkMoveFanOutReplicas(b *testing.B) {
 	pg := pgtest.Start(b)
 	counts := []int{1, 3}
@@ -79,12 +85,23 @@ func BenchmarkMoveFanOutReplicas(b *testing.B) {
 			counts = append(counts, r)
 		}
 	}
+	jsonDir := os.Getenv("RUNOS_FANOUT_JSON")
 	for _, r := range counts {
-		b.Run(fmt.Sprintf("replicas-%d", r), func(b *testing.B) { fanOutReplicas(b, pg, r) })
+		// The framework calls the sub-benchmark more than once (a warm-up
+		// first): its last call is the measured one, known only here.
+		res := newFanOutResult(r)
+		ok := b.Run(fmt.Sprintf("replicas-%d", r), func(b *testing.B) { fanOutReplicas(b, pg, r, res) })
+		if jsonDir == "" {
+			continue
+		}
+		if err := res.write(jsonDir, ok); err != nil {
+			b.Errorf("RUNOS_FANOUT_JSON: %v", err)
+		}
 	}
 }
 
-func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
+// fanOutReplicas is one call of a sub-benchmark, recorded into res.
+func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutResult) {
 	n := 10000
 	if v := os.Getenv("RUNOS_FANOUT_DEVICES"); v != "" {
 		n, _ = strconv.Atoi(v)
@@ -168,6 +185,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 	report("n1", 1<<40, nil)
 
 	stream := os.Getenv("RUNOS_FANOUT_STREAM") == "1"
+	run := res.begin(b, n, stream)
 	devs := startDeviceHelpers(b, dir, tokens, urls, caFile, stream)
 	b.Logf("%d devices in %d helper processes (at most %d each: the open-file limit), %d replicas", n, len(devs.procs), devicesPerHelper(), replicas)
 	waitParked := func() {
@@ -225,6 +243,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 			cpus = append(cpus, fmt.Sprintf("r%d %.0f ms", k+1, ctlCPU[k][len(ctlCPU[k])-1]))
 		}
 		b.Logf("round %d: all %.0f ms, p50 %.0f ms; cpu %s, devices %.0f ms", i, times[2], times[0], strings.Join(cpus, ", "), devCPU[len(devCPU)-1])
+		run.Rounds = append(run.Rounds, fanOutRound{Round: i, AllMs: times[2], P50Ms: times[0]})
 		hs := make([]api.PeerHandshake, 0, n)
 		now := time.Now()
 		for _, k := range keys {
@@ -264,27 +283,31 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int) {
 		foP50, foP99, foMax = append(foP50, f[0]), append(foP99, f[1]), append(foMax, f[2])
 		b.Logf("failover %d: replica r%d killed; %d devices re-established in p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 			k+1, k+1, len(ts), f[0], f[1], f[2])
+		run.Failovers = append(run.Failovers, fanOutFailover{Kill: k + 1, Devices: len(ts), P50Ms: f[0], P99Ms: f[1], MaxMs: f[2]})
 		addr := strings.TrimPrefix(reps[k].url, "https://")
 		reps[k] = start(k, addr) // back on its address, for the next round
 	}
 	if len(foMax) > 0 {
-		b.ReportMetric(median(foP50), "failover-ms-p50")
-		b.ReportMetric(median(foP99), "failover-ms-p99")
-		b.ReportMetric(slicesMax(foMax), "failover-ms-max")
+		run.metric(b, median(foP50), "failover-ms-p50")
+		run.metric(b, median(foP99), "failover-ms-p99")
+		run.metric(b, slicesMax(foMax), "failover-ms-max")
 	}
-	b.ReportMetric(median(all), "ms-all")
-	b.ReportMetric(median(p50), "ms-p50")
-	b.ReportMetric(median(p99), "ms-p99")
-	b.ReportMetric(median(devCPU), "cpu-ms-devices")
+	run.metric(b, median(all), "ms-all")
+	run.metric(b, median(p50), "ms-p50")
+	run.metric(b, median(p99), "ms-p99")
+	run.metric(b, median(devCPU), "cpu-ms-devices")
 	for k := range reps {
-		b.ReportMetric(median(ctlCPU[k]), fmt.Sprintf("cpu-ms-r%d", k+1))
-		b.ReportMetric(rss[k], fmt.Sprintf("rss-MB-r%d", k+1))
+		run.metric(b, median(ctlCPU[k]), fmt.Sprintf("cpu-ms-r%d", k+1))
+		run.metric(b, rss[k], fmt.Sprintf("rss-MB-r%d", k+1))
 	}
-	b.ReportMetric(float64(n), "devices")
-	b.ReportMetric(float64(len(devs.procs)), "device-helpers")
+	run.metric(b, float64(n), "devices")
+	run.metric(b, float64(len(devs.procs)), "device-helpers")
 	if stream {
-		b.ReportMetric(1, "stream")
+		run.metric(b, 1, "stream")
 	}
+	// As the framework prints it: the timer is stopped, so Elapsed is the
+	// timed part of the b.N rounds.
+	run.Metrics["ns/op"] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 }
 
 // TestFanOutReplicaHelper is one control replica of
