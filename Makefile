@@ -131,7 +131,8 @@ bench:
 # fan-out re-runs kept in its subdirectory).
 plots:
 	$(GO) run ./bench/plot -dir bench/results -fanout 'bench/results/fanout-20261203/h1-*/after-*.txt' \
-		-streams 'bench/results/streams-20261203/curve/*-h1-*.txt' -streams 'bench/results/streams-20261203/10k/*-h1-*.txt'
+		-streams 'bench/results/streams-20261203/curve/*-h1-*.txt' -streams 'bench/results/streams-20261203/10k/*-h1-*.txt' \
+		-replicas 'bench/results/fanout-replicas-20261205/fanout-replicas-*.json'
 
 clean:
 	rm -rf $(BIN)

@@ -65,7 +65,8 @@ import (
 //
 // Each replica holds its share in its own process too, so it needs
 // devices/replicas descriptors and, after a kill, its share of the killed
-// one's: at 100,000, 8 replicas. At most three replicas are killed.
+// one's: at 100,000, 8 replicas. At most three replicas are killed
+// (RUNOS_FANOUT_KILLS: how many; 0 measures the fan-out alone).
 //
 // RUNOS_FANOUT_JSON=<dir> writes each sub-benchmark's result into dir as
 // fanout-replicas-<replicas>-<devices>-<start, UTC>.json: every round and
@@ -263,8 +264,12 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 	// each such device's poll being sent to a live replica; the longest is
 	// the longest any device went without its map's long-poll.
 	var foP50, foP99, foMax []float64
+	kills := 3
+	if v, err := strconv.Atoi(os.Getenv("RUNOS_FANOUT_KILLS")); err == nil && v >= 0 {
+		kills = v
+	}
 	for k := range reps {
-		if replicas < 2 || k == 3 {
+		if replicas < 2 || k == kills {
 			break
 		}
 		waitParked()
