@@ -43,6 +43,7 @@ import (
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/sqlstore"
 	"github.com/runos/vpn/control/token"
+	"github.com/runos/vpn/internal/proccpu"
 	"github.com/runos/vpn/internal/testcert"
 	"github.com/runos/vpn/internal/testenv"
 )
@@ -284,12 +285,12 @@ func BenchmarkMoveFanOut(b *testing.B) {
 		written.Store(0)
 		fanMax.Store(0)
 		b.StartTimer()
-		cpu0 := cpuTime()
+		cpu0 := proccpu.Self()
 		t0 := time.Now()
 		report(to, m.Version, nil) // listening: the switch, one commit
 		got := expect("done")
 		b.StopTimer()
-		ctlCPU = append(ctlCPU, float64(cpuTime()-cpu0)/float64(time.Millisecond))
+		ctlCPU = append(ctlCPU, float64(proccpu.Self()-cpu0)/float64(time.Millisecond))
 		if prof != nil {
 			pprof.StopCPUProfile()
 			prof.Close()
@@ -511,7 +512,7 @@ func TestFanOutHelper(t *testing.T) {
 			continue
 		}
 		r, _ := strconv.Atoi(f[1])
-		cpu0 := cpuTime()
+		cpu0 := proccpu.Self()
 		mu.Lock()
 		round, want, recv = r, "", recv[:0]
 		if len(f) == 3 {
@@ -529,7 +530,7 @@ func TestFanOutHelper(t *testing.T) {
 				writeTimes(timesFile, s)
 				// The CPU time is up to now, a millisecond or so past the
 				// last answer: this loop's polling is the difference.
-				fmt.Printf("done %d %d %d %d\n", s[len(s)/2], s[len(s)*99/100], s[len(s)-1], cpuTime()-cpu0)
+				fmt.Printf("done %d %d %d %d\n", s[len(s)/2], s[len(s)*99/100], s[len(s)-1], proccpu.Self()-cpu0)
 				break
 			}
 			mu.Unlock()
@@ -748,15 +749,6 @@ func raiseNoFile(tb testing.TB, need int) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// cpuTime is the CPU time (user and system) this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 func rssMB() float64 {
 	b, err := os.ReadFile("/proc/self/status")

@@ -33,6 +33,7 @@ import (
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/sqlstore"
 	"github.com/runos/vpn/internal/pgtest"
+	"github.com/runos/vpn/internal/proccpu"
 	"github.com/runos/vpn/internal/testcert"
 	"github.com/runos/vpn/internal/testenv"
 )
@@ -225,7 +226,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 		cpu0 := make([]time.Duration, replicas)
 		for k, r := range reps {
 			rss[k] = procRSSMB(r.cmd.Process.Pid)
-			cpu0[k] = procCPU(r.cmd.Process.Pid)
+			cpu0[k] = proccpu.Of(r.cmd.Process.Pid)
 		}
 		devs.arm(i)
 		b.StartTimer()
@@ -234,7 +235,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 		got, helperCPU := devs.done()
 		b.StopTimer()
 		for k, r := range reps {
-			ctlCPU[k] = append(ctlCPU[k], float64(procCPU(r.cmd.Process.Pid)-cpu0[k])/float64(time.Millisecond))
+			ctlCPU[k] = append(ctlCPU[k], float64(proccpu.Of(r.cmd.Process.Pid)-cpu0[k])/float64(time.Millisecond))
 		}
 		times := []float64{quantileMS(got, 0.5, t0.UnixNano()), quantileMS(got, 0.99, t0.UnixNano()), quantileMS(got, 1, t0.UnixNano())}
 		p50, p99, all = append(p50, times[0]), append(p99, times[1]), append(all, times[2])
@@ -385,22 +386,6 @@ func expectLine(tb testing.TB, sc *bufio.Scanner, prefix string) []string {
 	}
 	tb.Fatalf("helper ended before %q: %v", prefix, sc.Err())
 	return nil
-}
-
-// procCPU is a process's CPU time (user and system) from /proc.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+k) * time.Second / 100 // USER_HZ
 }
 
 func procRSSMB(pid int) float64 {
