@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 // Package proccpu reads how much CPU a process has used, for benchmarks
 // that count a server's and its clients' time apart (control's fan-out and
