@@ -8,6 +8,12 @@ import (
 	"net"
 )
 
+var errNoNetns = errors.New("the lab needs Linux network namespaces")
+
 func dialIn(ctx context.Context, nsPath, network, addr string) (net.Conn, error) {
-	return nil, errors.New("the lab needs Linux network namespaces")
+	return nil, errNoNetns
+}
+
+func listenPacketIn(nsPath, network, addr string) (net.PacketConn, error) {
+	return nil, errNoNetns
 }

@@ -29,6 +29,12 @@ func (l *Lab) Dial(ctx context.Context, host, network, addr string) (net.Conn, e
 	return dialIn(ctx, netnsPath(l.names.Netns(host)), network, addr)
 }
 
+// ListenPacket opens a packet socket (UDP) inside a host's network
+// namespace, as Dial does: a test's listener on a node, for instance.
+func (l *Lab) ListenPacket(host, network, addr string) (net.PacketConn, error) {
+	return listenPacketIn(netnsPath(l.names.Netns(host)), network, addr)
+}
+
 // HTTPClient is an HTTP client whose connections start inside a host and
 // that trusts the lab's CA.
 func (l *Lab) HTTPClient(host string) (*http.Client, error) {
