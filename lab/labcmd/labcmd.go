@@ -2,7 +2,7 @@
 
 // Package labcmd is the runos-lab command tree (cobra): up, down, exec,
 // status, demo, and the hidden helpers the lab itself runs (webapp,
-// browser).
+// browser, idp).
 package labcmd
 
 import (
@@ -85,7 +85,7 @@ It needs root and Debian's iproute2, util-linux, dnsmasq-base, wireguard-tools
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(upCmd(), downCmd(), execCmd(), statusCmd(), demoCmd(), webappCmd(), browserCmd(), kubeDNSCmd(), kubeAPICmd())
+	root.AddCommand(upCmd(), downCmd(), execCmd(), statusCmd(), demoCmd(), webappCmd(), browserCmd(), kubeDNSCmd(), kubeAPICmd(), idpCmd())
 	root.AddCommand(netCmds()...)
 	return root
 }
