@@ -183,3 +183,42 @@ func (w *world) signInWithDeviceCodeAtProvider(t *testing.T, laptop string, u la
 	}
 	w.waitStatus(laptop, 30*time.Second, "connected to ky3", upOn("", "ky3"))
 }
+
+// BenchmarkSignInThroughProvider: `runos vpn up --cid ky3` from a signed
+// out laptop until the daemon reports ky3 connected with a live
+// handshake, signing in through the lab's identity provider (dev, on one
+// laptop) and with control's own password form (the operator, on the
+// other), in alternated rounds: the same scripted browser, the same
+// command; the provider adds its redirects, its login page and control's
+// code exchange with it, control's form its bcrypt comparison (cost 12;
+// the lab's provider compares its passwords in clear).
+func BenchmarkSignInThroughProvider(b *testing.B) {
+	w := newWorld(b, 2, 0)
+	dev := w.idpUser(lab.GroupDev)
+	pwLaptop, idpLaptop := w.env.Clients[0].Host, w.env.Clients[1].Host
+	round := func(laptop string, extra []string, who, via string) time.Duration {
+		start := time.Now()
+		out, err := w.run(laptop, extra, "runos", "vpn", "up", "--cid", "ky3")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !strings.Contains(out, "Signed in as "+who) || !strings.Contains(out, via) {
+			b.Fatalf("runos vpn up did not sign %s in %q:\n%s", who, via, out)
+		}
+		w.waitStatus(laptop, 30*time.Second, "connected to ky3", upOn("", "ky3"))
+		d := time.Since(start)
+		w.must(laptop, nil, "runos", "vpn", "down")
+		w.waitStatus(laptop, 10*time.Second, "signed out", func(s *localapi.Status) bool { return s.Session.State != localapi.SessionSignedIn })
+		return d
+	}
+	n := max(b.N, 5)
+	var pw, idp []time.Duration
+	b.ResetTimer()
+	for range n {
+		pw = append(pw, round(pwLaptop, nil, w.env.User, "filling the login form"))
+		idp = append(idp, round(idpLaptop, []string{lab.BrowserUserEnv + "=" + dev.Email}, dev.Email, "through the identity provider"))
+	}
+	b.StopTimer()
+	reportDurations(b, "password-up", pw)
+	reportDurations(b, "provider-up", idp)
+}
