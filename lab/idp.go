@@ -157,15 +157,7 @@ func (l *Lab) idpEnv(e *Env) {
 
 // ServeIdP runs the lab's provider from its configuration until ctx ends.
 func ServeIdP(ctx context.Context, cfg IdPConfig, log *slog.Logger) error {
-	pair, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
-	if err != nil {
-		return fmt.Errorf("identity provider certificate: %w", err)
-	}
-	p, err := oidctest.New(cfg.Issuer, cfg.Clients, cfg.Users, log)
-	if err != nil {
-		return err
-	}
-	ln, err := tls.Listen("tcp", cfg.Listen, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
@@ -175,12 +167,28 @@ func ServeIdP(ctx context.Context, cfg IdPConfig, log *slog.Logger) error {
 		ln.Close()
 		return fmt.Errorf("identity provider admin socket: %w", err)
 	}
+	return serveIdP(ctx, cfg, ln, aln, log)
+}
+
+// serveIdP serves the provider on ln (HTTPS) and its admin API on aln.
+func serveIdP(ctx context.Context, cfg IdPConfig, ln, aln net.Listener, log *slog.Logger) error {
+	defer ln.Close()
+	defer aln.Close()
+	pair, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+	if err != nil {
+		return fmt.Errorf("identity provider certificate: %w", err)
+	}
+	p, err := oidctest.New(cfg.Issuer, cfg.Clients, cfg.Users, log)
+	if err != nil {
+		return err
+	}
+	tln := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
 	srv := &http.Server{Handler: p.Handler, ReadHeaderTimeout: 10 * time.Second}
 	admin := &http.Server{Handler: p.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(tln) }()
 	go func() { errc <- admin.Serve(aln) }()
-	log.Info("identity provider serving", "issuer", cfg.Issuer, "listen", cfg.Listen, "users", len(cfg.Users))
+	log.Info("identity provider serving", "issuer", cfg.Issuer, "listen", ln.Addr(), "users", len(cfg.Users))
 	select {
 	case <-ctx.Done():
 		err = nil

@@ -68,7 +68,9 @@ func New(stdout, stderr io.Writer) *cobra.Command {
 account rjwrn, each node running runos-gateway and a web app on port 80, a LAN
 with its resolver (dnsmasq), and laptops running the RunOS daemon.
 
-Hosts: control, lan, ky3-n1, ky3-n2, xym-n1, client (client2… with --clients).
+Hosts: control, lan, idp (the OpenID Connect provider control signs users in
+through, https://198.51.100.7), ky3-n1, ky3-n2, xym-n1, client (client2… with
+--clients).
 Every node's gateway also serves the relay (WireGuard over HTTPS) on its 443.
 block, unblock, uplink and mtu change a laptop's network (nftables and
 iproute2 inside the lab's namespaces only).
