@@ -173,7 +173,7 @@ func (w *world) signInWithDeviceCodeAtProvider(t *testing.T, laptop string, u la
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var out syncbuf.Buffer
-	wait := w.startOn(ctx, laptop, []string{"BROWSER=", "DISPLAY=", "WAYLAND_DISPLAY=", "SSH_CONNECTION=198.51.100.7 50000 10.0.0.2 22"}, nil, &out,
+	wait := w.startOn(ctx, laptop, []string{"BROWSER=", "DISPLAY=", "WAYLAND_DISPLAY=", "SSH_CONNECTION=203.0.113.9 50000 10.0.0.2 22"}, nil, &out,
 		"runos", "vpn", "up", "--cid", "ky3")
 	var m []string
 	w.waitFor(time.Minute, "the device code printed", func() bool { m = deviceLine.FindStringSubmatch(out.String()); return m != nil })

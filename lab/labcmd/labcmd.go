@@ -176,6 +176,12 @@ Try:
 Remove it with:
   runos-lab down --dir %[4]s
 `, e.APIURL, e.CAFile, e.User, e.Dir, e.DefaultCID)
+	if e.OIDC != nil && len(e.Users) > 1 {
+		u := e.Users[1]
+		fmt.Fprintf(w, `Identity provider: %s (its users and groups in %s/env.json). Sign in as one:
+  runos-lab exec --dir %s client -- env %s=%s runos vpn up --cid %s
+`, e.OIDC.Issuer, e.Dir, e.Dir, lab.BrowserUserEnv, u.Email, e.DefaultCID)
+	}
 }
 
 func downCmd() *cobra.Command {
