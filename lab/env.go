@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // EnvFile is the name of the lab's description inside its directory.
@@ -38,6 +39,49 @@ type Env struct {
 	ControlReplicas int          `json:"controlReplicas"`
 	Replicas        []EnvReplica `json:"replicas,omitempty"`
 	Database        *EnvDatabase `json:"database,omitempty"`
+	// Users are the lab's users, User (the world file's operator, who
+	// signs in with a password) first, then the identity provider's.
+	Users []EnvUser `json:"users"`
+	// OIDC is the lab's OpenID Connect provider, which control signs
+	// users in through; nil in a lab without one.
+	OIDC *EnvOIDC `json:"oidc,omitempty"`
+}
+
+// How a lab user signs in.
+const (
+	SignInPassword = "password" // control's own login form (the world file)
+	SignInOIDC     = "oidc"     // through the identity provider
+)
+
+// EnvUser is a user of the lab and how they sign in. Groups are the
+// provider's groups claim; control knows a group once created (runos
+// groups create), and the account's policy says what it may reach.
+type EnvUser struct {
+	Email    string   `json:"email"`
+	Password string   `json:"password"`
+	Groups   []string `json:"groups"`
+	SignIn   string   `json:"signIn"`
+}
+
+// EnvOIDC is the lab's identity provider (host idp).
+type EnvOIDC struct {
+	Issuer   string `json:"issuer"`
+	ClientID string `json:"clientId"`
+	Host     string `json:"host"`
+	CertFile string `json:"certFile"` // its certificate (the lab CA's)
+	// AdminSocket removes, disables or enables a user at the provider
+	// (lab.IdPAdmin; POST /users/{remove,disable,enable} email=…).
+	AdminSocket string `json:"adminSocket"`
+}
+
+// LabUser returns the lab user with that email.
+func (e *Env) LabUser(email string) (*EnvUser, bool) {
+	for i := range e.Users {
+		if strings.EqualFold(e.Users[i].Email, email) {
+			return &e.Users[i], true
+		}
+	}
+	return nil, false
 }
 
 // EnvReplica is one runos-control replica behind the balancer.

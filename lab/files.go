@@ -157,6 +157,9 @@ func (l *Lab) writeFiles() error {
 			return err
 		}
 	}
+	if err := l.writeIdPFiles(pki); err != nil {
+		return err
+	}
 	return l.writeInsideFiles(pki)
 }
 
@@ -257,6 +260,7 @@ func (l *Lab) writeEnv() error {
 		}
 	}
 	e.Client = e.Clients[0]
+	l.idpEnv(e)
 	b, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return err

@@ -141,7 +141,7 @@ func CheckPrerequisites(binDir string) error { return checkPrerequisites(binDir,
 // programOf maps a program file to the lab's processes that run it.
 var programOf = map[string][]string{
 	"runos": {"vpnd"}, "runos-control": {"control"}, "runos-gateway": {"gateway"},
-	"runos-lab": {"webapp", "kubedns", "kubeapi", "podapp"},
+	"runos-lab": {"webapp", "kubedns", "kubeapi", "podapp", "idp"},
 }
 
 func checkPrerequisites(binDir string, skip []string, metrics bool) error {

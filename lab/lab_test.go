@@ -26,7 +26,7 @@ func TestDefaultTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"control", "lan", "ky3-n1", "ky3-n2", "xym-n1", "client", "client2", "client3"}
+	want := []string{"control", "lan", "idp", "ky3-n1", "ky3-n2", "xym-n1", "client", "client2", "client3"}
 	if got := (&Lab{topo: topo}).HostNames(); !slices.Equal(got, want) {
 		t.Errorf("hosts = %v, want %v", got, want)
 	}

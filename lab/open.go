@@ -42,9 +42,16 @@ func Open(dir string) (*Lab, error) {
 			return nil, fmt.Errorf("env.json sessionTtl: %w", err)
 		}
 	}
+	sec := &Secrets{Password: env.Password, OperatorToken: env.OperatorToken, DBPassword: dbPassword(env),
+		IdPPasswords: map[string]string{}}
+	for _, u := range env.Users {
+		if u.SignIn == SignInOIDC {
+			sec.IdPPasswords[u.Email] = u.Password
+		}
+	}
 	return &Lab{
 		dir: abs, bin: env.BinDir, names: NamesFor(abs), topo: topo, ttl: ttl,
-		secrets: &Secrets{Password: env.Password, OperatorToken: env.OperatorToken, DBPassword: dbPassword(env)},
+		secrets: sec,
 		run:     ExecRunner{}, log: slog.New(slog.DiscardHandler), progress: io.Discard, now: time.Now,
 		j:   &journal{path: filepath.Join(abs, RecordFile), rec: *rec},
 		env: env, metrics: env.PrometheusURL != "", recordRelay: rec.RecordRelay,

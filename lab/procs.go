@@ -35,6 +35,9 @@ func (l *Lab) procs() []Proc {
 	if l.topo.Store == StorePostgres {
 		ps = append(ps, l.databaseProc())
 	}
+	if l.hasIdP() { // before control, which asks it for its discovery document at start
+		ps = append(ps, l.idpProc())
+	}
 	ps = append(ps, l.controlProcs()...)
 	if l.topo.Replicas > 1 {
 		ps = append(ps, l.balancerProc())

@@ -115,6 +115,8 @@ func (l *Lab) readyCheck(p Proc) func(context.Context) error {
 		}
 	case "postgres":
 		return l.databaseReady
+	case "idp":
+		return l.idpReady
 	case "haproxy":
 		return func(ctx context.Context) error {
 			body, err := l.Get(ctx, p.Host, l.apiURL()+"/readyz")

@@ -169,6 +169,10 @@ func (l *Lab) controlProcs() []Proc {
 		if l.metrics {
 			argv = append(argv, "--metrics-addr", l.controlMetricsAddr(h.Name))
 		}
+		if l.hasIdP() {
+			argv = append(argv, l.idpControlFlags()...)
+			env = append(env, l.idpControlEnv()...)
+		}
 		argv = append(argv, l.controlFlags...)
 		ps = append(ps, Proc{Host: h.Name, Name: "control", Argv: argv, Env: env})
 	}

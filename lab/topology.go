@@ -95,6 +95,10 @@ type Topology struct {
 	Store    string
 	Replicas int
 	DBIP     netip.Addr
+	// IdPIP is host idp's, the lab's OpenID Connect provider (lab/idp.go),
+	// and IdPUsers its users.
+	IdPIP    netip.Addr
+	IdPUsers []IdPUser
 }
 
 // ReplicaName is the host name of the i-th control replica (1-based).
@@ -175,6 +179,7 @@ func TopologyFor(clients int, storeKind string, replicas int) (*Topology, error)
 		},
 	}
 	t.Store, t.Replicas = storeKind, replicas
+	t.IdPIP, t.IdPUsers = wan(7), idpUsers(t.AID, t.DomainRoot)
 	t.Hosts = append(t.Hosts,
 		Host{Name: "control", Kind: KindControl, Addrs: map[string]netip.Addr{WAN: t.ControlIP}},
 		// The LAN's resolver is its router too: a leg on the WAN, through
@@ -182,6 +187,7 @@ func TopologyFor(clients int, storeKind string, replicas int) (*Topology, error)
 		// reaches the WAN behind NAT.
 		Host{Name: "lan", Kind: KindResolver, Addrs: map[string]netip.Addr{LAN: t.ResolverIP, WAN: RouterWAN}},
 	)
+	t.Hosts = append(t.Hosts, Host{Name: IdPHost, Kind: KindIdP, Addrs: map[string]netip.Addr{WAN: t.IdPIP}})
 	if storeKind == StorePostgres {
 		t.DBIP = wan(5)
 		t.Hosts = append(t.Hosts, Host{Name: "db", Kind: KindDatabase, Addrs: map[string]netip.Addr{WAN: t.DBIP}})

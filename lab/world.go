@@ -16,6 +16,8 @@ type Secrets struct {
 	OperatorToken    string
 	EnrollmentTokens map[string]string // node host (ky3-n1) → token
 	DBPassword       string            // the database's (postgres)
+	IdPClientSecret  string            // control's at the identity provider
+	IdPPasswords     map[string]string // the provider's users' (email → password)
 }
 
 // NewSecrets draws a lab's secrets from r (crypto/rand.Reader in a real
@@ -47,6 +49,18 @@ func NewSecrets(t *Topology, r io.Reader) (*Secrets, error) {
 			if s.EnrollmentTokens[h.Name], err = tok(); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if !t.IdPIP.IsValid() {
+		return s, nil
+	}
+	if s.IdPClientSecret, err = tok(); err != nil {
+		return nil, err
+	}
+	s.IdPPasswords = map[string]string{}
+	for _, u := range t.IdPUsers {
+		if s.IdPPasswords[u.Email], err = tok(); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil

@@ -32,16 +32,38 @@ const maxPage = 1 << 20
 // maxSteps bounds the forms submitted in one sign-in (login, then approve).
 const maxSteps = 3
 
+// Options change how Login signs in.
+type Options struct {
+	// Provider, when set, is the origin (https://host[:port]) of the
+	// identity provider control's page offers ("Sign in with …"): the
+	// scripted browser presses that button instead of filling control's
+	// form, follows the redirect to the provider, and fills the provider's
+	// login form (the one with username and password fields) instead.
+	Provider string
+}
+
 // Login signs in through the login form at rawURL with client (which must
 // trust control's CA; its cookie jar and redirect policy are not used: the
 // scripted browser keeps its own, like a fresh browser profile). A device
-// verification page is approved as well.
+// verification page is approved as well. Where the page also offers an
+// identity provider, the password form's own button is pressed.
 func Login(ctx context.Context, client *http.Client, rawURL, username, password string) (*Result, error) {
+	return LoginWith(ctx, client, rawURL, username, password, Options{})
+}
+
+// LoginWith is Login with options: through an identity provider.
+func LoginWith(ctx context.Context, client *http.Client, rawURL, username, password string, o Options) (*Result, error) {
 	start, err := url.Parse(rawURL)
 	if err != nil || (start.Scheme != "https" && start.Scheme != "http") || start.Host == "" {
 		return nil, fmt.Errorf("sign-in URL %q: want an http(s) URL", rawURL)
 	}
-	b, err := newBrowser(client, start)
+	var provider *url.URL
+	if o.Provider != "" {
+		if provider, err = url.Parse(o.Provider); err != nil || provider.Host == "" {
+			return nil, fmt.Errorf("identity provider %q: want its origin, https://host", o.Provider)
+		}
+	}
+	b, err := newBrowser(client, start, provider)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +78,12 @@ func Login(ctx context.Context, client *http.Client, rawURL, username, password 
 		}
 		var f *form
 		switch {
+		case provider != nil && res.url.Host == start.Host && res.loginForm() != nil:
+			// Control's page: its "Sign in with …" button, not its form.
+			if f = res.buttonForm("upstream"); f == nil {
+				return res.result(), fmt.Errorf("%s offers no identity provider to sign in with: %s", res.url, res.summary())
+			}
+			f.press("upstream")
 		case res.loginForm() != nil:
 			if loggedIn {
 				// The login form again after submitting it: it says why.
@@ -64,6 +92,7 @@ func Login(ctx context.Context, client *http.Client, rawURL, username, password 
 			f = res.loginForm()
 			f.set("username", username)
 			f.set("password", password)
+			f.press("login") // the password's button, where a provider's is first
 			loggedIn = true
 		case res.buttonForm("approve") != nil:
 			f = res.buttonForm("approve")
@@ -88,7 +117,7 @@ type browser struct {
 	start *url.URL
 }
 
-func newBrowser(client *http.Client, start *url.URL) (*browser, error) {
+func newBrowser(client *http.Client, start, provider *url.URL) (*browser, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -98,11 +127,15 @@ func newBrowser(client *http.Client, start *url.URL) (*browser, error) {
 	}
 	hc := *client
 	hc.Jar = jar
-	// Follow redirects on the sign-in's own host and to the loopback
-	// redirect URI only: a scripted browser has no business elsewhere.
+	// Follow redirects on the sign-in's own host, the identity provider's
+	// when signing in through one, and to the loopback redirect URI only:
+	// a scripted browser has no business elsewhere.
 	hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 10 {
 			return errors.New("stopped after 10 redirects")
+		}
+		if provider != nil && req.URL.Host == provider.Host {
+			return nil
 		}
 		if req.URL.Host != start.Host && !isLoopback(req.URL) {
 			return fmt.Errorf("refusing to follow a redirect to %s (neither %s nor a loopback address)", req.URL.Redacted(), start.Host)

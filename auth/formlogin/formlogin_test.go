@@ -41,13 +41,20 @@ func setup(t *testing.T) (ctrl, loopback *httptest.Server, got chan url.Values) 
 		t.Fatal(err)
 	}
 	h = s.Handler()
-	got = make(chan url.Values, 4)
-	loopback = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	loopback, got = newLoopback(t)
+	return ctrl, loopback, got
+}
+
+// newLoopback is the app's loopback listener: each request's query goes
+// to got.
+func newLoopback(t *testing.T) (*httptest.Server, chan url.Values) {
+	got := make(chan url.Values, 4)
+	loopback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got <- r.URL.Query()
 		io.WriteString(w, "<!doctype html><title>x</title><main><h1>Signed in</h1><p>Signed in, you can close this tab.</p></main>")
 	}))
 	t.Cleanup(loopback.Close)
-	return ctrl, loopback, got
+	return loopback, got
 }
 
 func authURL(ctrl, loopback *httptest.Server) string {

@@ -33,6 +33,9 @@ type Options struct {
 	// CertFile is the PEM certificate of the one server to trust (its
 	// public key is pinned).
 	CertFile string
+	// AlsoTrust are more servers' PEM certificates to trust the same way
+	// (an identity provider the sign-in goes through).
+	AlsoTrust []string
 	// Dial, when set, makes every connection of the browser go through an
 	// HTTP CONNECT proxy in the test process that dials with it.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -52,6 +55,13 @@ func New(t testing.TB, o Options) context.Context {
 	spki, err := pinOf(o.CertFile)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range o.AlsoTrust {
+		pin, err := pinOf(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spki += "," + pin
 	}
 	if o.Width == 0 {
 		o.Width, o.Height = 1280, 900

@@ -1,5 +1,5 @@
-// Package oidctest runs a real OpenID Connect provider for tests (and,
-// later, the lab's identity provider host): zitadel/oidc's maintained
+// Package oidctest runs a real OpenID Connect provider for tests and for
+// the lab's identity provider host (lab/idp.go): zitadel/oidc's maintained
 // provider (pkg/op) over the in-memory storage of its example server, with
 // users who have a password and groups, a login page a plain HTTP client
 // or Chromium can fill in, and users that can be removed while signed in —
@@ -39,16 +39,17 @@ const GroupsClaim = "groups"
 
 // User is a user of the provider; Email is also the login name.
 type User struct {
-	Email    string
-	Password string
-	Groups   []string
+	Email    string   `json:"email"`
+	Password string   `json:"password"`
+	Groups   []string `json:"groups"`
 }
 
 // Client is a relying party registered at the provider (a web client:
 // client secret, code flow with PKCE, refresh tokens).
 type Client struct {
-	ID, Secret   string
-	RedirectURIs []string
+	ID           string   `json:"id"`
+	Secret       string   `json:"secret"`
+	RedirectURIs []string `json:"redirectUris"`
 }
 
 // Provider is a running provider.

@@ -2,7 +2,7 @@
 
 // Package labcmd is the runos-lab command tree (cobra): up, down, exec,
 // status, demo, and the hidden helpers the lab itself runs (webapp,
-// browser).
+// browser, idp).
 package labcmd
 
 import (
@@ -68,7 +68,9 @@ func New(stdout, stderr io.Writer) *cobra.Command {
 account rjwrn, each node running runos-gateway and a web app on port 80, a LAN
 with its resolver (dnsmasq), and laptops running the RunOS daemon.
 
-Hosts: control, lan, ky3-n1, ky3-n2, xym-n1, client (client2… with --clients).
+Hosts: control, lan, idp (the OpenID Connect provider control signs users in
+through, https://198.51.100.7), ky3-n1, ky3-n2, xym-n1, client (client2… with
+--clients).
 Every node's gateway also serves the relay (WireGuard over HTTPS) on its 443.
 block, unblock, uplink and mtu change a laptop's network (nftables and
 iproute2 inside the lab's namespaces only).
@@ -85,7 +87,7 @@ It needs root and Debian's iproute2, util-linux, dnsmasq-base, wireguard-tools
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(upCmd(), downCmd(), execCmd(), statusCmd(), demoCmd(), webappCmd(), browserCmd(), kubeDNSCmd(), kubeAPICmd())
+	root.AddCommand(upCmd(), downCmd(), execCmd(), statusCmd(), demoCmd(), webappCmd(), browserCmd(), kubeDNSCmd(), kubeAPICmd(), idpCmd())
 	root.AddCommand(netCmds()...)
 	return root
 }
@@ -174,6 +176,12 @@ Try:
 Remove it with:
   runos-lab down --dir %[4]s
 `, e.APIURL, e.CAFile, e.User, e.Dir, e.DefaultCID)
+	if e.OIDC != nil && len(e.Users) > 1 {
+		u := e.Users[1]
+		fmt.Fprintf(w, `Identity provider: %s (its users and groups in %s/env.json). Sign in as one:
+  runos-lab exec --dir %s client -- env %s=%s runos vpn up --cid %s
+`, e.OIDC.Issuer, e.Dir, e.Dir, lab.BrowserUserEnv, u.Email, e.DefaultCID)
+	}
 }
 
 func downCmd() *cobra.Command {

@@ -177,7 +177,7 @@ func browserCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return lab.Browse(cmd.Context(), env, os.Getenv("RUNOS_LAB_HOST"), args[0], cmd.ErrOrStderr())
+			return lab.Browse(cmd.Context(), env, os.Getenv("RUNOS_LAB_HOST"), os.Getenv(lab.BrowserUserEnv), args[0], cmd.ErrOrStderr())
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", defaultDir(), "the lab's directory")
