@@ -4,7 +4,9 @@ package lab
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,11 @@ func TestInsideForReal(t *testing.T) {
 		if body, err := l.Get(ctx, last.Host, "https://"+c.APIVIP+":6443/version"); err != nil || !strings.Contains(body, "runos-lab") {
 			t.Errorf("%s: the API on the VIP from %s = %q, %v", c.CID, last.Host, body, err)
 		}
+		// More than the mesh's MTU in one go: 4 MiB from the other node.
+		if got := hostRun(t, l, n1, "curl -sS -o /dev/null -w '%{size_download}' http://"+last.InternalIP+"/bytes/4194304"); got != "4194304" {
+			t.Errorf("%s: 4 MiB from %s's internal address: %s bytes", c.CID, last.NID, got)
+		}
+		assertMesh(t, l, c)
 	}
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		return
@@ -56,6 +63,54 @@ func TestInsideForReal(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "web-"+c.Services[0].Node) {
 			t.Errorf("%s: kubectl get pods: %v\n%s", c.CID, err, out)
+		}
+	}
+}
+
+// assertMesh checks that a cluster's internal network is its WireGuard
+// mesh: on every node, wg lists each other node as a peer at its public
+// address with the mesh's port, a handshake done and bytes received (the
+// test's traffic above crossed it).
+func assertMesh(t *testing.T, l *Lab, c EnvCluster) {
+	t.Helper()
+	if c.Mesh == nil || c.Mesh.Kind != "wireguard" || c.Mesh.Interface != insideIf || c.Mesh.Port != meshPort {
+		t.Errorf("env.json %s: mesh %+v", c.CID, c.Mesh)
+		return
+	}
+	for _, n := range c.Nodes {
+		dump := hostRun(t, l, n.Host, "wg show "+insideIf+" dump; ip -o link show "+insideIf+" | grep -o 'mtu [0-9]*'")
+		lines := strings.Split(strings.TrimSpace(dump), "\n")
+		if len(lines) != len(c.Nodes)+1 || lines[len(lines)-1] != "mtu "+strconv.Itoa(c.Mesh.MTU) {
+			t.Errorf("%s: wg show %s: want %d peer(s) and MTU %d:\n%s", n.Host, insideIf, len(c.Nodes)-1, c.Mesh.MTU, dump)
+			continue
+		}
+		// Interface line: private-key public-key listen-port fwmark.
+		if f := strings.Fields(lines[0]); len(f) < 3 || f[2] != strconv.Itoa(meshPort) {
+			t.Errorf("%s: mesh interface %q, want listen port %d", n.Host, lines[0], meshPort)
+		}
+		for _, o := range c.Nodes {
+			if o.NID == n.NID {
+				continue
+			}
+			h, _ := l.topo.Host(o.Host)
+			endpoint := fmt.Sprintf("%s:%d", h.Addrs[WAN], meshPort)
+			// Peer lines: public-key psk endpoint allowed-ips handshake rx tx keepalive.
+			found := false
+			for _, line := range lines[1 : len(lines)-1] {
+				f := strings.Fields(line)
+				if len(f) < 7 || f[2] != endpoint {
+					continue
+				}
+				found = true
+				hs, _ := strconv.ParseInt(f[4], 10, 64)
+				rx, _ := strconv.ParseInt(f[5], 10, 64)
+				if !strings.Contains(f[3], o.InternalIP+"/32") || hs == 0 || time.Since(time.Unix(hs, 0)) > 3*time.Minute || rx == 0 {
+					t.Errorf("%s: peer %s: allowed %s, handshake %s, received %s", n.Host, o.Host, f[3], f[4], f[5])
+				}
+			}
+			if !found {
+				t.Errorf("%s: no mesh peer at %s:\n%s", n.Host, endpoint, dump)
+			}
 		}
 	}
 }
