@@ -31,6 +31,14 @@ import (
 // MSS follows int0's MTU, so large transfers into the cluster need no
 // fragmentation.
 //
+// Debian's wireguard-go (0.0.20220316 in Debian 12) moves one packet per
+// system call and leaves its UDP receive buffer at the default: between
+// two lab nodes it carries a few hundred Mbit/s, well under the devices'
+// tunnel, and it is then what limits a device's throughput to another
+// node (docs/performance.md, issue 21). A node's PATH starts with the
+// lab's program directory, so a wireguard-go put there runs instead (the
+// benchmark's comparison with the version runos-gateway embeds).
+//
 // wireguard-go runs as one of the lab's recorded processes ("mesh"), so
 // down stops it by PID (it removes its interface and its UAPI socket on
 // SIGTERM); the socket lives in the host's private /run/wireguard, a
