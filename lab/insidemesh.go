@@ -22,10 +22,12 @@ import (
 // control-plane node, the API VIP.
 //
 // The underlay is the nodes' public addresses on the lab's WAN, port
-// meshPort: a cluster's nodes reach each other there already (they are
-// the addresses a real cluster's nodes mesh over), so the mesh adds no
-// network of its own to the lab, and whatever the lab does to the WAN it
-// does to the mesh as it would to a real one. The mesh's MTU is
+// meshPort: the simplest honest choice. A cluster's nodes reach each
+// other there already (the lab's nodes, like a RunOS cluster's, are known
+// by a detected public address), so the mesh adds no network of its own
+// to the lab (the bridge the nodes shared before is gone), nothing but the
+// mesh joins the nodes' internal addresses, and whatever the lab does to
+// the WAN it does to the mesh. The mesh's MTU is
 // WireGuard's usual 1420 under the WAN's 1500: the gateway relays a
 // device's connections from the node's own sockets (gateway/reach), whose
 // MSS follows int0's MTU, so large transfers into the cluster need no
