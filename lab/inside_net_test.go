@@ -5,11 +5,15 @@ package lab
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/runos/vpn/internal/netnstest"
 )
 
 // TestInsideForReal builds the lab and checks each cluster's inside from
@@ -111,6 +115,36 @@ func assertMesh(t *testing.T, l *Lab, c EnvCluster) {
 			if !found {
 				t.Errorf("%s: no mesh peer at %s:\n%s", n.Host, endpoint, dump)
 			}
+		}
+	}
+}
+
+// TestUpFailsCleanlyWithoutMesh: ky3-n2's wireguard-go dies at once (a
+// wrapper in the lab's program directory, first on the nodes' PATH, runs
+// Debian's on the other nodes): up fails naming the mesh, and leaves
+// nothing behind, the other nodes' running wireguard-go included.
+func TestUpFailsCleanlyWithoutMesh(t *testing.T) {
+	t.Parallel()
+	netnstest.Require(t, "ip", "unshare", "nsenter", "findmnt", "dnsmasq", "wireguard-go")
+	real, _ := exec.LookPath("wireguard-go")
+	bin := t.TempDir()
+	if err := os.Symlink(filepath.Join(binDir, "runos-lab"), filepath.Join(bin, "runos-lab")); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nif [ \"$RUNOS_LAB_HOST\" = ky3-n2 ]; then echo no TUN here >&2; exit 1; fi\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "wireguard-go"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "lab")
+	_, err := Up(context.Background(), Options{Dir: dir, BinDir: bin, Skip: []string{"control", "gateway", "vpnd"}})
+	if err == nil || !strings.Contains(err.Error(), "mesh on ky3-n2 exited") || !strings.Contains(err.Error(), "no TUN here") {
+		t.Fatalf("up with a failing wireguard-go on ky3-n2: %v", err)
+	}
+	assertGone(t, dir, NamesFor(dir).Prefix, nil)
+	out, _ := exec.Command("pgrep", "-x", "wireguard-go").Output()
+	for _, pid := range strings.Fields(string(out)) {
+		if env, _ := os.ReadFile("/proc/" + pid + "/environ"); strings.Contains(string(env), "RUNOS_LAB_DIR="+dir+"\x00") {
+			t.Errorf("wireguard-go %s of the failed lab still runs", pid)
 		}
 	}
 }
