@@ -205,14 +205,27 @@ func upOn(node string, cids ...string) func(*localapi.Status) bool {
 }
 
 // gatewayPeers lists the peers of a node's WireGuard server, read with
-// the stock tool in the node's namespaces ("" when it serves nothing).
+// the stock tool in the node's namespaces ("" when it serves nothing):
+// every interface's but the cluster's internal mesh's (the other nodes).
 func (w *world) gatewayPeers(host string) string {
 	w.t.Helper()
 	out, err := w.run(host, nil, "wg", "show", "all", "peers")
 	if err != nil {
 		w.t.Fatalf("wg show on %s: %v", host, err)
 	}
-	return out
+	mesh := map[string]bool{}
+	for _, c := range w.env.Clusters {
+		if c.Mesh != nil {
+			mesh[c.Mesh.Interface] = true
+		}
+	}
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if iface, _, _ := strings.Cut(line, "\t"); !mesh[iface] {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // waitFor polls cond (a read of something with no stream, such as the

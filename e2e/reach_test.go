@@ -110,6 +110,12 @@ func TestReachInsideWithOverlap(t *testing.T) {
 			t.Errorf("GET %s = %q, %v; want %q", url, body, err, want)
 		}
 	}
+	// A large transfer through the gateway into the cluster's WireGuard
+	// mesh (MTU 1420): 16 MiB from the Service whose pod is on n2.
+	if got := w.stdout(laptop, nil, "curl", "-sS", "--max-time", "30", "-o", "/dev/null", "-w", "%{size_download}",
+		"http://"+svc(ky3)+"/bytes/16777216"); got != "16777216" {
+		t.Errorf("16 MiB from ky3's web Service: %s bytes", got)
+	}
 
 	// UDP: kube-dns by its raw address (ky3, the default) and under xym's
 	// mapped range.

@@ -114,6 +114,8 @@ type EnvCluster struct {
 	APIVIP           string       `json:"apiVip"`
 	OutputOnlyDNAT   bool         `json:"outputOnlyDnat"` // ClusterIPs translated for the nodes' own connections only
 	Services         []EnvService `json:"services"`
+	// Mesh is the internal network between the nodes (lab/insidemesh.go).
+	Mesh *EnvMesh `json:"mesh,omitempty"`
 }
 
 // EnvService is a Kubernetes Service inside a cluster: GET / on

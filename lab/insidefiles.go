@@ -79,6 +79,7 @@ func (l *Lab) insideEnv(c Cluster, ec *EnvCluster) {
 	ec.ClusterDNS = InsideDNS.String()
 	ec.APIVIP = InsideAPIVIP.String()
 	ec.OutputOnlyDNAT = c.OutputOnlyDNAT()
+	ec.Mesh = meshEnv()
 	ec.Services = []EnvService{{Name: "web", Namespace: "default", ClusterIP: insideWeb.String(), Port: 80,
 		DNSName: l.topo.ServiceDNSName(c.CID, "web", "default"), Node: c.webNode(),
 		PodIP: c.podIP(c.webNode(), 10).String(), Body: WebAppBody(c.CID, c.webNode())}}

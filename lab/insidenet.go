@@ -8,10 +8,6 @@ import (
 	"strings"
 )
 
-// insideBridge is a cluster's internal network: a bridge in the switch
-// namespace that only that cluster's nodes join.
-func insideBridge(cid string) string { return "bi-" + cid }
-
 // insideIf is a node's interface on its cluster's internal network, and
 // podsIf the interface that holds the addresses of its pods (the loopback:
 // the machines' kernels have no dummy interfaces).
@@ -24,18 +20,14 @@ const (
 const kubeTable = "kube"
 
 // buildInside gives every cluster its inside (see inside.go): the internal
-// network between its nodes (plain veth pairs on a bridge: a real cluster's
-// nodes are joined by a WireGuard mesh, which changes nothing of what the
-// VPN node sees), the VIP on the first node, each node's pods on its
-// loopback with routes to the other nodes' pods, and the ClusterIP rules.
+// network between its nodes (a WireGuard mesh, insidemesh.go), the VIP on
+// the first node, each node's pods on its loopback with routes to the
+// other nodes' pods through the mesh, and the ClusterIP rules. It runs once
+// the hosts have their mount namespaces: wireguard-go's UAPI socket goes
+// in the node's private /run/wireguard.
 func (l *Lab) buildInside(ctx context.Context) error {
-	sw := l.names.Switch()
 	for _, c := range l.topo.Clusters {
-		br := insideBridge(c.CID)
-		if err := l.ip(ctx, "-n", sw, "link", "add", br, "type", "bridge"); err != nil {
-			return err
-		}
-		if err := l.ip(ctx, "-n", sw, "link", "set", br, "up"); err != nil {
+		if err := l.startMesh(ctx, c); err != nil {
 			return err
 		}
 		for _, n := range c.Nodes {
@@ -49,17 +41,9 @@ func (l *Lab) buildInside(ctx context.Context) error {
 
 func (l *Lab) buildNodeInside(ctx context.Context, c Cluster, nid string) error {
 	host := NodeHost(c.CID, nid)
-	ns, sw := l.names.Netns(host), l.names.Switch()
-	port := host + ".i"
-	if len(port) > 15 {
-		port = fmt.Sprintf("i%02d.%s", c.nodeIndex(nid), c.CID)
-	}
+	ns := l.names.Netns(host)
 	steps := [][]string{
-		{"link", "add", "name", insideIf, "netns", ns, "type", "veth", "peer", "name", port, "netns", sw},
-		{"-n", sw, "link", "set", port, "master", insideBridge(c.CID)},
-		{"-n", sw, "link", "set", port, "up"},
 		{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", c.InternalIP(nid), InsideNodeNetwork.Bits()), "dev", insideIf},
-		{"-n", ns, "link", "set", insideIf, "up"},
 	}
 	if nid == c.dnsNode() {
 		steps = append(steps, []string{"-n", ns, "addr", "add", InsideAPIVIP.String() + "/32", "dev", insideIf},
@@ -74,7 +58,7 @@ func (l *Lab) buildNodeInside(ctx context.Context, c Cluster, nid string) error 
 	steps = append(steps, []string{"-n", ns, "route", "add", InsideServiceRange.String(), "dev", insideIf})
 	for _, o := range c.Nodes {
 		if o.NID != nid {
-			steps = append(steps, []string{"-n", ns, "route", "add", c.podPrefix(o.NID).String(), "via", c.InternalIP(o.NID).String()})
+			steps = append(steps, []string{"-n", ns, "route", "add", c.podPrefix(o.NID).String(), "dev", insideIf})
 		}
 	}
 	for _, args := range steps {

@@ -86,6 +86,7 @@ var programs = []string{"runos", "runos-control", "runos-gateway", "runos-lab"}
 var tools = map[string]string{
 	"ip": "iproute2", "unshare": "util-linux", "nsenter": "util-linux", "findmnt": "util-linux",
 	"mount": "mount", "dnsmasq": "dnsmasq-base", "nft": "nftables",
+	"wireguard-go": "wireguard-go", "wg": "wireguard-tools", // the clusters' internal networks
 }
 
 func (o *Options) fill() error {
@@ -241,14 +242,14 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := l.buildNetwork(ctx); err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
-	l.step("inside every cluster: internal network %s, pods %s, Services %s (nftables DNAT), kube-dns %s, API VIP %s",
-		InsideNodeNetwork, InsidePodRange, InsideServiceRange, InsideDNS, InsideAPIVIP)
-	if err := l.buildInside(ctx); err != nil {
-		return nil, fmt.Errorf("inside: %w", err)
-	}
 	l.step("mount namespaces: private /etc/resolv.conf, /run/wireguard, /run/runos per host")
 	if err := l.buildMountNamespaces(ctx); err != nil {
 		return nil, err
+	}
+	l.step("inside every cluster: internal network %s (WireGuard mesh, wireguard-go), pods %s, Services %s (nftables DNAT), kube-dns %s, API VIP %s",
+		InsideNodeNetwork, InsidePodRange, InsideServiceRange, InsideDNS, InsideAPIVIP)
+	if err := l.buildInside(ctx); err != nil {
+		return nil, fmt.Errorf("inside: %w", err)
 	}
 	if topo.Store == StorePostgres {
 		l.step("database: PostgreSQL cluster for host db in %s", l.pgHostDir())

@@ -114,6 +114,20 @@ func TestDownRemovesEverything(t *testing.T) {
 	l := upNetwork(t, 1)
 	dir, prefix := l.Dir(), l.names.Prefix
 	pids := l.j.snapshot().Procs
+	// Every node's wireguard-go (the clusters' mesh) is a recorded process.
+	meshes := 0
+	for _, p := range pids {
+		if p.Name == meshProc && p.Alive() {
+			meshes++
+		}
+	}
+	want := 0
+	for _, c := range l.topo.Clusters {
+		want += len(c.Nodes)
+	}
+	if meshes != want {
+		t.Errorf("%d mesh processes recorded, want one per node (%d)", meshes, want)
+	}
 	if err := Down(context.Background(), dir, DownOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -174,6 +174,8 @@ func (l *Lab) readyCheck(p Proc) func(context.Context) error {
 			_, err := localapi.NewClient(l.SocketPath(p.Host)).Status(ctx)
 			return err
 		}
+	case meshProc:
+		return l.meshReady(p)
 	case "kubedns", "kubeapi", "podapp":
 		return l.insideReady(p)
 	}
