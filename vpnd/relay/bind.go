@@ -82,6 +82,11 @@ type Bind struct {
 	cfg  Config
 	log  *slog.Logger
 	kick chan struct{}
+	// armed is when the loop's timer fires (cfg.Now's unix ns), 0 while
+	// the loop is ticking or not yet started: a wait that begins with a
+	// packet kicks the loop only when it is due before that (wakeFor).
+	armed atomic.Int64
+	loops atomic.Uint64 // the loop's runs, for tests
 
 	dests atomic.Pointer[map[netip.AddrPort]*dest] // read on every packet; replaced whole by SetDests
 
@@ -228,6 +233,18 @@ func (b *Bind) wake() {
 	}
 }
 
+// wakeFor wakes the loop for a wait that is due at due, unless its timer
+// fires before that anyway. Without this, every batch sent after an
+// answer came back (a bulk transfer: data out, ACKs in) began a new
+// silence and woke the loop, one goroutine switch per batch, which cost
+// the tunnel throughput against upstream wireguard-go (issue 24); the
+// loop's tick re-arms its timer for the newest silence when it fires.
+func (b *Bind) wakeFor(due time.Time) {
+	if a := b.armed.Load(); a == 0 || due.UnixNano() < a {
+		b.wake()
+	}
+}
+
 // run ticks the deciders when the first of them is due (or something
 // happened: a kick) and carries out what they ask.
 func (b *Bind) run() {
@@ -241,6 +258,10 @@ func (b *Bind) run() {
 		case <-b.kick:
 		case <-t.C:
 		}
+		// Ticking: a wait that begins from here on kicks again, as the
+		// deciders' state it saw may be read below before it was set.
+		b.armed.Store(0)
+		b.loops.Add(1)
 		changed := false
 		now := b.cfg.Now()
 		var next time.Time
@@ -262,6 +283,7 @@ func (b *Bind) run() {
 			// A little past the instant, so the tick sees it due.
 			wait = max(next.Sub(b.cfg.Now())+time.Millisecond, time.Millisecond)
 		}
+		b.armed.Store(b.cfg.Now().Add(wait).UnixNano())
 		t.Reset(wait)
 	}
 }

@@ -105,10 +105,18 @@ func (d *dest) route(now time.Time, bufs [][]byte) (udp, relay bool) {
 	if typ == relaywire.MsgInitiation {
 		d.lastInit = append(d.lastInit[:0], bufs[0]...)
 	}
-	started := noWait && !d.dec.udpWaitSince.IsZero() || noSilence && !d.dec.silenceSince.IsZero()
+	// A wait began: the Bind's loop times it (at once when the path is in
+	// doubt, else when the decider next needs a tick; never without a
+	// relay to race, when a tick has nothing to do).
+	var due time.Time
+	if noWait && !d.dec.udpWaitSince.IsZero() || noSilence && !d.dec.silenceSince.IsZero() {
+		if due = d.dec.next(now); d.dec.suspect {
+			due = now
+		}
+	}
 	d.mu.Unlock()
-	if started {
-		d.b.wake() // a wait began: the Bind's loop times it
+	if !due.IsZero() {
+		d.b.wakeFor(due)
 	}
 	return udp, relay
 }

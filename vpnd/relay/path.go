@@ -88,6 +88,7 @@ type decider struct {
 	lastProbe     time.Time // last handshake asked of wireguard-go
 	lastInit      time.Time // last initiation sent, either way: wireguard-go sends the next no sooner than ProbeEvery after it
 	lastRelayUse  time.Time
+	lastSent      time.Time // direct: last packet sent (not a keepalive or an initiation)
 }
 
 func newDecider(t Timing, hasRelay bool, now time.Time) *decider {
@@ -111,6 +112,7 @@ func (d *decider) route(now time.Time, typ byte, n int) (udp, relay bool) {
 			}
 		case typ == relaywire.MsgData && n == keepaliveLen:
 		default:
+			d.lastSent = now
 			if d.silenceSince.IsZero() {
 				d.silenceSince = now
 			}
@@ -312,6 +314,14 @@ func (d *decider) next(now time.Time) time.Time {
 	}
 	if s := d.silenceSince; !s.IsZero() {
 		at(s.Add(d.t.SilenceAfter))
+	}
+	if !d.lastSent.IsZero() && now.Sub(d.lastSent) < d.t.SilenceAfter {
+		// Packets are flowing: keep a tick no later than a silence that
+		// begins from now would be due, so that no packet needs to wake
+		// the Bind's loop to time the silence it begins (a bulk transfer
+		// begins one per batch sent after an answer): at most one tick
+		// per SilenceAfter while traffic lasts, none once it stops.
+		at(now.Add(d.t.SilenceAfter))
 	}
 	return next
 }
