@@ -31,6 +31,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -50,11 +51,13 @@ type Bind struct {
 
 	mu      sync.Mutex
 	streams map[uint64]*stream
+
+	inits initiations // recent UDP initiations, to answer over UDP (answer.go)
 }
 
 // NewBind wraps udp (conn.NewDefaultBind() in production).
 func NewBind(udp conn.Bind, log *slog.Logger) *Bind {
-	b := &Bind{log: log, streams: map[uint64]*stream{}}
+	b := &Bind{log: log, streams: map[uint64]*stream{}, inits: initiations{now: time.Now}}
 	b.Bind = wghost.NewBind(udp, b)
 	return b
 }
@@ -68,7 +71,10 @@ type Endpoint struct {
 	remote netip.AddrPort
 }
 
-var _ conn.Endpoint = (*Endpoint)(nil)
+var (
+	_ conn.Endpoint      = (*Endpoint)(nil)
+	_ wghost.UDPObserver = (*Bind)(nil)
+)
 
 func (e *Endpoint) ClearSrc()           {}
 func (e *Endpoint) SrcToString() string { return "" }
@@ -77,11 +83,16 @@ func (e *Endpoint) DstToBytes() []byte  { b, _ := e.remote.MarshalBinary(); retu
 func (e *Endpoint) DstIP() netip.Addr   { return e.remote.Addr() }
 func (e *Endpoint) SrcIP() netip.Addr   { return netip.Addr{} }
 
-// Route sends to a relay stream or, for any other endpoint, over UDP.
+// Route sends to a relay stream or, for any other endpoint, over UDP; a
+// handshake response to an initiation that came over UDP goes back over
+// UDP (answer.go).
 func (b *Bind) Route(udp conn.Bind, bufs [][]byte, ep conn.Endpoint) error {
 	e, ok := ep.(*Endpoint)
 	if !ok {
 		return udp.Send(bufs, ep)
+	}
+	if to := b.inits.answerTo(bufs); to != nil {
+		return udp.Send(bufs, to) // a probe over UDP is answered over UDP
 	}
 	b.mu.Lock()
 	s := b.streams[e.id]
