@@ -13,13 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/bench/labbench"
-	"github.com/runos/vpn/internal/netnstest"
 )
 
 // BenchmarkPolicyPropagation records issue 23's first number: how long
@@ -304,122 +302,6 @@ func savePolicyResult(b *testing.B, r *labbench.Result) {
 		b.Fatal(err)
 	}
 	b.Logf("results: %s", path)
-}
-
-// BenchmarkPolicyThroughput records issue 23's second number: iperf3 from
-// a laptop to ky3's VPN node through the gateway, with no policy and with
-// a 1,000-rule one (rules for twenty groups over services, pods, nodes,
-// ports and protocols; the lab's user in two of them, the rule letting its
-// transfer through the last of the document). An account with a policy
-// cannot go back to none, so two labs run side by side: rounds alternate
-// between them (A B B A …), first with neither holding a policy (the two
-// labs' own difference), then with the 1,000 rules set in the second.
-// RUNOS_BENCH_TPUT_ROUNDS rounds of each lab in each phase (default 6),
-// RUNOS_BENCH_IPERF_SECONDS each (default 3).
-func BenchmarkPolicyThroughput(b *testing.B) {
-	netnstest.Require(b, "iperf3")
-	rounds := benchEnvInt(b, "RUNOS_BENCH_TPUT_ROUNDS", 6)
-	secs := benchEnvInt(b, "RUNOS_BENCH_IPERF_SECONDS", 3)
-	none, ruled := w4iperf(b), w4iperf(b)
-	res := newPolicyResult("policy-throughput", "RUNOS_E2E=1 RUNOS_BENCH_RESULTS=../bench/results/policy-20261205 "+
-		"go test ./e2e/ -run '^$' -bench '^BenchmarkPolicyThroughput$' -timeout 20m")
-	res.Params["rounds"], res.Params["iperfSeconds"] = rounds, secs
-
-	b.ResetTimer()
-	baseA, baseB := alternate(none, ruled, rounds, secs)
-	doc, line := thousandRules(ruled.w.env.User, ruled.server)
-	aid := ruled.w.policyAID(doc)
-	d, err := ruled.w.operator().TestPolicy(b.Context(), aid, api.PolicyTestRequest{User: ruled.w.env.User, To: "ky3:" + ruled.server + ":5201/tcp"})
-	if err != nil || !d.Allow || d.Line != line {
-		b.Fatalf("policy test of the iperf3 transfer: %+v %v; want allowed by line %d", d, err, line)
-	}
-	polA, polB := alternate(none, ruled, rounds, secs)
-	b.StopTimer()
-	res.Params["rules"], res.Params["decidingLine"] = 1000, line
-	for k, v := range map[string][]float64{"phase1-lab-a-Mbit/s": baseA, "phase1-lab-b-Mbit/s": baseB,
-		"phase2-none-Mbit/s": polA, "phase2-1000-rules-Mbit/s": polB} {
-		res.AddSamples(k, v)
-	}
-	ratios := func(x, y []float64) []float64 {
-		out := make([]float64, len(x))
-		for i := range x {
-			out[i] = y[i] / x[i]
-		}
-		return out
-	}
-	lab := res.AddSamples("phase1-b/a", ratios(baseA, baseB))
-	pol := res.AddSamples("phase2-1000/none", ratios(polA, polB))
-	med := func(x []float64) float64 { return labbench.Summarize(x).P50 }
-	b.ReportMetric(med(polA), "none-Mbit/s")
-	b.ReportMetric(med(polB), "1000-rules-Mbit/s")
-	b.ReportMetric(med(polB)/med(polA), "1000/none")
-	b.ReportMetric(pol.P50, "1000/none-pairs-p50")
-	b.ReportMetric(lab.P50, "lab-b/a-pairs-p50")
-	res.Values["1000/none (medians)"] = med(polB) / med(polA)
-	res.Values["lab b/a (medians, both without policy)"] = med(baseB) / med(baseA)
-	savePolicyResult(b, res)
-}
-
-// iperfLab is one lab whose laptop is connected to ky3, an iperf3 server
-// running on ky3-n1.
-type iperfLab struct {
-	w      *world
-	server string // ky3's VPN server address
-}
-
-func w4iperf(b *testing.B) *iperfLab {
-	w := newWorld(b, 1, 0)
-	laptop := w.env.Client.Host
-	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
-	st := w.waitStatus(laptop, 30*time.Second, "connected to ky3", upOn("n1", "ky3"))
-	c, _ := cluster(st, "ky3")
-	srv, err := w.lab.Command(context.Background(), "ky3-n1", nil, "iperf3", "-s")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() })
-	w.waitFor(10*time.Second, "iperf3 server", func() bool {
-		conn, err := w.lab.Dial(b.Context(), laptop, "tcp", c.Server.Address+":5201")
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil
-	})
-	return &iperfLab{w: w, server: c.Server.Address}
-}
-
-// iperf is one transfer's rate in Mbit/s.
-func (x *iperfLab) iperf(secs int) float64 {
-	out := x.w.stdout(x.w.env.Client.Host, nil, "iperf3", "-c", x.server, "-t", strconv.Itoa(secs), "-J")
-	var r struct {
-		End struct {
-			SumReceived struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil || r.End.SumReceived.BitsPerSecond == 0 {
-		x.w.t.Fatalf("iperf3 to %s: %v\n%s", x.server, err, out)
-	}
-	return r.End.SumReceived.BitsPerSecond / 1e6
-}
-
-// alternate runs rounds transfers in each lab, in the order a b, b a, a b
-// …, so that neither always goes first.
-func alternate(a, b *iperfLab, rounds, secs int) (ra, rb []float64) {
-	for i := range rounds {
-		if i%2 == 0 {
-			ra = append(ra, a.iperf(secs))
-			rb = append(rb, b.iperf(secs))
-		} else {
-			rb = append(rb, b.iperf(secs))
-			ra = append(ra, a.iperf(secs))
-		}
-	}
-	return ra, rb
 }
 
 // thousandRules is a policy of 1,000 allow rules (the filler's 999 for
