@@ -178,3 +178,38 @@ func BenchmarkCompileWideRules(b *testing.B) {
 		Compile(p, Subject{User: "x@y.z"}, "ky3")
 	}
 }
+
+// BenchmarkFilterCheckByPosition: a packet allowed by the first of 1,000
+// rules for the subject, by the last, and refused by all: the check is
+// two binary searches, so the three cost the same (issue 23's gateway
+// throughput with the allowing rule late).
+func BenchmarkFilterCheckByPosition(b *testing.B) {
+	var src strings.Builder
+	src.WriteString("version 1\n")
+	for i := range 1000 {
+		fmt.Fprintf(&src, "allow * -> ky3: 10.%d.%d.0/24:%d-%d/tcp, 172.16.%d.%d:53/udp\n", 96+i/250, i%250, 1000+i, 1010+i, i/256, i%256)
+	}
+	p, err := Load([]byte(src.String()), Known{Clusters: []string{"ky3"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := Compile(p, Subject{User: "x@y.z"}, "ky3")
+	for _, c := range []struct {
+		name string
+		k    Packet
+		line int
+	}{
+		{"first", Packet{Addr: netip.MustParseAddr("10.96.0.9"), Proto: TCP, Port: 1005}, 2},
+		{"last", Packet{Addr: netip.MustParseAddr("10.99.249.9"), Proto: TCP, Port: 1999}, 1001},
+		{"refused", Packet{Addr: netip.MustParseAddr("10.99.249.9"), Proto: TCP, Port: 80}, 0},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, line := f.Check(c.k); line != c.line {
+				b.Fatalf("decided by line %d, want %d", line, c.line)
+			}
+			for b.Loop() {
+				f.Check(c.k)
+			}
+		})
+	}
+}

@@ -67,10 +67,10 @@ func (f *Filter) Allow(pkt []byte) bool {
 	if !ok {
 		return false
 	}
-	if v4, err := api.Unmapped(deviceSite, src); err == nil {
+	if v4, ok := unmap(deviceSite, src); ok {
 		src = v4
 	}
-	if v4, err := api.Unmapped(t.mapped, k.Addr); err == nil && t.mapped.IsValid() {
+	if v4, ok := unmap(t.mapped, k.Addr); ok {
 		k.Addr = v4
 	}
 	if k.Addr == t.service && (k.Proto == policy.ICMP || k.Port == 53 && (k.Proto == policy.UDP || k.Proto == policy.TCP)) {
@@ -78,6 +78,19 @@ func (f *Filter) Allow(pkt []byte) bool {
 	}
 	allow, _ := t.devices.Check(src, k)
 	return allow
+}
+
+// unmap is the IPv4 address a stands for when it is inside the mapped
+// range m (invalid: none). It asks api.Unmapped only then: for every
+// other address, most packets, api.Unmapped formats an error, which cost
+// the gateway a sixth of its CPU under iperf3 (docs/performance.md, issue
+// 23); a packet's check allocates nothing.
+func unmap(m netip.Prefix, a netip.Addr) (netip.Addr, bool) {
+	if !m.IsValid() || !a.Is6() || a.Is4In6() || !m.Contains(a) {
+		return netip.Addr{}, false
+	}
+	v4, err := api.Unmapped(m, a)
+	return v4, err == nil
 }
 
 // parse reads a packet's source and what it asks for: destination,

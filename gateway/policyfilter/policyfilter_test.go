@@ -97,6 +97,23 @@ func TestAllow(t *testing.T) {
 	}
 }
 
+// TestAllowAllocatesNothing: a packet's check, IPv4 or through a mapped
+// range, allocates nothing; it runs for every packet a device sends.
+func TestAllowAllocatesNothing(t *testing.T) {
+	f := filterFor(t)
+	for name, pkt := range map[string][]byte{
+		"IPv4":           packet(bob, "10.96.0.20", 6, 5432),
+		"IPv4 refused":   packet(bob, "10.96.0.21", 6, 5432),
+		"mapped":         packet(api.DeviceAddr6(netip.MustParseAddr(bob)).String(), "fd52:4f53:5600:1::a60:14", 6, 5432),
+		"another range":  packet(api.DeviceAddr6(netip.MustParseAddr(bob)).String(), "fd52:4f53:5600:2::a60:14", 6, 5432),
+		"from no device": packet("fd00::1", "fd00::2", 6, 5432),
+	} {
+		if n := testing.AllocsPerRun(100, func() { f.Allow(pkt) }); n != 0 {
+			t.Errorf("%s: %v allocations per check, want 0", name, n)
+		}
+	}
+}
+
 // recordTUN is a TUN that keeps what is written to it.
 type recordTUN struct {
 	tun.Device
