@@ -2,8 +2,9 @@
 // for each cluster of the account, the VPN service (node, endpoint and
 // whether private or public, port), the devices joined with their user,
 // address and last handshake and a Revoke button, the latest move with its
-// progress while it runs, and the latest audit entries; a user who is no
-// operator sees their own devices, each with Remove.
+// progress while it runs, the latest audit entries and each account's
+// access policy, shown and edited whole; a user who is no operator sees
+// their own devices, each with Remove.
 //
 // It is a client of control's own /v1 API, called in-process with the
 // signed-in user's token (so every rule and every scope is the API's), and
@@ -119,6 +120,7 @@ func New(cfg Config) (*Console, error) {
 	m.HandleFunc("POST /console/logout", c.logout)
 	m.HandleFunc("POST /console/devices/{id}/revoke", c.revoke)
 	m.HandleFunc("POST /console/devices/{id}/remove", c.remove)
+	m.HandleFunc("POST /console/accounts/{aid}/policy", c.setPolicy)
 	m.HandleFunc("GET /console/events", c.events)
 	m.Handle("GET /console/static/", http.StripPrefix("/console/static/", staticHandler(static)))
 	m.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"strconv"
@@ -110,6 +111,20 @@ func (c *Console) remove(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// setPolicy is an operator's Save on an account's access policy: the
+// document as edited, set through the API (which refuses a version that is
+// not newer, or a document with bad lines, each named).
+func (c *Console) setPolicy(w http.ResponseWriter, r *http.Request) {
+	aid := r.PathValue("aid")
+	c.act(w, r, "Setting the policy of "+aid, func(cl *api.Client) (string, error) {
+		p, err := cl.SetPolicy(c.ctx(r), aid, r.PostFormValue("document"))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("Policy version %d of %s is in force: the gateways enforce it now.", p.Version, aid), nil
+	})
+}
+
 // act runs an action after the CSRF check. The page's script asks for
 // JSON and lets the live stream show the change; without the script the
 // browser is sent back to the page (or shown the refusal).
@@ -133,6 +148,8 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, what string, fn fu
 		switch {
 		case errors.Is(refused(err), errSignedOut):
 			fail(http.StatusUnauthorized, "your console session ended: sign in again")
+		case errors.As(err, &ae) && len(ae.Details) > 0:
+			fail(ae.Status, ae.Error()+": "+strings.Join(ae.Details, "; "))
 		case errors.As(err, &ae):
 			fail(ae.Status, ae.Error())
 		default:

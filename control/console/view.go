@@ -41,6 +41,7 @@ type view struct {
 	Clusters []clusterView
 	Mine     []deviceRow // a user who is no operator: their own devices
 	Audit    []api.AuditEntry
+	Policies []api.Policy // operators: each account's access policy they may edit
 }
 
 type clusterView struct {
@@ -122,6 +123,16 @@ func (c *Console) load(ctx context.Context, cl *api.Client) (*view, []*hub.Topic
 		return nil, nil, refused(err)
 	}
 	v.Audit = page.Entries
+	for _, aid := range me.Accounts {
+		p, err := cl.Policy(ctx, aid)
+		if api.IsCode(err, api.CodeForbidden) {
+			continue // a member of the account, not its operator
+		}
+		if err != nil {
+			return nil, nil, refused(err)
+		}
+		v.Policies = append(v.Policies, *p)
+	}
 	return v, topics, nil
 }
 
