@@ -52,7 +52,9 @@ type throughputRound struct {
 //
 // RUNOS_BENCH_PERF=<dir> profiles the whole machine (perf record -a -g)
 // during the last round's runos and upstream transfers into
-// <dir>/runos.data and <dir>/upstream.data.
+// <dir>/runos.data and <dir>/upstream.data. RUNOS_BENCH_SYSCALLS=<dir>
+// counts their system calls and context switches per program into
+// <dir>/runos.csv and <dir>/upstream.csv and logs them per GB carried.
 func BenchmarkLabThroughput(b *testing.B) { fixedWork(b, benchThroughput) }
 
 func benchThroughput(b *testing.B, m *metrics) {
@@ -104,15 +106,29 @@ func benchThroughput(b *testing.B, m *metrics) {
 	})
 
 	paths := []struct{ name, addr string }{{"bare", "10.77.0.21"}, {"stock", "10.99.0.1"}, {"upstream", "10.97.0.1"}, {"runos", ky3.Server.Address}}
-	perfDir := os.Getenv("RUNOS_BENCH_PERF")
+	perfDir, sysDir := os.Getenv("RUNOS_BENCH_PERF"), os.Getenv("RUNOS_BENCH_SYSCALLS")
 	transfer := func(name, addr string, last bool) float64 {
 		if perfDir != "" && last && (name == "runos" || name == "upstream") {
 			defer w.perfDuring(filepath.Join(perfDir, name+".data"), secs)()
+		}
+		counted := sysDir != "" && last && (name == "runos" || name == "upstream")
+		var wait func()
+		if counted {
+			wait = w.syscallsDuring(filepath.Join(sysDir, name+".csv"), secs)
 		}
 		out := w.must(laptop, nil, "iperf3", "-c", addr, "-t", strconv.Itoa(secs), "-J")
 		v, err := IperfMbps([]byte(out))
 		if err != nil {
 			b.Fatalf("iperf3 to %s (%s): %v", addr, name, err)
+		}
+		if counted {
+			wait()
+			counts, err := syscallCounts(filepath.Join(sysDir, name+".csv"))
+			if err != nil {
+				b.Fatalf("RUNOS_BENCH_SYSCALLS: %v", err)
+			}
+			b.Logf("system calls and switches during the %s transfer (%.0f Mbit/s):\n%s", name, v,
+				syscallTable(counts, v*float64(secs)/8/1000, "runos", "wireguard-go", "iperf3"))
 		}
 		return v
 	}
