@@ -183,22 +183,29 @@ type Target struct {
 	Lost      float64 `json:"lostPct"`    // in the throughput runs
 	P50us     float64 `json:"p50Us"`      // at the fixed rate
 	P99us     float64 `json:"p99Us"`      // at the fixed rate
+	P999us    float64 `json:"p999Us"`     // at the fixed rate
 	AddedP50  float64 `json:"addedP50Us"` // over the upstream's own
 	AddedP99  float64 `json:"addedP99Us"`
-	ClusterQP float64 `json:"clusterQps,omitempty"` // throughput for cluster names (split routing)
-	CPUus     float64 `json:"cpuUsPerQuery"`        // the server's own CPU time per answered query, throughput runs
-	Runs      []Run   `json:"runs"`
-	cpu       func() time.Duration
+	AddedP999 float64 `json:"addedP999Us"`
+	// The spread of the added latencies over the rounds: min and max.
+	AddedP99Range  [2]float64 `json:"addedP99UsRange"`
+	AddedP999Range [2]float64 `json:"addedP999UsRange"`
+	QPSRange       [2]float64 `json:"qpsRange"`
+	ClusterQP      float64    `json:"clusterQps,omitempty"` // throughput for cluster names (split routing)
+	CPUus          float64    `json:"cpuUsPerQuery"`        // the server's own CPU time per answered query, throughput runs
+	Runs           []Run      `json:"runs"`
+	cpu            func() time.Duration
 }
 
 // Run is one dnsperf invocation's result.
 type Run struct {
-	Kind  string  `json:"kind"` // throughput, latency, cluster
-	QPS   float64 `json:"qps"`
-	CPUus float64 `json:"cpuUsPerQuery,omitempty"`
-	Lost  float64 `json:"lostPct"`
-	P50us float64 `json:"p50Us,omitempty"`
-	P99us float64 `json:"p99Us,omitempty"`
+	Kind   string  `json:"kind"` // throughput, latency, cluster
+	QPS    float64 `json:"qps"`
+	CPUus  float64 `json:"cpuUsPerQuery,omitempty"`
+	Lost   float64 `json:"lostPct"`
+	P50us  float64 `json:"p50Us,omitempty"`
+	P99us  float64 `json:"p99Us,omitempty"`
+	P999us float64 `json:"p999Us,omitempty"`
 }
 
 // Result is the JSON written.
@@ -322,6 +329,8 @@ func run(duration time.Duration, rate, rounds, names int) (*Result, error) {
 		t.Lost = median(t.Runs, "throughput", func(r Run) float64 { return r.Lost })
 		t.P50us = median(t.Runs, "latency", func(r Run) float64 { return r.P50us })
 		t.P99us = median(t.Runs, "latency", func(r Run) float64 { return r.P99us })
+		t.P999us = median(t.Runs, "latency", func(r Run) float64 { return r.P999us })
+		t.QPSRange = spread(t.Runs, "throughput", func(r Run) float64 { return r.QPS })
 		t.ClusterQP = median(t.Runs, "cluster", func(r Run) float64 { return r.QPS })
 		t.CPUus = median(t.Runs, "throughput", func(r Run) float64 { return r.CPUus })
 	}
@@ -331,17 +340,23 @@ func run(duration time.Duration, rate, rounds, names int) (*Result, error) {
 	base, fwd, dm2 := res.Targets[0], res.Targets[1], res.Targets[2]
 	baseLat := latencyRuns(base)
 	for _, t := range res.Targets[1:] {
-		var p50, p99 []float64
+		var p50, p99, p999 []float64
 		for i, r := range latencyRuns(t) {
 			p50 = append(p50, r.P50us-baseLat[i].P50us)
 			p99 = append(p99, r.P99us-baseLat[i].P99us)
+			p999 = append(p999, r.P999us-baseLat[i].P999us)
 		}
-		t.AddedP50, t.AddedP99 = medianOf(p50), medianOf(p99)
+		t.AddedP50, t.AddedP99, t.AddedP999 = medianOf(p50), medianOf(p99), medianOf(p999)
+		t.AddedP99Range, t.AddedP999Range = [2]float64{slices.Min(p99), slices.Max(p99)}, [2]float64{slices.Min(p999), slices.Max(p999)}
 	}
 	res.Verdict = []string{
 		fmt.Sprintf("rate: forwarder %.0f qps vs dnsmasq %.0f qps (%.2fx; target >= 1x)", fwd.QPS, dm2.QPS, fwd.QPS/dm2.QPS),
 		fmt.Sprintf("added latency at p50: forwarder %.0f us vs dnsmasq %.0f us (target < 100 us)", fwd.AddedP50, dm2.AddedP50),
-		fmt.Sprintf("added latency at p99: forwarder %.0f us vs dnsmasq %.0f us", fwd.AddedP99, dm2.AddedP99),
+		fmt.Sprintf("rate over the rounds: forwarder %.0f-%.0f qps, dnsmasq %.0f-%.0f qps", fwd.QPSRange[0], fwd.QPSRange[1], dm2.QPSRange[0], dm2.QPSRange[1]),
+		fmt.Sprintf("added latency at p99: forwarder %.0f us (%.0f to %.0f) vs dnsmasq %.0f us (%.0f to %.0f)",
+			fwd.AddedP99, fwd.AddedP99Range[0], fwd.AddedP99Range[1], dm2.AddedP99, dm2.AddedP99Range[0], dm2.AddedP99Range[1]),
+		fmt.Sprintf("added latency at p99.9: forwarder %.0f us (%.0f to %.0f) vs dnsmasq %.0f us (%.0f to %.0f)",
+			fwd.AddedP999, fwd.AddedP999Range[0], fwd.AddedP999Range[1], dm2.AddedP999, dm2.AddedP999Range[0], dm2.AddedP999Range[1]),
 		fmt.Sprintf("CPU per query: forwarder %.1f us vs dnsmasq %.1f us", fwd.CPUus, dm2.CPUus),
 	}
 	return res, nil
@@ -374,6 +389,7 @@ func dnsperf(server, file string, args ...string) (Run, error) {
 		slices.Sort(lat)
 		r.P50us = lat[len(lat)*50/100]
 		r.P99us = lat[len(lat)*99/100]
+		r.P999us = lat[len(lat)*999/1000]
 	}
 	return r, nil
 }
@@ -390,6 +406,20 @@ func median(runs []Run, kind string, f func(Run) float64) float64 {
 	}
 	slices.Sort(vs)
 	return vs[len(vs)/2]
+}
+
+// spread is the least and the largest of f over the runs of a kind.
+func spread(runs []Run, kind string, f func(Run) float64) [2]float64 {
+	var vs []float64
+	for _, r := range runs {
+		if r.Kind == kind {
+			vs = append(vs, f(r))
+		}
+	}
+	if len(vs) == 0 {
+		return [2]float64{}
+	}
+	return [2]float64{slices.Min(vs), slices.Max(vs)}
 }
 
 func latencyRuns(t *Target) []Run {
