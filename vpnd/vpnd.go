@@ -178,16 +178,19 @@ func openState(cfg Config) (store.Dir, wgtypes.Key, error) {
 // and tells it (path changes): values made before the daemon, which needs
 // the engine.
 type engineHooks struct {
+	controls *controlClients
 	relay    *relayTickets
 	wakeRead chan struct{}
 }
 
 func newEngineHooks(cfg Config) engineHooks {
-	caFile := cfg.CAFile
+	caFile, allowHTTP := cfg.CAFile, cfg.AllowHTTP
+	controls := &controlClients{dial: func(apiURL string) (*api.Client, error) {
+		return api.NewClient(apiURL, "", caFile, api.AllowHTTP(allowHTTP))
+	}}
 	return engineHooks{
-		relay: &relayTickets{connect: func(apiURL, token string) (*api.Client, error) {
-			return api.NewClient(apiURL, token, caFile, api.AllowHTTP(cfg.AllowHTTP))
-		}},
+		controls: controls,
+		relay:    &relayTickets{connect: controls.client},
 		wakeRead: make(chan struct{}, 1),
 	}
 }
@@ -228,7 +231,11 @@ func newDaemon(ctx context.Context, cfg Config, dir store.Dir, key wgtypes.Key, 
 		ctx: ctx, wakeRead: h.wakeRead, wakePending: make(chan struct{}, 1), relay: h.relay, counts: newCounters(time.Now()),
 		allowHTTP: cfg.AllowHTTP, longPoll: cfg.LongPoll, apply: newApplier(),
 		newControl: func(apiURL, token string) (control, error) {
-			return api.NewClient(apiURL, token, cfg.CAFile, api.AllowHTTP(cfg.AllowHTTP))
+			cl, err := h.controls.client(apiURL, token)
+			if err != nil {
+				return nil, err // no typed nil in the interface
+			}
+			return cl, nil
 		},
 	}
 }
