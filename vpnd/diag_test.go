@@ -91,6 +91,31 @@ func TestDiagnosticsRoutes(t *testing.T) {
 	if code := do(bob, "GET", "/v1/logs", "", &perr); code != 403 || !strings.Contains(perr.Error.Hint, "--operator bob") {
 		t.Errorf("logs for another user: %d %+v", code, perr)
 	}
+
+	// The runtime's profiles: for the operator, in pprof's format or as
+	// text; refused to others; a name that is no profile is a clear 400.
+	raw := func(c access.Caller, path string) (int, string) {
+		r := httptest.NewRequest("GET", "http://local.runos"+path, nil)
+		r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := raw(alice, "/v1/debug/pprof/heap?gc=1"); code != 200 || !strings.HasPrefix(body, "\x1f\x8b") {
+		t.Errorf("heap profile for the operator: %d, %d bytes (want gzipped pprof)", code, len(body))
+	}
+	if code, body := raw(alice, "/v1/debug/pprof/goroutine?debug=1"); code != 200 || !strings.HasPrefix(body, "goroutine profile: total") {
+		t.Errorf("goroutines as text: %d %.60q", code, body)
+	}
+	if code, body := raw(bob, "/v1/debug/pprof/heap"); code != 403 || !strings.Contains(body, "--operator bob") {
+		t.Errorf("a profile for another user: %d %s", code, body)
+	}
+	if code, body := raw(alice, "/v1/debug/pprof/nosuch"); code != 400 || !strings.Contains(body, `no profile \"nosuch\"`) || !strings.Contains(body, "heap") {
+		t.Errorf("an unknown profile: %d %s", code, body)
+	}
+	if code, body := raw(alice, "/v1/debug/pprof/heap?debug=x"); code != 400 || !strings.Contains(body, "debug=") {
+		t.Errorf("a bad debug value: %d %s", code, body)
+	}
 }
 
 func clusterOf(st *localapi.Status, cid string) (localapi.ClusterStatus, bool) {

@@ -9,6 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +49,7 @@ func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/logs", s.showLogs)
+	mux.HandleFunc("GET /v1/debug/pprof/{profile}", s.profile)
 	mux.HandleFunc("POST /v1/probe", s.probe)
 	mux.HandleFunc("GET /v1/version", s.version)
 	mux.HandleFunc("GET /v1/watch", s.watch)
@@ -91,6 +95,51 @@ func (s *server) showLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, logs(s.logs))
+}
+
+// profile writes one of the Go runtime's profiles (heap, allocs,
+// goroutine, …) as pprof's format, or as text with ?debug=1: how the
+// daemon's memory was found across connects (docs/performance.md). Like
+// the log it names what the daemon holds, so it is for those who may steer
+// it.
+func (s *server) profile(w http.ResponseWriter, r *http.Request) {
+	if d := s.policy.Decide(callerOf(r)); !d.Control {
+		writeErr(w, errf(http.StatusForbidden, localapi.CodeForbidden, d.Hint, "the daemon's profiles are for those who may steer it: %s", d.Reason))
+		return
+	}
+	name := r.PathValue("profile")
+	p := pprof.Lookup(name)
+	if p == nil {
+		badRequest(w, fmt.Errorf("no profile %q: want one of %s", name, profileNames()))
+		return
+	}
+	debug := 0
+	if v := r.URL.Query().Get("debug"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 2 {
+			badRequest(w, fmt.Errorf("debug=%q: want 0 (pprof's format), 1 or 2 (text)", v))
+			return
+		}
+		debug = n
+	}
+	if name == "heap" && r.URL.Query().Get("gc") == "1" {
+		runtime.GC()
+	}
+	if debug > 0 {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	} else {
+		w.Header().Set("Content-Type", "application/octet-stream")
+	}
+	_ = p.WriteTo(w, debug)
+}
+
+// profileNames lists the runtime's profiles for an error message.
+func profileNames() string {
+	var names []string
+	for _, p := range pprof.Profiles() {
+		names = append(names, p.Name())
+	}
+	return strings.Join(names, ", ")
 }
 
 func (s *server) probe(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,8 @@
 //	GET    /v1/devices           []api.DeviceDetail: the signed-in user's devices (asked of control)
 //	DELETE /v1/devices/{id}      remove one of them on control (revoked and deleted; devices.go)
 //	GET    /v1/logs              Logs: the daemon's recent log lines (root, the operator, the runos group)
+//	GET    /v1/debug/pprof/NAME  a Go runtime profile (heap, allocs, goroutine…) in pprof's format;
+//	                             ?debug=1 as text, ?gc=1 collects before a heap profile (as /v1/logs)
 //	POST   /v1/probe             ProbeRequest: a fresh WireGuard handshake with a cluster's server
 //	                             now; answers ProbeResult (diagnostics: runos vpn doctor)
 //
