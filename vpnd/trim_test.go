@@ -71,6 +71,23 @@ func TestTrimDecision(t *testing.T) {
 			[]r{{retained: 120 * tMiB, allocs: 1 << 30, tunnel: 5, tunnelOK: true}, {retained: 120 * tMiB, allocs: 2 << 30, tunnel: 5, tunnelOK: true},
 				{retained: 120 * tMiB, allocs: 3 << 30, tunnel: 5, tunnelOK: true}, {retained: 120 * tMiB, allocs: 4 << 30, tunnel: 5, tunnelOK: true}},
 			[]bool{no, no, no, yes}},
+		{"churn: garbage allocated and the heap a little above its floor, quiet: trim after three quiet intervals",
+			[]r{{retained: floor + 3*tMiB, allocs: churnAllocs - 1}, {retained: floor + 3*tMiB, allocs: churnAllocs, tunnel: 5, tunnelOK: true},
+				{retained: floor + 3*tMiB, allocs: churnAllocs + tMiB, tunnel: 5, tunnelOK: true}, {retained: floor + 3*tMiB, allocs: churnAllocs + tMiB, tunnel: 6, tunnelOK: true},
+				{retained: floor + 3*tMiB, allocs: churnAllocs + 2*tMiB, tunnel: 6, tunnelOK: true}},
+			[]bool{no, no, no, no, yes}},
+		{"churn that the scavenger already gave back (under churnAbove): nothing to trim",
+			[]r{{retained: floor + churnAbove - 1, allocs: 2 * churnAllocs, tunnel: 5, tunnelOK: true}, {retained: floor + churnAbove - 1, allocs: 2 * churnAllocs, tunnel: 5, tunnelOK: true},
+				{retained: floor + churnAbove - 1, allocs: 2 * churnAllocs, tunnel: 5, tunnelOK: true}, {retained: floor + churnAbove - 1, allocs: 2 * churnAllocs, tunnel: 5, tunnelOK: true}},
+			[]bool{no, no, no, no}},
+		{"the heap above its floor with little allocated (buffers kept warm by light traffic): no trim",
+			[]r{{retained: floor + 6*tMiB, allocs: churnAllocs - 1, tunnel: 5, tunnelOK: true}, {retained: floor + 6*tMiB, allocs: churnAllocs - 1, tunnel: 5, tunnelOK: true},
+				{retained: floor + 6*tMiB, allocs: churnAllocs - 1, tunnel: 5, tunnelOK: true}, {retained: floor + 6*tMiB, allocs: churnAllocs - 1, tunnel: 5, tunnelOK: true}},
+			[]bool{no, no, no, no}},
+		{"churn while traffic flows: no trim",
+			[]r{{retained: floor + 3*tMiB, allocs: churnAllocs, tunnel: 0, tunnelOK: true}, {retained: floor + 3*tMiB, allocs: churnAllocs, tunnel: 2 * quietBytes, tunnelOK: true},
+				{retained: floor + 3*tMiB, allocs: churnAllocs, tunnel: 4 * quietBytes, tunnelOK: true}, {retained: floor + 3*tMiB, allocs: churnAllocs, tunnel: 6 * quietBytes, tunnelOK: true}},
+			[]bool{no, no, no, no}},
 		{"a steady transfer never trims, however little it allocates",
 			[]r{tun(120*tMiB, 0), tun(120*tMiB, 400*tMiB), tun(120*tMiB, 800*tMiB), tun(120*tMiB, 1200*tMiB), tun(120*tMiB, 1600*tMiB)},
 			[]bool{no, no, no, no, no}},
@@ -101,9 +118,9 @@ func TestTrimFloor(t *testing.T) {
 	if !trim {
 		t.Fatal("no trim of a quiet, grown heap")
 	}
-	s = s.trimmed(33 * tMiB)
+	s = s.trimmed(40*tMiB, 33*tMiB)
 	for i, ret := range []uint64{33 * tMiB, 34 * tMiB, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1} {
-		if s, trim = s.next(memReading{retained: ret, tunnel: 9, tunnelOK: s.wantsTunnel(ret)}); trim {
+		if s, trim = s.next(memReading{retained: ret, allocs: 40 * tMiB, tunnel: 9, tunnelOK: s.wantsTunnel(memReading{retained: ret})}); trim {
 			t.Fatalf("reading %d: trimmed again at %d MiB without the heap growing %d MiB past the last trim", i, ret/tMiB, trimAbove/tMiB)
 		}
 	}
@@ -112,8 +129,15 @@ func TestTrimFloor(t *testing.T) {
 	if s.floor != 28*tMiB {
 		t.Fatalf("floor %d MiB, want 28 (the lowest since the trim)", s.floor/tMiB)
 	}
-	if !s.wantsTunnel(28*tMiB + trimAbove) {
+	if !s.wantsTunnel(memReading{retained: 28*tMiB + trimAbove}) {
 		t.Error("growth from the lower level not counted")
+	}
+	// Churn counts its garbage from the trim's allocation count, not from zero.
+	if s.wantsTunnel(memReading{retained: 28*tMiB + churnAbove, allocs: 40*tMiB + churnAllocs - 1}) {
+		t.Error("churn counted from before the last trim")
+	}
+	if !s.wantsTunnel(memReading{retained: 28*tMiB + churnAbove, allocs: 40*tMiB + churnAllocs}) {
+		t.Error("churn since the last trim not counted")
 	}
 }
 

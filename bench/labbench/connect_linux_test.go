@@ -121,6 +121,11 @@ func benchConnect(b *testing.B, m *metrics) {
 	after := w.rssBoth(f)
 	_, hwm := w.rss(laptop, "vpnd")
 	res.Values["vpnd-rss-two-clusters-after-rounds-MiB"], res.Values["vpnd-hwm-MiB"] = mib(after), mib(hwm)
+	settled, underAt := w.rssSettling(laptop, connectIdleSeconds, 25e6/1024)
+	res.Samples["vpnd-rss-after-rounds-idle-MiB"] = settled
+	res.Values[fmt.Sprintf("vpnd-rss-after-rounds-idle-%ds-MiB", connectIdleSeconds)] = settled[len(settled)-1]
+	res.Values["vpnd-rss-after-rounds-under-25MB-after-s"] = underAt
+	b.Logf("vpnd RSS after the rounds, every second for %d s: %.1f (under 25 MB after %v s; -1: not within them)", connectIdleSeconds, settled, underAt)
 	for _, p := range []struct{ host, name string }{{"xym-n1", "gateway"}, {"ky3-n1", "gateway"}, {"control", "control"}} {
 		r, _ := w.rss(p.host, p.name)
 		res.Values[p.host+"-"+p.name+"-rss-MiB"] = mib(r)
@@ -136,7 +141,8 @@ func benchConnect(b *testing.B, m *metrics) {
 		"api/cli-rounds-first-initiation-lost: rounds whose handshake came 90 ms or more after the start, i.e. at the daemon's first re-try (100 ms) because the first initiation reached the gateway before the gateway had the device",
 		"api/cli-status-lag-ms: status-ms minus handshake-ms, how long after the handshake the daemon's status showed it",
 		"floor-cli-exec-ms: `runos version` through nsenter in the laptop (process start plus one local API call)",
-		"vpnd-rss-two-clusters-MiB: VmRSS of runos vpnd with ky3 and xym connected after 500 pings of 1200 bytes through each, before the rounds; vpnd-rss-two-clusters-after-rounds-MiB: the same after all the rounds")
+		"vpnd-rss-two-clusters-MiB: VmRSS of runos vpnd with ky3 and xym connected after 500 pings of 1200 bytes through each, before the rounds; vpnd-rss-two-clusters-after-rounds-MiB: the same after all the rounds",
+		"vpnd-rss-after-rounds-idle-MiB: the daemon's VmRSS after those pings, every second while idle (the memory trim waits for a quiet tunnel); vpnd-rss-after-rounds-under-25MB-after-s: the first second under 25 MB, -1 if not within them")
 	w.save(res)
 	m.summary("api", res.Summaries["api-status-ms"])
 	m.summary("cli", res.Summaries["cli-status-ms"])
@@ -145,6 +151,28 @@ func benchConnect(b *testing.B, m *metrics) {
 }
 
 func mib(kb int) float64 { return float64(kb) / 1024 }
+
+// connectIdleSeconds is how long the connect benchmark watches the
+// daemon's memory settle after its rounds: past the trim's quiet time.
+const connectIdleSeconds = 12
+
+// rssSettling reads the daemon's VmRSS every second for secs seconds (the
+// first at once) and returns the readings in MiB and the first second at
+// which it was under underKB (-1: never).
+func (w *world) rssSettling(host string, secs int, underKB float64) ([]float64, float64) {
+	start := time.Now()
+	var out []float64
+	underAt := -1.0
+	for k := 0; k <= secs; k++ {
+		time.Sleep(time.Until(start.Add(time.Duration(k) * time.Second)))
+		r, _ := w.rss(host, "vpnd")
+		out = append(out, mib(r))
+		if float64(r) < underKB && underAt < 0 {
+			underAt = float64(k)
+		}
+	}
+	return out, underAt
+}
 
 // rssBoth waits for ky3 and xym up on the laptop, sends traffic through
 // each (pings of 1200 bytes) and returns the daemon's resident memory.
