@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/miekg/dns"
 )
 
 const (
@@ -121,39 +119,43 @@ func (f *forwarder) close() {
 	f.wg.Wait()
 }
 
-// serveUDP reads queries and starts each on its way upstream from this
-// goroutine; the answer goes back to the client from whichever goroutine
-// settles the query (the upstream socket's reader, or the sweeper). No
-// goroutine is started and none handed a query per packet: that is what
-// keeps the forwarder as cheap as dnsmasq per query.
+// serveUDP reads queries, a batch at a time (batch.go), and starts each
+// on its way upstream from this goroutine; the answer goes back to the
+// client from whichever goroutine settles the query (the upstream socket's
+// reader, or the sweeper). No goroutine is started and none handed a query
+// per packet: that is what keeps the forwarder as cheap as dnsmasq per
+// query.
 func (f *forwarder) serveUDP() {
 	defer f.wg.Done()
 	sem := make(chan struct{}, maxInFlight)
-	buf := make([]byte, dns.MaxMsgSize)
+	rd := newPacketReader(f.pc, clientBatch, maxQueryUDP)
 	for {
-		n, from, err := f.pc.ReadFromUDPAddrPort(buf)
+		ds, err := rd.read()
 		if err != nil {
 			if f.closed.Load() {
 				return
 			}
 			continue
 		}
-		if !f.serves(from) {
-			continue
-		}
-		select {
-		case sem <- struct{}{}:
-		default:
-			continue // overloaded: the client will retry
-		}
-		f.start(slices.Clone(buf[:n]), false, func(out []byte) {
-			if out != nil {
-				if _, err := f.pc.WriteToUDPAddrPort(out, from); err == nil {
-					f.answered()
-				}
+		for _, d := range ds {
+			if d.trunc || !f.serves(d.from) {
+				continue // longer than any query: not one to answer
 			}
-			<-sem
-		})
+			select {
+			case sem <- struct{}{}:
+			default:
+				continue // overloaded: the client will retry
+			}
+			from := d.from
+			f.start(slices.Clone(d.b), false, func(out []byte) {
+				if out != nil {
+					if _, err := f.pc.WriteToUDPAddrPort(out, from); err == nil {
+						f.answered()
+					}
+				}
+				<-sem
+			})
+		}
 	}
 }
 

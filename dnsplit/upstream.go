@@ -315,12 +315,14 @@ func (s *udpSock) take(id uint16) *waiter {
 	return w
 }
 
-// read hands each answer to the query with its ID, on this goroutine.
-// Only the server can answer: the socket is connected.
+// read hands each answer to the query with its ID, on this goroutine, a
+// batch at a time (batch.go). Only the server can answer: the socket is
+// connected. An answer longer than the reader's buffer goes to its query
+// marked truncated, so that it asks again over TCP.
 func (s *udpSock) read() {
-	buf := make([]byte, dns.MaxMsgSize)
+	rd := newPacketReader(s.conn, answerBatch, maxAnswerUDP)
 	for {
-		n, err := s.conn.Read(buf)
+		ds, err := rd.read()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				s.failAll()
@@ -330,13 +332,18 @@ func (s *udpSock) read() {
 			// out and fail over.
 			continue
 		}
-		if n < 12 {
-			continue
-		}
-		if w := s.take(binary.BigEndian.Uint16(buf)); w != nil {
-			b := slices.Clone(buf[:n])
-			b[0], b[1] = w.qid[0], w.qid[1]
-			w.done(b, nil)
+		for _, d := range ds {
+			if len(d.b) < 12 {
+				continue
+			}
+			if w := s.take(binary.BigEndian.Uint16(d.b)); w != nil {
+				b := slices.Clone(d.b)
+				b[0], b[1] = w.qid[0], w.qid[1]
+				if d.trunc {
+					b[2] |= 0x02 // TC
+				}
+				w.done(b, nil)
+			}
 		}
 	}
 }
