@@ -217,8 +217,13 @@ defaults
 	timeout http-request 10s
 	timeout http-keep-alive 120s
 	timeout queue 10s
+	# A connection refused by a replica that died is tried again on the
+	# next one at once (redispatch on every retry, not only the last), and
+	# marks that replica down until its check passes (observe layer4): a
+	# request sent in the second before the checks see a replica dead must
+	# not fail on the dead ones in turn.
 	retries 3
-	option redispatch
+	option redispatch 1
 	retry-on conn-failure empty-response response-timeout
 
 frontend api
@@ -239,7 +244,7 @@ backend replicas
 	default-server ssl verify required ca-file %s verifyhost control.lab.runos inter 500ms fall 2 rise 1
 `, l.haproxySocket(), l.topo.ControlIP, l.haproxyPEM(), l.caFile())
 	for _, h := range l.topo.ControlHosts() {
-		fmt.Fprintf(&b, "\tserver %s %s:443 check\n", h.Name, h.Addrs[WAN])
+		fmt.Fprintf(&b, "\tserver %s %s:443 check observe layer4 error-limit 1 on-error mark-down\n", h.Name, h.Addrs[WAN])
 	}
 	for _, h := range l.topo.ControlHosts() {
 		fmt.Fprintf(&b, "\tserver %s-unready %s:443 backup\n", h.Name, h.Addrs[WAN])
