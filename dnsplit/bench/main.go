@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ func main() {
 		rounds   = flag.Int("rounds", 3, "runs per target, interleaved; the median is reported")
 		names    = flag.Int("names", 10000, "distinct names in the query file")
 		role     = flag.String("role", "", "internal: upstream, or forwarder (serve the forwarder alone until killed)")
+		traceOut = flag.String("trace", "", "with -role=forwarder: write a Go runtime trace of the forwarder to this file until it is killed (go tool trace -pprof=sched)")
 	)
 	flag.Parse()
 	switch *role {
@@ -62,7 +64,7 @@ func main() {
 		serveUpstream()
 		return
 	case "forwarder":
-		serveForwarder()
+		serveForwarder(*traceOut)
 		return
 	}
 	if os.Getenv(innerEnv) == "" {
@@ -137,7 +139,18 @@ func serveUpstream() {
 
 // serveForwarder runs the forwarder on its own (for measuring it by hand:
 // `unshare -n`, then dnsperf against 127.0.80.53), until killed.
-func serveForwarder() {
+func serveForwarder(traceOut string) {
+	if traceOut != "" {
+		f, err := os.Create(traceOut)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "trace:", err)
+			os.Exit(1)
+		}
+		defer func() { trace.Stop(); f.Close() }()
+	}
 	dir, err := os.MkdirTemp("", "runos-dnsplit-fwd-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
