@@ -121,7 +121,7 @@ func benchConnect(b *testing.B, m *metrics) {
 	after := w.rssBoth(f)
 	_, hwm := w.rss(laptop, "vpnd")
 	res.Values["vpnd-rss-two-clusters-after-rounds-MiB"], res.Values["vpnd-hwm-MiB"] = mib(after), mib(hwm)
-	settled, underAt := w.rssSettling(laptop, connectIdleSeconds, 25e6/1024)
+	settled, underAt := w.rssSettling(laptop, connectIdleSeconds, 25e6/(1<<20))
 	res.Samples["vpnd-rss-after-rounds-idle-MiB"] = settled
 	res.Values[fmt.Sprintf("vpnd-rss-after-rounds-idle-%ds-MiB", connectIdleSeconds)] = settled[len(settled)-1]
 	res.Values["vpnd-rss-after-rounds-under-25MB-after-s"] = underAt
@@ -158,8 +158,8 @@ const connectIdleSeconds = 12
 
 // rssSettling reads the daemon's VmRSS every second for secs seconds (the
 // first at once) and returns the readings in MiB and the first second at
-// which it was under underKB (-1: never).
-func (w *world) rssSettling(host string, secs int, underKB float64) ([]float64, float64) {
+// which it was under underMiB (-1: never).
+func (w *world) rssSettling(host string, secs int, underMiB float64) ([]float64, float64) {
 	start := time.Now()
 	var out []float64
 	underAt := -1.0
@@ -167,7 +167,7 @@ func (w *world) rssSettling(host string, secs int, underKB float64) ([]float64, 
 		time.Sleep(time.Until(start.Add(time.Duration(k) * time.Second)))
 		r, _ := w.rss(host, "vpnd")
 		out = append(out, mib(r))
-		if float64(r) < underKB && underAt < 0 {
+		if mib(r) < underMiB && underAt < 0 {
 			underAt = float64(k)
 		}
 	}
