@@ -139,7 +139,7 @@ func (f *forwarder) serveUDP() {
 		}
 		for _, d := range ds {
 			if d.trunc || !f.serves(d.from) {
-				continue // longer than any query: not one to answer
+				continue // longer than any query, or from a client not served
 			}
 			select {
 			case sem <- struct{}{}:

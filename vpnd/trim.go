@@ -117,10 +117,19 @@ type trimState struct {
 // over the floor) or after churn (churnAllocs allocated since the last
 // trim, and churnAbove to give back).
 func (s trimState) wantsTunnel(cur memReading) bool {
-	if cur.retained >= s.floor+trimAbove {
-		return true
+	return s.afterBurst(cur.retained) || cur.allocs >= s.base+churnAllocs && cur.retained >= s.floor+churnAbove
+}
+
+// afterBurst says whether the retained heap is trimAbove over the floor,
+// as a burst of traffic leaves it.
+func (s trimState) afterBurst(retained uint64) bool { return retained >= s.floor+trimAbove }
+
+// cause names what a trim at this retained heap followed, for its log line.
+func (s trimState) cause(retained uint64) string {
+	if s.afterBurst(retained) {
+		return "a burst of traffic"
 	}
-	return cur.allocs >= s.base+churnAllocs && cur.retained >= s.floor+churnAbove
+	return "connects and disconnects"
 }
 
 // next takes a reading and says whether to trim now. An interval is quiet
@@ -199,19 +208,11 @@ func watchMemory(ctx context.Context, w memWatch) {
 		w.trim()
 		allocsAfter, after, _ := w.heap()
 		w.log.Debug("memory trimmed on a quiet tunnel",
-			"after", trimCause(cur.retained, s.floor), "retainedBefore", cur.retained, "retainedAfter", after,
+			"after", s.cause(cur.retained), "retainedBefore", cur.retained, "retainedAfter", after,
 			"allocatedSinceLastTrim", cur.allocs-s.base, "allocatedInInterval", cur.allocs-prevAllocs,
 			"took", time.Since(start).Round(time.Microsecond))
 		s = s.trimmed(allocsAfter, after)
 	}
-}
-
-// trimCause names what a trim followed, for its log line.
-func trimCause(retained, floor uint64) string {
-	if retained >= floor+trimAbove {
-		return "a burst of traffic"
-	}
-	return "connects and disconnects"
 }
 
 // trimMemory collects twice, so that what sync.Pools held is freed (the
