@@ -128,7 +128,8 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal
 		if err != nil {
 			return doc{}, s.asError(ctx, err)
 		}
-		return doc{body: d, version: d.Version, topics: []*hub.Topic{s.hub.Topic(hub.Move(id))}}, nil
+		final := d.State == api.MoveDone || d.State == api.MoveFailed
+		return doc{body: d, version: d.Version, topics: []*hub.Topic{s.hub.Topic(hub.Move(id))}, final: final}, nil
 	})
 }
 
@@ -156,11 +157,14 @@ func (s *Server) moveReadyTimeout(id string) {
 	ctx, cancel := s.bg()
 	defer cancel()
 	now := s.now()
+	failed := false // the move was still preparing: not ready in time
 	err := s.update(ctx, func(tx store.Writer) error {
+		failed = false
 		m, err := tx.Move(id)
 		if err != nil || m.State != api.MovePreparing {
 			return err
 		}
+		failed = true
 		why := fmt.Sprintf("%s's gateway did not report the server listening within %s: the move failed and no device was told anything",
 			m.TargetNodeID, s.cfg.MoveReadyTimeout)
 		if n, err := tx.Node(m.CID, m.TargetNodeID); err == nil && s.heartbeats().Unheard(n) {
@@ -177,7 +181,9 @@ func (s *Server) moveReadyTimeout(id string) {
 		s.log.Error("move ready timeout", "move", id, "err", err)
 		return
 	}
-	s.log.Warn("move failed: target not ready in time", "move", id)
+	if failed { // a move that got ready in time is no news
+		s.log.Warn("move failed: target not ready in time", "move", id)
+	}
 }
 
 func failMove(tx store.Writer, m *model.Move, now time.Time, why string) {

@@ -17,6 +17,7 @@ type doc struct {
 	body    any
 	version uint64
 	topics  []*hub.Topic
+	final   bool // it will not change again (a finished move): a stream ends after it
 }
 
 // recheckEvery is how often a long-poll checks again a caller whose end no

@@ -109,7 +109,7 @@ func (ps *pollSource) Load(ctx context.Context) (stream.Doc, error) {
 // too (its end ends the stream), and what the caller's check saw of it
 // counts as known (a sign-in touches its session's topic).
 func (s *Server) streamDoc(d doc, p *principal) (stream.Doc, error) {
-	sd := stream.Doc{Version: d.version, Known: d.version, Topics: d.topics}
+	sd := stream.Doc{Version: d.version, Known: d.version, Topics: d.topics, Final: d.final}
 	if t := s.callerTopic(p); t != nil && !containsTopic(d.topics, t) {
 		sd.Topics = append(d.topics, t) // made by this load: appending disturbs nothing
 		if p.kind == kindUser {

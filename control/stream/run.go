@@ -151,6 +151,10 @@ func (st *stream) process() {
 		if d.Version > st.sent {
 			b = appendDoc(b, st.event, d.Version, d.Append)
 			st.sent = d.Version
+			if d.Final {
+				st.end(b, "") // written, then the end of the answer
+				return
+			}
 		}
 		st.sub.Set(d.Topics...)
 		// A topic newer than the read saw changed while it was read (or

@@ -27,7 +27,6 @@ package stream
 
 import (
 	"context"
-	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -84,6 +83,11 @@ type Doc struct {
 	Topics []*hub.Topic // whose changes make a new document, the caller's own too
 	// Append appends the document's compact JSON (one line).
 	Append func([]byte) []byte
+	// Final says the document will not change again (a finished move):
+	// the stream that writes it ends after it, rather than holding a
+	// connection its client is about to drop (on HTTP/1.1 control would
+	// notice that only at the stream's next heartbeat visit).
+	Final bool
 }
 
 // Options are a stream's own.
@@ -177,9 +181,11 @@ func (ss *Streams) Serve(w http.ResponseWriter, r *http.Request, first Doc, src 
 	buf := getBuf()
 	b := (*buf)[:headroom]
 	defer func() { *buf = b[:0]; putBuf(buf) }()
+	final := false // the first event is the document's last
 	if o.Since == 0 || first.Version > o.Since || o.Since > ss.cfg.Hub.Global() {
 		b = appendDoc(b, o.Event, first.Version, first.Append)
 		st.sent = first.Version
+		final = first.Final
 	}
 
 	var parked *parkedSink
@@ -205,6 +211,10 @@ func (ss *Streams) Serve(w http.ResponseWriter, r *http.Request, first Doc, src 
 		return
 	}
 	st.lastWrite.Store(ss.cfg.Clock.Now().UnixNano())
+	if final {
+		st.end(nil, "")
+		return
+	}
 
 	// Nothing runs for the stream until it is set up: a wake meanwhile
 	// only leaves its flag (HTTP/1.1: "running" is held; HTTP/2: the kick
@@ -250,11 +260,7 @@ func (ss *Streams) hijack(w http.ResponseWriter, b []byte) *hijackedSink {
 	if brw != nil && brw.Writer.Buffered() > 0 {
 		brw.Writer.Flush()
 	}
-	raw := conn
-	if tc, ok := conn.(*tls.Conn); ok {
-		raw = tc.NetConn()
-	}
-	tcp, _ := raw.(*net.TCPConn)
+	tcp := tcpUnder(conn)
 	if tcp != nil {
 		_ = tcp.SetWriteBuffer(ss.cfg.SendBuffer)
 		_ = setUserTimeout(tcp, ss.cfg.WriteTimeout)
@@ -265,6 +271,22 @@ func (ss *Streams) hijack(w http.ResponseWriter, b []byte) *hijackedSink {
 		conn.Close()
 	}
 	return hs
+}
+
+// tcpUnder is the TCP socket under c, through TLS and the wrappers that
+// say what they wrap as tls.Conn does (control's per-address connection
+// limit); nil when there is none.
+func tcpUnder(c net.Conn) *net.TCPConn {
+	for {
+		switch x := c.(type) {
+		case *net.TCPConn:
+			return x
+		case interface{ NetConn() net.Conn }:
+			c = x.NetConn()
+		default:
+			return nil
+		}
+	}
 }
 
 func (ss *Streams) remove(st *stream) {

@@ -22,6 +22,7 @@ import (
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/internal/connlimit"
 )
 
 // fakeSource is a document whose version the test sets; Load counts its calls.
@@ -31,6 +32,7 @@ type fakeSource struct {
 	pad     int // bytes of padding in the document
 	err     error
 	topics  []*hub.Topic
+	finalAt uint64 // from this version on (0: never) the document is final
 }
 
 func (f *fakeSource) Load(context.Context) (Doc, error) {
@@ -40,7 +42,8 @@ func (f *fakeSource) Load(context.Context) (Doc, error) {
 		return Doc{}, f.err
 	}
 	v, pad := f.version, f.pad
-	return Doc{Version: v, Known: v, Topics: f.topics, Append: func(b []byte) []byte {
+	final := f.finalAt != 0 && v >= f.finalAt
+	return Doc{Version: v, Known: v, Topics: f.topics, Final: final, Append: func(b []byte) []byte {
 		b = fmt.Appendf(b, `{"version":%d`, v)
 		if pad > 0 {
 			b = append(b, `,"pad":"`...)
@@ -72,6 +75,19 @@ type rig struct {
 
 func newRig(t *testing.T, h2 bool, mutate ...func(*Config)) *rig {
 	t.Helper()
+	return newRigOn(t, rigServer{h2: h2, tls: h2}, mutate...)
+}
+
+// rigServer is how the rig's server listens: HTTP/2 (over TLS), or
+// HTTP/1.1 over TLS or not, its listener wrapped as control wraps its own.
+type rigServer struct {
+	h2, tls bool
+	wrap    func(net.Listener) net.Listener
+}
+
+func newRigOn(t *testing.T, o rigServer, mutate ...func(*Config)) *rig {
+	t.Helper()
+	h2 := o.h2
 	h := hub.New(1, map[string]uint64{hub.Device("d1"): 1})
 	rg := &rig{h: h, clk: clock.NewFake(time.Unix(1_800_000_000, 0)), topic: h.Topic(hub.Device("d1")), dropped: make(chan string, 16)}
 	rg.src = &fakeSource{version: 1, topics: []*hub.Topic{rg.topic}}
@@ -90,8 +106,11 @@ func newRig(t *testing.T, h2 bool, mutate ...func(*Config)) *rig {
 		rg.ss.Serve(w, r, d, rg.src, Options{Event: api.EventDeviceMap, Since: since, Recheck: rg.recheck,
 			Dropped: func(reason string) { rg.dropped <- reason }})
 	}))
-	if h2 {
-		rg.ts.EnableHTTP2 = true
+	if o.wrap != nil {
+		rg.ts.Listener = o.wrap(rg.ts.Listener)
+	}
+	if o.tls {
+		rg.ts.EnableHTTP2 = h2
 		rg.ts.StartTLS()
 	} else {
 		rg.ts.Start()
@@ -481,6 +500,46 @@ func TestClosedStreamsEndAndTheirClientsSeeTheEnd(t *testing.T) {
 	}
 }
 
+// A final document (a finished move) is the stream's last event: control
+// ends the answer after it and holds nothing for a client about to leave,
+// whether the document turns final while the stream is open or is final
+// when the stream opens.
+func TestStreamEndsAfterAFinalDocument(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
+			rg := newRig(t, h2)
+			rg.src.finalAt = 3
+			c := rg.open(t, 0)
+			c.event(1)
+			rg.change(2)
+			c.event(2)
+			rg.change(3)
+			c.event(3)
+			if f := c.next(); !errors.Is(f.err, io.EOF) {
+				t.Fatalf("after the final document: %+v, want the end of the answer", f)
+			}
+			rg.settle(t)
+			if rg.ss.Len() != 0 || rg.h.Subscribed() != 0 {
+				t.Fatalf("open %d, subscribed %d after the final document", rg.ss.Len(), rg.h.Subscribed())
+			}
+
+			c = rg.open(t, 0) // opened on a document already final
+			c.event(3)
+			if f := c.next(); !errors.Is(f.err, io.EOF) {
+				t.Fatalf("after the final first document: %+v, want the end of the answer", f)
+			}
+			if rg.ss.Len() != 0 || rg.h.Subscribed() != 0 {
+				t.Fatalf("open %d, subscribed %d after the final first document", rg.ss.Len(), rg.h.Subscribed())
+			}
+			select {
+			case r := <-rg.dropped:
+				t.Fatalf("a final document's end counted as a drop (%s)", r)
+			default:
+			}
+		})
+	}
+}
+
 // On HTTP/1.1 a waiting stream has no goroutine of its own: net/http's
 // two per connection are gone once it is hijacked.
 func TestWaitingStreamsHoldNoGoroutine(t *testing.T) {
@@ -533,8 +592,18 @@ func TestWaitingStreamsHoldNoGoroutine(t *testing.T) {
 
 // A client that closes its side is let go at the wheel's next visit of
 // its stream, before any write fails, and that is no drop.
+// The client's leaving is seen on the socket itself, also through TLS and
+// control's per-address connection limit (which once hid the socket: such
+// streams were held until a heartbeat's write failed, two periods on).
 func TestClientThatLeftIsLetGoAtTheNextVisit(t *testing.T) {
-	rg := newRig(t, false)
+	limit := func(ln net.Listener) net.Listener { return connlimit.Listen(ln, connlimit.Config{PerAddr: 8}) }
+	for name, o := range map[string]rigServer{"TCP": {}, "TLS behind the connection limit": {tls: true, wrap: limit}} {
+		t.Run(name, func(t *testing.T) { clientThatLeftIsLetGo(t, o) })
+	}
+}
+
+func clientThatLeftIsLetGo(t *testing.T, o rigServer) {
+	rg := newRigOn(t, o)
 	c := rg.open(t, 0)
 	c.event(1)
 	rg.onWheel(t, 1)

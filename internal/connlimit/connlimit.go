@@ -141,6 +141,11 @@ type conn struct {
 	release func()
 }
 
+// NetConn is the connection it counts, as tls.Conn's NetConn: whoever
+// takes the connection over (a hijacked push stream) reaches the TCP
+// socket under it to set its buffers and look at it.
+func (c *conn) NetConn() net.Conn { return c.Conn }
+
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
