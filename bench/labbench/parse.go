@@ -35,6 +35,38 @@ func IperfMbps(report []byte) (float64, error) {
 	return bps / 1e6, nil
 }
 
+// IperfIntervals are the rates (Mbit/s) of an iperf3 -J report's
+// intervals (-i), in order, as the client saw them: how a transfer
+// began, which its average hides.
+func IperfIntervals(report []byte) ([]float64, error) {
+	var r struct {
+		Error     string `json:"error"`
+		Intervals []struct {
+			Sum struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum"`
+		} `json:"intervals"`
+	}
+	if err := json.Unmarshal(report, &r); err != nil {
+		return nil, fmt.Errorf("iperf3 report: %w", err)
+	}
+	if r.Error != "" {
+		return nil, fmt.Errorf("iperf3: %s", r.Error)
+	}
+	if len(r.Intervals) == 0 {
+		return nil, errors.New("iperf3 report: no intervals")
+	}
+	out := make([]float64, len(r.Intervals))
+	for i, iv := range r.Intervals {
+		bps := iv.Sum.BitsPerSecond
+		if bps < 0 || math.IsInf(bps, 0) || math.IsNaN(bps) {
+			return nil, fmt.Errorf("iperf3 report: interval %d has rate %v", i+1, bps)
+		}
+		out[i] = bps / 1e6
+	}
+	return out, nil
+}
+
 // PingTimes are the round-trip times (ms) of ping's reply lines
 // ("64 bytes from 198.51.100.31: icmp_seq=1 ttl=64 time=0.061 ms").
 func PingTimes(out string) []float64 {

@@ -70,6 +70,18 @@ func TestLastHandshake(t *testing.T) {
 
 // The parsers read other programs' output: whatever they get, they return
 // sane numbers or an error, never a panic.
+func TestIperfIntervals(t *testing.T) {
+	v, err := IperfIntervals([]byte(`{"intervals":[{"sum":{"bits_per_second":5e8}},{"sum":{"bits_per_second":1.5e9}}],"end":{}}`))
+	if err != nil || len(v) != 2 || v[0] != 500 || v[1] != 1500 {
+		t.Errorf("IperfIntervals = %v, %v", v, err)
+	}
+	for _, bad := range []string{``, `{}`, `{"intervals":[]}`, `{"error":"refused"}`, `{"intervals":[{"sum":{"bits_per_second":-1}}]}`} {
+		if _, err := IperfIntervals([]byte(bad)); err == nil {
+			t.Errorf("IperfIntervals(%q) did not fail", bad)
+		}
+	}
+}
+
 func FuzzIperfMbps(f *testing.F) {
 	f.Add([]byte(`{"end":{"sum_received":{"bits_per_second":312500000.5}}}`))
 	f.Add([]byte(`{"error":"x"}`))
