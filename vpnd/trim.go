@@ -27,7 +27,7 @@ import (
 //
 // So the daemon watches its heap every trimEvery and, once the heap it
 // holds in RAM has grown trimAbove past its level at rest and the tunnel
-// has been quiet for quietIntervals intervals in a row, collects twice and
+// has been quiet for a few intervals in a row, collects twice and
 // returns the free pages to the OS at once (trimMemory). It then takes the
 // heap it is left with as the level at rest, so it does not do it again
 // until the heap grows again.
@@ -45,14 +45,20 @@ import (
 // daemon asks for them only while the heap is above the line; at rest it
 // reads only runtime/metrics, which allocates nothing.
 //
-// Why wait quietIntervals and not one: a trim is not free for the next
-// burst. It starts with empty pools and released pages, like a fresh
-// daemon's first transfer, and allocates and faults in its ~100 MB again;
-// measured in the lab, a 3 s transfer that begins after a trim runs 15–35 %
-// slower than one that finds the buffers warm, the loss all in its first
-// second or so (docs/performance.md). Transfers that follow each other
-// within a few seconds (one command after another, a benchmark's rounds)
-// keep the buffers; a tunnel quiet for 6–8 s gives them back.
+// How long to wait: a trim is not free for the next burst. It starts with
+// empty pools and released pages, like a fresh daemon's first transfer,
+// and faults its ~100 MB in again: a page fault costs ~12 µs on this
+// project's test machines (virtual machines; docs/performance.md), ~300 ms
+// for 100 MiB, and the next transfer's first second runs ~30 % slower
+// than one that finds the buffers warm (BenchmarkLabBursts). So the quiet
+// wanted before a trim adapts (next, trimmed): it starts at minQuiet
+// intervals, which gives the memory back 2-3 s after an isolated burst;
+// when a burst comes within maxQuiet intervals after a burst's trim
+// (transfers one after another: a script, a benchmark's rounds, a person
+// retrying), that trim was early and the wait doubles, up to maxQuiet; a
+// trim that maxQuiet intervals follow with no burst halves it again. A
+// pattern of transfers a few seconds apart then pays one cold start, not
+// one per transfer.
 //
 // Connects and disconnects leave a smaller residue that the same trim
 // clears: each allocates ~0.5 MB of short-lived garbage (device reads,
@@ -72,10 +78,13 @@ import (
 // only does early what the GC and the scavenger would do in minutes. With
 // GOGC=off the operator asked for no collections, and the daemon makes none.
 const (
-	trimEvery = 2 * time.Second
-	// quietIntervals is how many trimEvery intervals in a row the tunnel
-	// must be quiet: 6 s, so the memory goes back 6–8 s after a burst.
-	quietIntervals = 3
+	trimEvery = time.Second
+	// minQuiet and maxQuiet bound how many trimEvery intervals in a row
+	// the tunnel must be quiet before a trim (see "How long to wait"):
+	// the memory goes back 2-3 s after an isolated burst, 8-9 s after
+	// bursts that follow each other.
+	minQuiet = 2
+	maxQuiet = 8
 	// trimAbove is how far the retained heap must grow over its level at
 	// rest before a trim is worth its collections: more than the garbage
 	// the GC is paced to allow at rest (gcHeadroom), so ordinary
@@ -83,9 +92,9 @@ const (
 	// burst leaves (65–120 MB in the lab).
 	trimAbove = 8 << 20
 	// quietBytes is the most traffic, both ways through the tunnel, that a
-	// trimEvery interval may carry and still count as quiet: 1 MiB in 2 s
-	// is 4 Mbit/s, keepalives and interactive use but no transfer.
-	quietBytes = 1 << 20
+	// trimEvery interval may carry and still count as quiet: 512 KiB in
+	// 1 s is 4 Mbit/s, keepalives and interactive use but no transfer.
+	quietBytes = 512 << 10
 	// churnAllocs is how much the daemon must have allocated since the last
 	// trim (or its start) before a quiet tunnel's heap is trimmed for less
 	// than trimAbove: ~30 connects and disconnects, or ~20 minutes at rest.
@@ -110,7 +119,16 @@ type trimState struct {
 	prev    memReading // the last reading
 	hasPrev bool
 	quiet   int // quiet intervals in a row, up to the last reading
+	// need is the quiet intervals a trim waits for now (0: minQuiet).
+	need int
+	// sinceBurst counts the intervals since the burst that the last trim
+	// followed, the trim's own wait included, until the next burst or
+	// maxQuiet of them judge the trim (0: no trim to judge).
+	sinceBurst int
 }
+
+// needed is how many quiet intervals a trim waits for now.
+func (s trimState) needed() int { return min(max(s.need, minQuiet), maxQuiet) }
 
 // wantsTunnel says whether a reading needs the tunnel's counters: only one
 // that could lead to a trim, after a burst (the retained heap trimAbove
@@ -135,7 +153,7 @@ func (s trimState) cause(retained uint64) string {
 // next takes a reading and says whether to trim now. An interval is quiet
 // when the reading is worth a trim (wantsTunnel) and the tunnel carried
 // at most quietBytes since the previous reading, which must have read the
-// tunnel too; it trims after quietIntervals quiet intervals in a row. Any
+// tunnel too; it trims after needed() quiet intervals in a row. Any
 // other interval starts the count again: traffic, a heap below the line,
 // the first reading above it (a burst shorter than an interval is judged
 // from the next one), and a sum that went down (a peer left with its
@@ -147,20 +165,36 @@ func (s trimState) next(cur memReading) (trimState, bool) {
 	prev, hadPrev := s.prev, s.hasPrev
 	s.prev, s.hasPrev = cur, true
 	s.floor = min(s.floor, cur.retained)
+	if s.sinceBurst > 0 { // was the last burst's trim early?
+		s.sinceBurst++
+		switch {
+		case s.afterBurst(cur.retained) && s.sinceBurst <= maxQuiet+1:
+			// Another burst, which the longest wait would have found warm.
+			s.need, s.sinceBurst = min(2*s.needed(), maxQuiet), 0
+		case s.afterBurst(cur.retained) || s.sinceBurst > maxQuiet+1:
+			// None within the longest wait: the trim was right.
+			s.need, s.sinceBurst = max(s.needed()/2, minQuiet), 0
+		}
+	}
 	judged := s.wantsTunnel(cur) && hadPrev && prev.tunnelOK && cur.tunnelOK && cur.tunnel >= prev.tunnel
 	if !judged || cur.tunnel-prev.tunnel > quietBytes {
 		s.quiet = 0
 		return s, false
 	}
 	s.quiet++
-	return s, s.quiet >= quietIntervals
+	return s, s.quiet >= s.needed()
 }
 
 // trimmed records the retained heap a trim left as the new level at rest,
 // and the bytes allocated by then; the next interval starts from the
-// reading after it.
-func (s trimState) trimmed(allocs, retained uint64) trimState {
-	return trimState{floor: retained, base: allocs}
+// reading after it. A trim after a burst (burst) is judged by what follows
+// it (next); the wait it was given is kept.
+func (s trimState) trimmed(allocs, retained uint64, burst bool) trimState {
+	t := trimState{floor: retained, base: allocs, need: s.need}
+	if burst {
+		t.sinceBurst = s.quiet
+	}
+	return t
 }
 
 // memWatch is the watcher's surroundings, injected for the tests.
@@ -208,10 +242,11 @@ func watchMemory(ctx context.Context, w memWatch) {
 		w.trim()
 		allocsAfter, after, _ := w.heap()
 		w.log.Debug("memory trimmed on a quiet tunnel",
-			"after", s.cause(cur.retained), "retainedBefore", cur.retained, "retainedAfter", after,
+			"after", s.cause(cur.retained), "quietSeconds", (time.Duration(s.quiet) * trimEvery).Seconds(),
+			"retainedBefore", cur.retained, "retainedAfter", after,
 			"allocatedSinceLastTrim", cur.allocs-s.base, "allocatedInInterval", cur.allocs-prevAllocs,
 			"took", time.Since(start).Round(time.Microsecond))
-		s = s.trimmed(allocsAfter, after)
+		s = s.trimmed(allocsAfter, after, s.afterBurst(cur.retained))
 	}
 }
 

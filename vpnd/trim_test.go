@@ -18,11 +18,13 @@ import (
 const tMiB = 1 << 20
 
 // TestTrimDecision runs the watcher's decision over sequences of readings
-// (one every trimEvery) and checks at which readings it trims. The
-// sequences are written for quietIntervals = 3 (6 s of quiet).
+// (one every trimEvery) and checks at which readings it trims, with the
+// shortest wait (minQuiet = 2 quiet intervals; TestTrimQuietAdapts has the
+// longer ones). Each sequence ends at its first trim or at a reading that
+// could not yet be one.
 func TestTrimDecision(t *testing.T) {
-	if quietIntervals != 3 {
-		t.Fatalf("quietIntervals is %d: rewrite these sequences", quietIntervals)
+	if minQuiet != 2 {
+		t.Fatalf("minQuiet is %d: rewrite these sequences", minQuiet)
 	}
 	const floor = 30 * tMiB
 	big := uint64(floor + trimAbove) // just worth trimming
@@ -40,42 +42,40 @@ func TestTrimDecision(t *testing.T) {
 		{"heap grew a little (connect/disconnect churn): below the line",
 			[]r{{retained: floor + trimAbove - 1}, {retained: floor + trimAbove - 1}, {retained: floor + trimAbove - 1}, {retained: floor + trimAbove - 1}},
 			[]bool{no, no, no, no}},
-		{"a burst (the tunnel moves hundreds of MB), then quiet: trim after three quiet intervals",
+		{"a burst (the tunnel moves hundreds of MB), then quiet: trim after two quiet intervals",
 			[]r{tun(150*tMiB, 0), tun(180*tMiB, 500*tMiB), tun(190*tMiB, 1100*tMiB),
-				tun(190*tMiB, 1100*tMiB+4096), tun(190*tMiB, 1100*tMiB+8192), tun(190*tMiB, 1100*tMiB+8192)},
-			[]bool{no, no, no, no, no, yes}},
-		{"just worth trimming, and just quiet",
-			[]r{tun(big, 7), tun(big, 7+quietBytes), tun(big, 7+2*quietBytes), tun(big, 7+3*quietBytes)},
-			[]bool{no, no, no, yes}},
-		{"one byte more than quiet is traffic, and starts the count again",
-			[]r{tun(big, 7), tun(big, 7), tun(big, 7), tun(big, 8+quietBytes), tun(big, 8+quietBytes), tun(big, 8+quietBytes), tun(big, 8+quietBytes)},
-			[]bool{no, no, no, no, no, no, yes}},
-		{"a transfer a few seconds after the last keeps the buffers: no trim between them",
-			[]r{tun(120*tMiB, 0), tun(120*tMiB, 400*tMiB), tun(120*tMiB, 400*tMiB), tun(120*tMiB, 400*tMiB),
-				tun(130*tMiB, 800*tMiB), tun(130*tMiB, 800*tMiB), tun(130*tMiB, 800*tMiB), tun(130*tMiB, 800*tMiB)},
-			[]bool{no, no, no, no, no, no, no, yes}},
-		{"the first reading above the line has no interval to judge (a burst shorter than one)",
-			[]r{{retained: floor}, tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB)},
+				tun(190*tMiB, 1100*tMiB+4096), tun(190*tMiB, 1100*tMiB+8192)},
 			[]bool{no, no, no, no, yes}},
+		{"just worth trimming, and just quiet",
+			[]r{tun(big, 7), tun(big, 7+quietBytes), tun(big, 7+2*quietBytes)},
+			[]bool{no, no, yes}},
+		{"one byte more than quiet is traffic, and starts the count again",
+			[]r{tun(big, 7), tun(big, 7), tun(big, 8+quietBytes), tun(big, 8+quietBytes), tun(big, 8+quietBytes)},
+			[]bool{no, no, no, no, yes}},
+		{"a transfer within the wait keeps the buffers: no trim between them",
+			[]r{tun(120*tMiB, 0), tun(120*tMiB, 400*tMiB), tun(120*tMiB, 400*tMiB),
+				tun(130*tMiB, 800*tMiB), tun(130*tMiB, 800*tMiB), tun(130*tMiB, 800*tMiB)},
+			[]bool{no, no, no, no, no, yes}},
+		{"the first reading above the line has no interval to judge (a burst shorter than one)",
+			[]r{{retained: floor}, tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB)},
+			[]bool{no, no, no, yes}},
 		{"the tunnel could not be read: no trim, whatever the heap",
 			[]r{{retained: 200 * tMiB}, {retained: 200 * tMiB}, {retained: 200 * tMiB}, {retained: 200 * tMiB}, {retained: 200 * tMiB}},
 			[]bool{no, no, no, no, no}},
 		{"a peer left and took its counters: that interval is not judged, the next are",
-			[]r{tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB), tun(120*tMiB, 900*tMiB), tun(120*tMiB, 300*tMiB),
-				tun(120*tMiB, 300*tMiB), tun(120*tMiB, 300*tMiB), tun(120*tMiB, 300*tMiB)},
-			[]bool{no, no, no, no, no, no, yes}},
+			[]r{tun(120*tMiB, 900*tMiB), tun(120*tMiB, 300*tMiB), tun(120*tMiB, 300*tMiB), tun(120*tMiB, 300*tMiB)},
+			[]bool{no, no, no, yes}},
 		{"the heap went below the line while waiting (the scavenger did it): nothing to trim",
 			[]r{tun(120*tMiB, 5), tun(120*tMiB, 5), {retained: floor}, tun(120*tMiB, 5), tun(120*tMiB, 5)},
 			[]bool{no, no, no, no, no}},
 		{"allocation does not matter: a quiet tunnel trims even while the daemon allocates",
 			[]r{{retained: 120 * tMiB, allocs: 1 << 30, tunnel: 5, tunnelOK: true}, {retained: 120 * tMiB, allocs: 2 << 30, tunnel: 5, tunnelOK: true},
-				{retained: 120 * tMiB, allocs: 3 << 30, tunnel: 5, tunnelOK: true}, {retained: 120 * tMiB, allocs: 4 << 30, tunnel: 5, tunnelOK: true}},
-			[]bool{no, no, no, yes}},
-		{"churn: garbage allocated and the heap a little above its floor, quiet: trim after three quiet intervals",
+				{retained: 120 * tMiB, allocs: 3 << 30, tunnel: 5, tunnelOK: true}},
+			[]bool{no, no, yes}},
+		{"churn: garbage allocated and the heap a little above its floor, quiet: trim after two quiet intervals",
 			[]r{{retained: floor + 3*tMiB, allocs: churnAllocs - 1}, {retained: floor + 3*tMiB, allocs: churnAllocs, tunnel: 5, tunnelOK: true},
-				{retained: floor + 3*tMiB, allocs: churnAllocs + tMiB, tunnel: 5, tunnelOK: true}, {retained: floor + 3*tMiB, allocs: churnAllocs + tMiB, tunnel: 6, tunnelOK: true},
-				{retained: floor + 3*tMiB, allocs: churnAllocs + 2*tMiB, tunnel: 6, tunnelOK: true}},
-			[]bool{no, no, no, no, yes}},
+				{retained: floor + 3*tMiB, allocs: churnAllocs + tMiB, tunnel: 5, tunnelOK: true}, {retained: floor + 3*tMiB, allocs: churnAllocs + tMiB, tunnel: 6, tunnelOK: true}},
+			[]bool{no, no, no, yes}},
 		{"churn that the scavenger already gave back (under churnAbove): nothing to trim",
 			[]r{{retained: floor + churnAbove - 1, allocs: 2 * churnAllocs, tunnel: 5, tunnelOK: true}, {retained: floor + churnAbove - 1, allocs: 2 * churnAllocs, tunnel: 5, tunnelOK: true},
 				{retained: floor + churnAbove - 1, allocs: 2 * churnAllocs, tunnel: 5, tunnelOK: true}, {retained: floor + churnAbove - 1, allocs: 2 * churnAllocs, tunnel: 5, tunnelOK: true}},
@@ -112,13 +112,13 @@ func TestTrimFloor(t *testing.T) {
 	s := trimState{floor: 30 * tMiB}
 	quiet := memReading{retained: 150 * tMiB, tunnel: 9, tunnelOK: true}
 	var trim bool
-	for range quietIntervals + 1 {
+	for range minQuiet + 1 {
 		s, trim = s.next(quiet)
 	}
 	if !trim {
 		t.Fatal("no trim of a quiet, grown heap")
 	}
-	s = s.trimmed(40*tMiB, 33*tMiB)
+	s = s.trimmed(40*tMiB, 33*tMiB, true)
 	for i, ret := range []uint64{33 * tMiB, 34 * tMiB, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1, 33*tMiB + trimAbove - 1} {
 		if s, trim = s.next(memReading{retained: ret, allocs: 40 * tMiB, tunnel: 9, tunnelOK: s.wantsTunnel(memReading{retained: ret})}); trim {
 			t.Fatalf("reading %d: trimmed again at %d MiB without the heap growing %d MiB past the last trim", i, ret/tMiB, trimAbove/tMiB)
@@ -141,6 +141,92 @@ func TestTrimFloor(t *testing.T) {
 	}
 }
 
+// TestTrimQuietAdapts: a burst soon after a burst's trim doubles the wait
+// (up to maxQuiet), so transfers that follow each other keep their
+// buffers after the first; a trim that no burst follows within maxQuiet
+// halves it again; a churn trim changes nothing.
+func TestTrimQuietAdapts(t *testing.T) {
+	const floor = 30 * tMiB
+	var tunnel uint64
+	quiet := func() memReading { return memReading{retained: 150 * tMiB, tunnel: tunnel, tunnelOK: true} }
+	burst := func() memReading { tunnel += 500 * tMiB; return memReading{retained: 150 * tMiB, tunnel: tunnel, tunnelOK: true} }
+	rest := memReading{retained: floor}
+	s := trimState{floor: floor}
+	// runBurst feeds a burst, then quiet readings until a trim (at most
+	// limit); it returns the quiet intervals the trim waited for, 0 for none.
+	runBurst := func(limit int) int {
+		t.Helper()
+		var trim bool
+		s, _ = s.next(burst())
+		s, _ = s.next(burst())
+		for i := 1; i <= limit; i++ {
+			if s, trim = s.next(quiet()); trim {
+				s = s.trimmed(0, floor, true)
+				return i
+			}
+		}
+		return 0
+	}
+	idle := func(n int) {
+		for range n {
+			s, _ = s.next(rest)
+		}
+	}
+	if got := runBurst(20); got != minQuiet {
+		t.Fatalf("first burst trimmed after %d quiet intervals, want %d", got, minQuiet)
+	}
+	idle(2) // the next transfer 4 s after the last: the trim was early
+	if got := runBurst(20); got != 2*minQuiet {
+		t.Fatalf("after an early trim: trimmed after %d quiet intervals, want %d", got, 2*minQuiet)
+	}
+	idle(2)
+	if got := runBurst(20); got != maxQuiet {
+		t.Fatalf("after two early trims: trimmed after %d, want %d", got, maxQuiet)
+	}
+	// A transfer just after a trim that waited maxQuiet: the wait stays at
+	// maxQuiet, no further.
+	if got := runBurst(20); got != maxQuiet {
+		t.Fatalf("the wait is %d, want it to stay at maxQuiet %d", got, maxQuiet)
+	}
+	// Back to back within the wait: no trim at all between the transfers.
+	for range 3 {
+		s, _ = s.next(burst())
+		for range maxQuiet - 2 {
+			var trim bool
+			if s, trim = s.next(quiet()); trim {
+				t.Fatal("trimmed between transfers that follow each other within the wait")
+			}
+		}
+	}
+	for i := 0; ; i++ { // the last one's trim, then a long idle: it was right
+		var trim bool
+		if s, trim = s.next(quiet()); trim {
+			s = s.trimmed(0, floor, true)
+			break
+		}
+		if i > maxQuiet {
+			t.Fatal("no trim after the last transfer")
+		}
+	}
+	idle(maxQuiet + 1)
+	if got := runBurst(20); got != maxQuiet/2 {
+		t.Fatalf("after a trim no burst followed: trimmed after %d, want %d", got, maxQuiet/2)
+	}
+	idle(maxQuiet + 1)
+	idle(maxQuiet + 1)
+	if got := runBurst(20); got != maxQuiet/4 {
+		t.Fatalf("halved twice: trimmed after %d, want %d", got, maxQuiet/4)
+	}
+	// A churn trim is not judged: the wait stays.
+	need := s.needed()
+	s = s.trimmed(0, floor, false)
+	s, _ = s.next(burst())
+	s, _ = s.next(burst())
+	if s.needed() != need {
+		t.Errorf("a burst after a churn trim changed the wait %d → %d", need, s.needed())
+	}
+}
+
 // TestWatchMemory drives the watcher with injected ticks, readings and
 // trim: it asks for the tunnel's counters only above the line, trims once
 // after a burst and logs it, takes the heap after the trim as its new
@@ -155,14 +241,13 @@ func TestWatchMemory(t *testing.T) {
 		{retained: 150 * tMiB, tunnel: 0},          // 1 a burst: above the line
 		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 2 still moving
 		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 3 quiet
-		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 4 quiet
-		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 5 quiet: trim (heap after: 33 MiB)
-		{retained: 34 * tMiB},                      // 6 at rest after the trim
-		{retained: 34 * tMiB},                      // 7
-		{retained: 200 * tMiB, gcOff: true},        // 8 GOGC=off: nothing
+		{retained: 190 * tMiB, tunnel: 600 * tMiB}, // 4 quiet: trim (heap after: 33 MiB)
+		{retained: 34 * tMiB},                      // 5 at rest after the trim
+		{retained: 34 * tMiB},                      // 6
+		{retained: 200 * tMiB, gcOff: true},        // 7 GOGC=off: nothing
+		{retained: 200 * tMiB, gcOff: true},        // 8
 		{retained: 200 * tMiB, gcOff: true},        // 9
 		{retained: 200 * tMiB, gcOff: true},        // 10
-		{retained: 200 * tMiB, gcOff: true},        // 11
 	}
 	// Every func below runs on the watcher's goroutine only; the test reads
 	// what they recorded after the watcher has stopped.
@@ -205,10 +290,10 @@ func TestWatchMemory(t *testing.T) {
 	cancel() // the last tick is handled before the watcher sees this
 	<-done
 
-	if want := []int{1, 2, 3, 4, 5}; !slices.Equal(tunnelReads, want) {
+	if want := []int{1, 2, 3, 4}; !slices.Equal(tunnelReads, want) {
 		t.Errorf("tunnel read at ticks %v, want %v (only above the line)", tunnelReads, want)
 	}
-	if want := []int{5}; !slices.Equal(trims, want) {
+	if want := []int{4}; !slices.Equal(trims, want) {
 		t.Errorf("trimmed at ticks %v, want %v", trims, want)
 	}
 	if got := logs.String(); !strings.Contains(got, "memory trimmed") ||

@@ -76,6 +76,8 @@ func benchConnect(b *testing.B, m *metrics) {
 		b.Fatal(err)
 	}
 	fresh := w.rssBoth(f)
+	anon0, file0 := w.rssSplit(laptop, "vpnd")
+	res.Values["vpnd-rss-anon-two-clusters-MiB"], res.Values["vpnd-rss-file-two-clusters-MiB"] = mib(anon0), mib(file0)
 	res.Values["vpnd-rss-two-clusters-MiB"] = mib(fresh)
 
 	var all []connectRound
@@ -121,7 +123,13 @@ func benchConnect(b *testing.B, m *metrics) {
 	after := w.rssBoth(f)
 	_, hwm := w.rss(laptop, "vpnd")
 	res.Values["vpnd-rss-two-clusters-after-rounds-MiB"], res.Values["vpnd-hwm-MiB"] = mib(after), mib(hwm)
+	anon, file := w.rssSplit(laptop, "vpnd")
+	res.Values["vpnd-rss-anon-after-rounds-MiB"], res.Values["vpnd-rss-file-after-rounds-MiB"] = mib(anon), mib(file)
 	settled, underAt := w.rssSettling(laptop, connectIdleSeconds, 25e6/(1<<20))
+	anonIdle, fileIdle := w.rssSplit(laptop, "vpnd")
+	res.Values["vpnd-rss-anon-after-rounds-idle-MiB"], res.Values["vpnd-rss-file-after-rounds-idle-MiB"] = mib(anonIdle), mib(fileIdle)
+	b.Logf("vpnd RSS after the rounds: anonymous %.1f MiB, file %.1f MiB; %d s later %.1f and %.1f (before the rounds: %.1f and %.1f)",
+		mib(anon), mib(file), connectIdleSeconds, mib(anonIdle), mib(fileIdle), mib(anon0), mib(file0))
 	res.Samples["vpnd-rss-after-rounds-idle-MiB"] = settled
 	res.Values[fmt.Sprintf("vpnd-rss-after-rounds-idle-%ds-MiB", connectIdleSeconds)] = settled[len(settled)-1]
 	res.Values["vpnd-rss-after-rounds-under-25MB-after-s"] = underAt

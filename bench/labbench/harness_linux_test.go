@@ -312,6 +312,25 @@ func (w *world) rss(host, name string) (rssKB, hwmKB int) {
 	return rssKB, hwmKB
 }
 
+// rssSplit is a lab program's resident memory by kind (kB): anonymous
+// (heap, stacks) and file-backed (its binary's pages, shared libraries).
+// A daemon's RSS at rest is more than half its binary's pages, which grow
+// with the code it runs, not with what it holds.
+func (w *world) rssSplit(host, name string) (anonKB, fileKB int) {
+	w.b.Helper()
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.pid(host, name)))
+	if err != nil {
+		w.b.Fatal(err)
+	}
+	if anonKB, err = StatusKB(st, "RssAnon"); err == nil {
+		fileKB, err = StatusKB(st, "RssFile")
+	}
+	if err != nil {
+		w.b.Fatalf("%s on %s: %v", name, host, err)
+	}
+	return anonKB, fileKB
+}
+
 // pid is a lab program's recorded PID.
 func (w *world) pid(host, name string) int {
 	p, ok := w.lab.Proc(host, name)
