@@ -101,7 +101,9 @@ func (s *server) showLogs(w http.ResponseWriter, r *http.Request) {
 // goroutine, …) as pprof's format, or as text with ?debug=1: how the
 // daemon's memory was found across connects (docs/performance.md). Like
 // the log it names what the daemon holds, so it is for those who may steer
-// it.
+// it. It is runtime/pprof's WriteTo rather than net/http/pprof, whose
+// import registers its handlers on http.DefaultServeMux, and whose
+// refusals of a bad name or debug value are not this API's JSON errors.
 func (s *server) profile(w http.ResponseWriter, r *http.Request) {
 	if d := s.policy.Decide(callerOf(r)); !d.Control {
 		writeErr(w, errf(http.StatusForbidden, localapi.CodeForbidden, d.Hint, "the daemon's profiles are for those who may steer it: %s", d.Reason))
