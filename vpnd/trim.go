@@ -53,12 +53,13 @@ import (
 // than one that finds the buffers warm (BenchmarkLabBursts). So the quiet
 // wanted before a trim adapts (next, trimmed): it starts at minQuiet
 // intervals, which gives the memory back 2-3 s after an isolated burst;
-// when a burst comes within maxQuiet intervals after a burst's trim
-// (transfers one after another: a script, a benchmark's rounds, a person
-// retrying), that trim was early and the wait doubles, up to maxQuiet; a
-// trim that maxQuiet intervals follow with no burst halves it again. A
-// pattern of transfers a few seconds apart then pays one cold start, not
-// one per transfer.
+// when a burst comes within maxQuiet intervals of quiet after a burst's
+// trim (transfers one after another: a script, a benchmark's rounds, a
+// person retrying), that trim was early, and the wait grows to outlast the
+// quiet that burst followed (at least doubling, up to maxQuiet); a trim
+// that maxQuiet intervals follow with no burst halves it again. A pattern
+// of transfers up to 16 s apart then pays one cold start, not one per
+// transfer.
 //
 // Connects and disconnects leave a smaller residue that the same trim
 // clears: each allocates ~0.5 MB of short-lived garbage (device reads,
@@ -81,10 +82,10 @@ const (
 	trimEvery = time.Second
 	// minQuiet and maxQuiet bound how many trimEvery intervals in a row
 	// the tunnel must be quiet before a trim (see "How long to wait"):
-	// the memory goes back 2-3 s after an isolated burst, 8-9 s after
-	// bursts that follow each other.
+	// the memory goes back 2-3 s after an isolated burst, at most 16-17 s
+	// after bursts that follow each other.
 	minQuiet = 2
-	maxQuiet = 8
+	maxQuiet = 16
 	// trimAbove is how far the retained heap must grow over its level at
 	// rest before a trim is worth its collections: more than the garbage
 	// the GC is paced to allow at rest (gcHeadroom), so ordinary
@@ -169,8 +170,10 @@ func (s trimState) next(cur memReading) (trimState, bool) {
 		s.sinceBurst++
 		switch {
 		case s.afterBurst(cur.retained) && s.sinceBurst <= maxQuiet+1:
-			// Another burst, which the longest wait would have found warm.
-			s.need, s.sinceBurst = min(2*s.needed(), maxQuiet), 0
+			// Another burst, which the longest wait would have found
+			// warm: wait past the quiet it followed next time.
+			quietBefore := s.sinceBurst - 1
+			s.need, s.sinceBurst = min(max(2*s.needed(), quietBefore+2), maxQuiet), 0
 		case s.afterBurst(cur.retained) || s.sinceBurst > maxQuiet+1:
 			// None within the longest wait: the trim was right.
 			s.need, s.sinceBurst = max(s.needed()/2, minQuiet), 0

@@ -141,18 +141,16 @@ func TestTrimFloor(t *testing.T) {
 	}
 }
 
-// TestTrimQuietAdapts: a burst soon after a burst's trim doubles the wait
-// (up to maxQuiet), so transfers that follow each other keep their
-// buffers after the first; a trim that no burst follows within maxQuiet
-// halves it again; a churn trim changes nothing.
+// TestTrimQuietAdapts: a burst soon after a burst's trim makes the wait
+// outlast the quiet it followed (at least doubling, up to maxQuiet), so
+// transfers that follow each other keep their buffers after the first; a
+// trim that no burst follows within maxQuiet halves it again; a churn trim
+// changes nothing.
 func TestTrimQuietAdapts(t *testing.T) {
 	const floor = 30 * tMiB
 	var tunnel uint64
 	quiet := func() memReading { return memReading{retained: 150 * tMiB, tunnel: tunnel, tunnelOK: true} }
-	burst := func() memReading {
-		tunnel += 500 * tMiB
-		return memReading{retained: 150 * tMiB, tunnel: tunnel, tunnelOK: true}
-	}
+	burst := func() memReading { tunnel += 500 * tMiB; return memReading{retained: 150 * tMiB, tunnel: tunnel, tunnelOK: true} }
 	rest := memReading{retained: floor}
 	s := trimState{floor: floor}
 	// runBurst feeds a burst, then quiet readings until a trim (at most
@@ -175,49 +173,47 @@ func TestTrimQuietAdapts(t *testing.T) {
 			s, _ = s.next(rest)
 		}
 	}
-	if got := runBurst(20); got != minQuiet {
+	if got := runBurst(40); got != minQuiet {
 		t.Fatalf("first burst trimmed after %d quiet intervals, want %d", got, minQuiet)
 	}
-	idle(2) // the next transfer 4 s after the last: the trim was early
-	if got := runBurst(20); got != 2*minQuiet {
-		t.Fatalf("after an early trim: trimmed after %d quiet intervals, want %d", got, 2*minQuiet)
+	// The next transfer after 3 quiet intervals (the trim's 2 and one
+	// more): the trim was early; the wait becomes 3+2.
+	idle(1)
+	if got := runBurst(40); got != 5 {
+		t.Fatalf("after an early trim, 3 quiet intervals before the next burst: trimmed after %d, want 5", got)
 	}
-	idle(2)
-	if got := runBurst(20); got != maxQuiet {
-		t.Fatalf("after two early trims: trimmed after %d, want %d", got, maxQuiet)
+	// 11 quiet intervals (the trim's 5 and 6 more): the wait outlasts
+	// them at once, 11+2.
+	idle(6)
+	if got := runBurst(40); got != 13 {
+		t.Fatalf("after an early trim, 11 quiet intervals before the next burst: trimmed after %d, want 13", got)
 	}
-	// A transfer just after a trim that waited maxQuiet: the wait stays at
-	// maxQuiet, no further.
-	if got := runBurst(20); got != maxQuiet {
-		t.Fatalf("the wait is %d, want it to stay at maxQuiet %d", got, maxQuiet)
-	}
-	// Back to back within the wait: no trim at all between the transfers.
+	// The same pattern again: quiet 11 intervals, under the wait of 13: no
+	// trim between the transfers.
 	for range 3 {
 		s, _ = s.next(burst())
-		for range maxQuiet - 2 {
+		for range 11 {
 			var trim bool
 			if s, trim = s.next(quiet()); trim {
 				t.Fatal("trimmed between transfers that follow each other within the wait")
 			}
 		}
 	}
-	for i := 0; ; i++ { // the last one's trim, then a long idle: it was right
-		var trim bool
-		if s, trim = s.next(quiet()); trim {
-			s = s.trimmed(0, floor, true)
-			break
-		}
-		if i > maxQuiet {
-			t.Fatal("no trim after the last transfer")
-		}
+	// A trim just before a burst, at maxQuiet: the wait stays at maxQuiet.
+	s.need = maxQuiet
+	if got := runBurst(40); got != maxQuiet {
+		t.Fatalf("trimmed after %d, want maxQuiet %d", got, maxQuiet)
 	}
-	idle(maxQuiet + 1)
-	if got := runBurst(20); got != maxQuiet/2 {
+	if got := runBurst(40); got != maxQuiet {
+		t.Fatalf("the wait is %d, want it to stay at maxQuiet %d", got, maxQuiet)
+	}
+	idle(maxQuiet + 1) // nothing followed within maxQuiet: the trim was right
+	if got := runBurst(40); got != maxQuiet/2 {
 		t.Fatalf("after a trim no burst followed: trimmed after %d, want %d", got, maxQuiet/2)
 	}
 	idle(maxQuiet + 1)
 	idle(maxQuiet + 1)
-	if got := runBurst(20); got != maxQuiet/4 {
+	if got := runBurst(40); got != maxQuiet/4 {
 		t.Fatalf("halved twice: trimmed after %d, want %d", got, maxQuiet/4)
 	}
 	// A churn trim is not judged: the wait stays.
