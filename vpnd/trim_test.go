@@ -150,7 +150,10 @@ func TestTrimQuietAdapts(t *testing.T) {
 	const floor = 30 * tMiB
 	var tunnel uint64
 	quiet := func() memReading { return memReading{retained: 150 * tMiB, tunnel: tunnel, tunnelOK: true} }
-	burst := func() memReading { tunnel += 500 * tMiB; return memReading{retained: 150 * tMiB, tunnel: tunnel, tunnelOK: true} }
+	burst := func() memReading {
+		tunnel += 500 * tMiB
+		return memReading{retained: 150 * tMiB, tunnel: tunnel, tunnelOK: true}
+	}
 	rest := memReading{retained: floor}
 	s := trimState{floor: floor}
 	// runBurst feeds a burst, then quiet readings until a trim (at most
