@@ -111,6 +111,7 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal
 	id := r.PathValue("id")
 	s.longPoll(w, r, "move", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		var d api.Move
+		final := false // done or failed: it will not change again
 		err := s.st.View(ctx, func(rd store.Reader) error {
 			m, err := rd.Move(id)
 			if errors.Is(err, store.ErrNotFound) {
@@ -122,13 +123,12 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal
 				return errNotFound("no move %s", id)
 			}
 			v, err := rd.TopicVersion(hub.Move(id))
-			d = moveDoc(m, v)
+			d, final = moveDoc(m, v), !m.InFlight()
 			return err
 		})
 		if err != nil {
 			return doc{}, s.asError(ctx, err)
 		}
-		final := d.State == api.MoveDone || d.State == api.MoveFailed
 		return doc{body: d, version: d.Version, topics: []*hub.Topic{s.hub.Topic(hub.Move(id))}, final: final}, nil
 	})
 }
