@@ -1,14 +1,10 @@
 package labbench
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/runos/vpn/internal/netnstest"
 )
@@ -42,33 +38,14 @@ func benchBursts(b *testing.B, m *metrics) {
 		bursts, secs, gap))
 	res.Params["bursts"], res.Params["burstSeconds"], res.Params["gapSeconds"] = bursts, secs, gap
 	laptop := w.env.Client.Host
-	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
-	f := w.follow(laptop)
-	w.waitEach([]*Follower{f}, "ky3 up on n1", 30*time.Second, UpOn("ky3", "n1"))
-	e, _ := f.Latest()
-	ky3, _ := Cluster(&e.Status, "ky3")
-
-	iperf, err := w.lab.Command(context.Background(), "ky3-n1", nil, "iperf3", "-s")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := iperf.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = iperf.Process.Signal(syscall.SIGTERM); _ = iperf.Wait() })
-	w.waitFor(10*time.Second, "iperf3 listening on ky3-n1", func() bool {
-		c, err := w.lab.Dial(w.ctx, laptop, "tcp", "10.77.0.21:5201")
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	ky3 := w.upOnKy3(laptop)
+	w.iperfServer(laptop)
 
 	series := map[string][]float64{}
 	add := func(k string, v float64) { series[k] = append(series[k], v) }
 	for i := range bursts {
 		before, _ := w.rss(laptop, "vpnd")
-		out := w.must(laptop, nil, "iperf3", "-c", ky3.Server.Address, "-t", strconv.Itoa(secs), "-i", "0.5", "-J")
+		out := w.iperfClient(laptop, ky3.Server.Address, secs, "-i", "0.5")
 		whole, err := IperfMbps([]byte(out))
 		if err != nil {
 			b.Fatalf("burst %d: %v", i+1, err)

@@ -295,21 +295,8 @@ func (w *world) apiClient(host, token string) *api.Client {
 // rss reads a lab program's resident and peak memory in kB.
 func (w *world) rss(host, name string) (rssKB, hwmKB int) {
 	w.b.Helper()
-	p, ok := w.lab.Proc(host, name)
-	if !ok || !p.Alive() {
-		w.b.Fatalf("%s on %s is not running", name, host)
-	}
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID))
-	if err != nil {
-		w.b.Fatal(err)
-	}
-	if rssKB, err = StatusKB(st, "VmRSS"); err == nil {
-		hwmKB, err = StatusKB(st, "VmHWM")
-	}
-	if err != nil {
-		w.b.Fatalf("%s on %s: %v", name, host, err)
-	}
-	return rssKB, hwmKB
+	kb := w.statusKB(host, name, "VmRSS", "VmHWM")
+	return kb[0], kb[1]
 }
 
 // rssSplit is a lab program's resident memory by kind (kB): anonymous
@@ -318,17 +305,25 @@ func (w *world) rss(host, name string) (rssKB, hwmKB int) {
 // with the code it runs, not with what it holds.
 func (w *world) rssSplit(host, name string) (anonKB, fileKB int) {
 	w.b.Helper()
+	kb := w.statusKB(host, name, "RssAnon", "RssFile")
+	return kb[0], kb[1]
+}
+
+// statusKB reads the fields (in kB) of a running lab program's
+// /proc/PID/status.
+func (w *world) statusKB(host, name string, fields ...string) []int {
+	w.b.Helper()
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.pid(host, name)))
 	if err != nil {
 		w.b.Fatal(err)
 	}
-	if anonKB, err = StatusKB(st, "RssAnon"); err == nil {
-		fileKB, err = StatusKB(st, "RssFile")
+	kb := make([]int, len(fields))
+	for i, f := range fields {
+		if kb[i], err = StatusKB(st, f); err != nil {
+			w.b.Fatalf("%s on %s: %v", name, host, err)
+		}
 	}
-	if err != nil {
-		w.b.Fatalf("%s on %s: %v", name, host, err)
-	}
-	return anonKB, fileKB
+	return kb
 }
 
 // pid is a lab program's recorded PID.

@@ -102,21 +102,7 @@ func benchRelay(b *testing.B, m *metrics) {
 	_, _, _ = w.run(relayed, nil, "ping", "-c", "4", "-i", "0.5", "-W", "1", ky3.Server.Address)
 	w.waitEach([]*Follower{fr}, "client2 relayed", 30*time.Second, onPath(localapi.PathRelay))
 	w.waitEach([]*Follower{fd}, "client direct", 30*time.Second, onPath(localapi.PathDirect))
-	iperf, err := w.lab.Command(ctx, "ky3-n1", nil, "iperf3", "-s")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := iperf.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = iperf.Process.Signal(syscall.SIGTERM); _ = iperf.Wait() })
-	w.waitFor(10*time.Second, "iperf3 listening on ky3-n1", func() bool {
-		c, err := w.lab.Dial(w.ctx, direct, "tcp", "10.77.0.21:5201")
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	w.iperfServer(direct)
 	paths := []struct{ name, host, addr string }{{"bare", direct, "10.77.0.21"}, {"direct", direct, ky3.Server.Address}, {"relay", relayed, ky3.Server.Address}}
 	series := map[string][]float64{}
 	for i := range tput {
@@ -181,15 +167,49 @@ func benchRelay(b *testing.B, m *metrics) {
 	m.add(gu.Max, "gap-back-max-ms")
 }
 
+// iperfServer runs iperf3's server on ky3-n1 for the rest of the
+// benchmark and returns once laptop reaches it over the LAN.
+func (w *world) iperfServer(laptop string) {
+	w.b.Helper()
+	iperf, err := w.lab.Command(context.Background(), "ky3-n1", nil, "iperf3", "-s")
+	if err != nil {
+		w.b.Fatal(err)
+	}
+	if err := iperf.Start(); err != nil {
+		w.b.Fatal(err)
+	}
+	w.b.Cleanup(func() { _ = iperf.Process.Signal(syscall.SIGTERM); _ = iperf.Wait() })
+	w.waitFor(10*time.Second, "iperf3 listening on ky3-n1", func() bool {
+		c, err := w.lab.Dial(w.ctx, laptop, "tcp", "10.77.0.21:5201")
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// upOnKy3 brings ky3 up on laptop (signing in) and returns its status
+// once it is up on n1.
+func (w *world) upOnKy3(laptop string) localapi.ClusterStatus {
+	w.b.Helper()
+	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
+	f := w.follow(laptop)
+	w.waitEach([]*Follower{f}, "ky3 up on n1", 30*time.Second, UpOn("ky3", "n1"))
+	e, _ := f.Latest()
+	ky3, _ := Cluster(&e.Status, "ky3")
+	return ky3
+}
+
 // iperfClient runs one iperf3 test from host to addr and returns its JSON
 // report. The one server takes one test at a time and is slow to notice
 // the end of the last (or of the readiness probe's connection): it then
 // refuses ("busy", a reset control connection), and the test is tried
 // again.
-func (w *world) iperfClient(host, addr string, secs int) string {
+func (w *world) iperfClient(host, addr string, secs int, extra ...string) string {
 	w.b.Helper()
+	argv := append([]string{"iperf3", "-c", addr, "-t", strconv.Itoa(secs), "-J"}, extra...)
 	for try := 0; ; try++ {
-		out, _, err := w.run(host, nil, "iperf3", "-c", addr, "-t", strconv.Itoa(secs), "-J")
+		out, _, err := w.run(host, nil, argv...)
 		if _, perr := IperfMbps([]byte(out)); err == nil && perr == nil || try == 10 {
 			return out // a failed test fails where its report is read
 		}

@@ -3,14 +3,11 @@
 package labbench
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/runos/vpn/internal/netnstest"
 )
@@ -68,11 +65,7 @@ func benchThroughput(b *testing.B, m *metrics) {
 		rounds, secs, idle))
 	res.Params["rounds"], res.Params["iperfSeconds"], res.Params["idleSeconds"] = rounds, secs, idle
 	laptop := w.env.Client.Host
-	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
-	f := w.follow(laptop)
-	w.waitEach([]*Follower{f}, "ky3 up on n1", 30*time.Second, UpOn("ky3", "n1"))
-	e, _ := f.Latest()
-	ky3, _ := Cluster(&e.Status, "ky3")
+	ky3 := w.upOnKy3(laptop)
 
 	// The stock pair on the same two hosts, its own subnet and port, over
 	// the same LAN address the laptop dials ky3 at.
@@ -89,21 +82,7 @@ func benchThroughput(b *testing.B, m *metrics) {
 		"endpoint", "10.77.0.21:51997", "persistent-keepalive", "1")
 	w.must(laptop, nil, "ping", "-c", "1", "-W", "5", "10.97.0.1")
 
-	iperf, err := w.lab.Command(context.Background(), "ky3-n1", nil, "iperf3", "-s")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := iperf.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = iperf.Process.Signal(syscall.SIGTERM); _ = iperf.Wait() })
-	w.waitFor(10*time.Second, "iperf3 listening on ky3-n1", func() bool {
-		c, err := w.lab.Dial(w.ctx, laptop, "tcp", "10.77.0.21:5201")
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	w.iperfServer(laptop)
 
 	paths := []struct{ name, addr string }{{"bare", "10.77.0.21"}, {"stock", "10.99.0.1"}, {"upstream", "10.97.0.1"}, {"runos", ky3.Server.Address}}
 	perfDir, sysDir := os.Getenv("RUNOS_BENCH_PERF"), os.Getenv("RUNOS_BENCH_SYSCALLS")
