@@ -154,6 +154,17 @@ func (h *Host) Handshake(key wgtypes.Key) error {
 	return peer.SendHandshakeInitiation(false)
 }
 
+// Keepalive sends the peer a keepalive now (wireguard-go's own, through
+// its send queue: nothing goes when it has no session keys).
+func (h *Host) Keepalive(key wgtypes.Key) error {
+	peer := h.dev.LookupPeer(device.NoisePublicKey(key))
+	if peer == nil {
+		return fmt.Errorf("no peer %s on %s", key, h.name)
+	}
+	peer.SendKeepalive()
+	return nil
+}
+
 // WireGuard is the wireguard-go device itself, for what UAPI does not say
 // (a test that watches wireguard-go release a removed peer).
 func (h *Host) WireGuard() *device.Device { return h.dev }

@@ -54,6 +54,9 @@ type Config struct {
 	// Rehandshake asks wireguard-go for a handshake with the peer at this
 	// endpoint now (a probe: wireguard-go sends at most one every 5 s).
 	Rehandshake func(netip.AddrPort)
+	// Keepalive asks wireguard-go for a keepalive to the peer at this
+	// endpoint now (a race began on a silence: see decider.tick).
+	Keepalive func(netip.AddrPort)
 	// OnChange is called (not under any lock of the Bind) when a path,
 	// a relay connection or a captive portal's finding changed.
 	OnChange func()
@@ -114,6 +117,9 @@ func New(cfg Config) *Bind {
 	}
 	if cfg.Rehandshake == nil {
 		cfg.Rehandshake = func(netip.AddrPort) {}
+	}
+	if cfg.Keepalive == nil {
+		cfg.Keepalive = func(netip.AddrPort) {}
 	}
 	if cfg.Ticket == nil {
 		cfg.Ticket = func(context.Context, string) (string, error) {
@@ -269,6 +275,9 @@ func (b *Bind) run() {
 			a, due := d.tick(now)
 			if !due.IsZero() && (next.IsZero() || due.Before(next)) {
 				next = due
+			}
+			if a.keepalive {
+				b.cfg.Keepalive(d.ep)
 			}
 			if a.probe {
 				b.cfg.Rehandshake(d.ep)

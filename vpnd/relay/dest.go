@@ -281,10 +281,18 @@ func (d *dest) connected(s *wghost.Stream) {
 	d.stream, d.relayErr, d.captive = s, "", ""
 	resend := d.pendingInit
 	d.pendingInit = nil
+	racing := d.dec.racing()
 	d.mu.Unlock()
 	d.b.log.Info("relay connected", "cid", d.cid, "relay", d.url)
 	if resend != nil {
 		_ = d.write([][]byte{resend})
+	}
+	if racing {
+		// The race's keepalive went nowhere over the relay while the
+		// connection was being made: one now moves the server's
+		// endpoint here, whatever handshake wireguard-go may not send
+		// yet (see decider.tick).
+		d.b.cfg.Keepalive(d.ep)
 	}
 	d.b.cfg.OnChange()
 	d.b.wake()

@@ -43,6 +43,12 @@ type Timing struct {
 	// through), else where it was (data to a host that is down; the next
 	// silence starts another race).
 	RaceFor time.Duration
+	// ResendAfter: a race's initiation unanswered this long is sent over
+	// the relay once more. A copy lost on its way (dropped while the
+	// connection was being made, or with a connection that broke) then
+	// costs this, not wireguard-go's 5 s retry; a copy the server had
+	// taken is a replay to it and changes nothing.
+	ResendAfter time.Duration
 	// ProbeEvery: while relayed, test UDP with a handshake this often.
 	ProbeEvery time.Duration
 	// UrgentAfter: while relayed, an initiation goes over UDP only (a
@@ -58,6 +64,7 @@ var DefaultTiming = Timing{
 	RaceAfter:    150 * time.Millisecond,
 	SilenceAfter: 400 * time.Millisecond,
 	RaceFor:      5 * time.Second,
+	ResendAfter:  time.Second,
 	ProbeEvery:   5 * time.Second,
 	UrgentAfter:  60 * time.Second,
 	WarmFor:      60 * time.Second,
@@ -83,6 +90,7 @@ type decider struct {
 	silenceSince  time.Time // direct: first packet sent since the last UDP receive
 	raceSince     time.Time // direct: the relay is tried beside UDP since then
 	raceFrom      time.Time // what the race waits on began then (an initiation or a packet sent)
+	resent        bool      // this race's initiation was sent over the relay again
 	suspect       bool      // a network change: race at the first initiation, no head start
 	lastHandshake time.Time // last handshake response received, either way
 	lastProbe     time.Time // last handshake asked of wireguard-go
@@ -159,6 +167,7 @@ func (d *decider) received(now time.Time, typ byte, viaRelay bool) bool {
 type actions struct {
 	switched   bool // the path changed (log it, tell the daemon)
 	probe      bool // ask wireguard-go for a handshake now
+	keepalive  bool // ask wireguard-go for a keepalive now (it goes both ways: a race began)
 	resendInit bool // send the last initiation over the relay (it went to UDP unanswered)
 	raced      bool // a race began (log it)
 }
@@ -178,6 +187,7 @@ func (d *decider) tick(now time.Time) actions {
 	if d.racing() {
 		switch {
 		case now.Sub(d.raceSince) < d.t.RaceFor:
+			d.pressRace(now, &a)
 		case !d.udpWaitSince.IsZero():
 			// No handshake either way: UDP surely does not get through,
 			// and the relay is what is left (its error, if it has one,
@@ -198,7 +208,13 @@ func (d *decider) tick(now time.Time) actions {
 		a.raced, a.resendInit = true, true
 	case !d.silenceSince.IsZero() && now.Sub(d.silenceSince) >= d.t.SilenceAfter:
 		d.startRace(now, d.silenceSince)
-		a.raced = true
+		// A keepalive goes both ways at once: one that arrives over the
+		// relay moves the server's endpoint there, so what it sends
+		// comes back over the relay and wins the race. That matters
+		// where the laptop receives and sends nothing more (a download:
+		// it acknowledges only what arrives), and needs no handshake,
+		// which wireguard-go may refuse for 5 s after its last.
+		a.raced, a.keepalive = true, true
 		// A handshake, when wireguard-go would send one, is answered by
 		// a working UDP even when the data is one-way.
 		if d.probeDue(now) {
@@ -208,8 +224,35 @@ func (d *decider) tick(now time.Time) actions {
 	return a
 }
 
+// pressRace is what a race that goes on asks: the handshake a silence
+// race could not have at its start (wireguard-go had sent one less than
+// 5 s before) once it may, and the race's initiation over the relay again
+// once it went unanswered for ResendAfter.
+func (d *decider) pressRace(now time.Time, a *actions) {
+	if d.udpWaitSince.IsZero() {
+		if d.probeDue(now) {
+			d.lastProbe, a.probe = now, true
+		}
+		return
+	}
+	if !d.resent && !now.Before(d.resendAt()) {
+		d.resent, a.resendInit = true, true
+	}
+}
+
+// resendAt is when a race's unanswered initiation goes over the relay
+// again: ResendAfter after it went there first (the race's start, or the
+// initiation itself when it was sent while racing).
+func (d *decider) resendAt() time.Time {
+	from := d.raceSince
+	if d.udpWaitSince.After(from) {
+		from = d.udpWaitSince
+	}
+	return from.Add(d.t.ResendAfter)
+}
+
 func (d *decider) startRace(now, from time.Time) {
-	d.raceSince, d.raceFrom = now, from
+	d.raceSince, d.raceFrom, d.resent = now, from, false
 }
 
 // raceReason words why the race began, for the log.
@@ -307,6 +350,12 @@ func (d *decider) next(now time.Time) time.Time {
 	}
 	if d.racing() {
 		at(d.raceSince.Add(d.t.RaceFor))
+		switch {
+		case d.udpWaitSince.IsZero():
+			at(d.probeAt())
+		case !d.resent:
+			at(d.resendAt())
+		}
 		return next
 	}
 	if w := d.udpWaitSince; !w.IsZero() {

@@ -34,6 +34,7 @@ func tickUntil(d *decider, c *clock, limit time.Duration, f func(actions) bool) 
 		a := d.tick(c.now)
 		all.switched = all.switched || a.switched
 		all.probe = all.probe || a.probe
+		all.keepalive = all.keepalive || a.keepalive
 		all.resendInit = all.resendInit || a.resendInit
 		if f(a) {
 			return el, all, true
@@ -139,6 +140,53 @@ func TestNeitherAnswersAHandshake(t *testing.T) {
 	}
 }
 
+// TestRaceResendsItsInitiation: the race's copy of the initiation over the
+// relay goes unanswered (lost with a connection that broke): it is sent
+// again, once, ResendAfter later, long before wireguard-go's 5 s retry.
+func TestRaceResendsItsInitiation(t *testing.T) {
+	d, c := newTestDecider(true)
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	tickUntil(d, c, time.Second, func(a actions) bool { return a.raced })
+	raced := c.now
+	if got := d.next(c.now); got != raced.Add(DefaultTiming.ResendAfter) {
+		t.Errorf("next %v, want the resend at +%s", got.Sub(c.now), DefaultTiming.ResendAfter)
+	}
+	el, _, ok := tickUntil(d, c, 3*time.Second, func(a actions) bool { return a.resendInit })
+	if !ok || el != DefaultTiming.ResendAfter {
+		t.Fatalf("resent %v after %s, want after %s", ok, el, DefaultTiming.ResendAfter)
+	}
+	if _, all, _ := tickUntil(d, c, 3*time.Second, func(actions) bool { return false }); all.resendInit {
+		t.Error("resent twice in one race")
+	}
+	// wireguard-go's own retry, while racing, goes both ways; its copy is
+	// sent again in a new race only.
+	if udp, relay := d.route(c.now, relaywire.MsgInitiation, 148); !udp || !relay {
+		t.Errorf("retry while racing: udp %v relay %v", udp, relay)
+	}
+}
+
+// TestSilenceRaceProbesWhenItMay: UDP goes mid-download just after a
+// handshake, so wireguard-go may not send another for 5 s: the race asks
+// for a keepalive at once (it moves the server's endpoint to the relay)
+// and for the handshake the moment it may.
+func TestSilenceRaceProbesWhenItMay(t *testing.T) {
+	d, c := newTestDecider(true)
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	d.received(c.add(2*time.Millisecond), relaywire.MsgResponse, false)
+	d.route(c.add(time.Second), relaywire.MsgData, dataLen) // an acknowledgement, then nothing comes
+	el, all, ok := tickUntil(d, c, time.Second, func(a actions) bool { return a.raced })
+	if !ok || el != 400*time.Millisecond || !all.keepalive || all.probe {
+		t.Fatalf("raced %v after %s asking %+v, want a keepalive and no handshake after 400ms", ok, el, all)
+	}
+	due := t0.Add(DefaultTiming.ProbeEvery + probeMargin)
+	if got := d.next(c.now); !got.Equal(due) {
+		t.Errorf("next %v, want the handshake wireguard-go allows at %v", got.Sub(t0), due.Sub(t0))
+	}
+	if _, _, ok = tickUntil(d, c, 5*time.Second, func(a actions) bool { return a.probe }); !ok || c.now.Before(due) || c.now.Sub(due) > 100*time.Millisecond {
+		t.Fatalf("probe %v at %v, want at %v", ok, c.now.Sub(t0), due.Sub(t0))
+	}
+}
+
 func TestNoRelayNoFallBack(t *testing.T) {
 	d, c := newTestDecider(false)
 	d.route(c.now, relaywire.MsgInitiation, 148)
@@ -203,8 +251,11 @@ func TestDeadDestinationEndsTheRace(t *testing.T) {
 	if !d.racing() {
 		t.Fatal("no race after the silence")
 	}
-	if got := d.next(c.now); got != d.raceSince.Add(DefaultTiming.RaceFor) {
-		t.Errorf("next %v, want the race's end", got.Sub(c.now))
+	// The race asked for a handshake, which wireguard-go did not send
+	// (it had sent one less than 5 s before): it is asked again after
+	// probeRetry until the race ends.
+	if got := d.next(c.now); got != c.at(probeRetry) {
+		t.Errorf("next %v, want the probe's retry", got.Sub(c.now))
 	}
 	tickUntil(d, c, 10*time.Second, func(actions) bool { return !d.racing() })
 	if d.racing() || d.path != Direct || d.wantRelay(c.now) {
@@ -351,12 +402,18 @@ func TestNextDeadline(t *testing.T) {
 	if a := d.tick(t0.Add(150 * time.Millisecond)); !a.raced {
 		t.Error("no race at the deadline")
 	}
-	if got := d.next(t0.Add(150 * time.Millisecond)); !got.Equal(t0.Add(5150 * time.Millisecond)) {
+	if got := d.next(t0.Add(150 * time.Millisecond)); !got.Equal(t0.Add(1150 * time.Millisecond)) {
+		t.Errorf("racing: next %v, want the initiation's resend at +1.15s", got.Sub(t0))
+	}
+	if a := d.tick(t0.Add(1150 * time.Millisecond)); !a.resendInit {
+		t.Error("no resend at the deadline")
+	}
+	if got := d.next(t0.Add(1150 * time.Millisecond)); !got.Equal(t0.Add(5150 * time.Millisecond)) {
 		t.Errorf("racing: next %v, want the race's end at +5.15s", got.Sub(t0))
 	}
-	d.received(t0.Add(200*time.Millisecond), relaywire.MsgResponse, true)
-	if got := d.next(t0.Add(200 * time.Millisecond)); !got.Equal(t0.Add(5200 * time.Millisecond)) {
-		t.Errorf("relayed: next %v, want the first probe at +5.2s", got.Sub(t0))
+	d.received(t0.Add(1200*time.Millisecond), relaywire.MsgResponse, true)
+	if got := d.next(t0.Add(1200 * time.Millisecond)); !got.Equal(t0.Add(6200 * time.Millisecond)) {
+		t.Errorf("relayed: next %v, want the first probe at +6.2s", got.Sub(t0))
 	}
 	// No relay: nothing to time but nothing.
 	d2, c2 := newTestDecider(false)

@@ -36,6 +36,7 @@ func (e *Engine) newBind(key wgtypes.Key, opt Options) *relay.Bind {
 		Ticket:      opt.RelayTicket,
 		TLS:         opt.RelayTLS,
 		Rehandshake: e.probeUDP,
+		Keepalive:   e.keepaliveTo,
 		OnChange:    opt.OnPathChange,
 	})
 }
@@ -53,15 +54,36 @@ func dests(cfg wgcfg.Config) []relay.Dest {
 // probeUDP sends one initiation to the peer at ep as it is (Handshake: its
 // session goes on meanwhile), the Bind's UDP probe.
 func (e *Engine) probeUDP(ep netip.AddrPort) {
+	e.handshakeAll(e.peersAt(ep))
+}
+
+// keepaliveTo sends a keepalive to the peer at ep (the Bind sends it both
+// ways when a race begins: see vpnd/relay's decider).
+func (e *Engine) keepaliveTo(ep netip.AddrPort) {
+	for _, k := range e.peersAt(ep) {
+		e.mu.Lock()
+		var err error
+		if !e.closed {
+			err = e.host.Keepalive(k)
+		}
+		e.mu.Unlock()
+		if err != nil {
+			e.log.Debug("keepalive", "interface", e.name, "peer", k.String(), "err", err)
+		}
+	}
+}
+
+// peersAt is the peers whose endpoint is ep.
+func (e *Engine) peersAt(ep netip.AddrPort) []wgtypes.Key {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	var keys []wgtypes.Key
 	for _, p := range e.applied.Peers {
 		if p.Endpoint == ep {
 			keys = append(keys, p.PublicKey)
 		}
 	}
-	e.mu.Unlock()
-	e.handshakeAll(keys)
+	return keys
 }
 
 // paths reads the Bind's decisions, by peer. e.mu held.
