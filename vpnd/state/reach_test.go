@@ -107,3 +107,37 @@ func TestReachRefusesPublicRanges(t *testing.T) {
 		t.Errorf("reach %+v", r)
 	}
 }
+
+// Two clusters whose internal ranges do not overlap: each routes its own
+// raw ranges, whichever is the default; only one has the in-cluster DNS
+// domain.
+func TestReachDisjointRangesGoToTheirOwners(t *testing.T) {
+	in := base()
+	in.Prefs = signedInPrefs("ky3", "xym")
+	x := withInside(xym, 3)
+	x.Inside.NodeNetwork, x.Inside.PodRange, x.Inside.ServiceRange = "10.20.0.0/24", "10.245.0.0/16", "10.112.0.0/12"
+	x.Inside.DNSServer, x.Inside.APIAddress = "10.112.0.10", "10.20.0.100"
+	in.Map = dmap(withInside(ky3n1, 2), x)
+	for _, def := range []string{"ky3", "xym"} {
+		in.Prefs.DefaultCID = def
+		p := Want(&in)
+		if got := peerIPs(p, "ky3"); got != "[100.100.1.0/24 fd52:4f53:5600:2::/96 10.10.0.0/24 10.244.0.0/16 10.96.0.0/12]" {
+			t.Errorf("default %s: ky3 routes %s", def, got)
+		}
+		if got := peerIPs(p, "xym"); got != "[100.100.2.0/24 fd52:4f53:5600:3::/96 10.20.0.0/24 10.245.0.0/16 10.112.0.0/12]" {
+			t.Errorf("default %s: xym routes %s", def, got)
+		}
+		st := Derive(&in)
+		for _, cid := range []string{"ky3", "xym"} {
+			r := clusterOf(st, cid).Reach
+			if r == nil || len(r.Routed) != 3 || len(r.Shadowed) != 0 {
+				t.Errorf("default %s: %s reach %+v", def, cid, r)
+			}
+		}
+		for _, r := range p.DNS {
+			if has := slices.Contains(r.Domains, ServiceDomain); has != (r.CID == def) {
+				t.Errorf("default %s: %s DNS domains %v", def, r.CID, r.Domains)
+			}
+		}
+	}
+}
