@@ -2,8 +2,9 @@
 // as a library: runos (the CLI and the VPN daemon it installs on request,
 // with its man pages and shell completions generated from its command
 // tree), runos-control and runos-gateway (each with a systemd unit, a
-// system user and its configuration under /etc/runos/). make packages
-// runs it over make cross's Linux builds.
+// system user and its configuration under /etc/runos/). Each carries
+// LICENSE and the third-party notices of the modules its program links
+// (notices.go). make packages runs it over make cross's Linux builds.
 //
 // It is a module of its own so that nfpm and what it needs stay out of
 // the go.mod of the programs RunOS ships.
