@@ -223,7 +223,8 @@ packages:
 		-version $(VERSION) -mtime $(SOURCE_DATE) -format $(PKG_FORMATS) -arch $$(echo $(PKG_ARCHES) | tr ' ' ,)
 
 # The packages' own tests (packaging/ is its own module, outside ./...):
-# what each .deb and .rpm holds (dpkg-deb -c, rpm -qlp), the maintainer
+# what each .deb and .rpm holds (dpkg-deb -c, rpm -qlp), their licence
+# and third-party notices (read back from the packages), the maintainer
 # scripts, the units. The install and purge as a user would is e2e's
 # TestPackageInstallPurge.
 test-packages:

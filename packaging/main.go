@@ -2,8 +2,9 @@
 // as a library: runos (the CLI and the VPN daemon it installs on request,
 // with its man pages and shell completions generated from its command
 // tree), runos-control and runos-gateway (each with a systemd unit, a
-// system user and its configuration under /etc/runos/). make packages
-// runs it over make cross's Linux builds.
+// system user and its configuration under /etc/runos/). Each carries
+// LICENSE and the third-party notices of the modules its program links
+// (notices.go). make packages runs it over make cross's Linux builds.
 //
 // It is a module of its own so that nfpm and what it needs stay out of
 // the go.mod of the programs RunOS ships.
@@ -27,7 +28,7 @@ import (
 func main() {
 	var (
 		bin     = flag.String("bin", "../bin/cross", "make cross's output: linux-<arch>/ with runos, runos-control and runos-gateway")
-		root    = flag.String("root", "..", "the repository (README.md, a licence)")
+		root    = flag.String("root", "..", "the repository (README.md, LICENSE)")
 		out     = flag.String("out", "../dist", "where the packages go")
 		version = flag.String("version", "dev", "the version (git describe)")
 		arches  = flag.String("arch", "amd64,arm64", "architectures, comma-separated")
@@ -100,10 +101,12 @@ func write(p pkg, format, arch string, c config) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Proprietary: LICENSE reserves all rights; the licences of the modules
+	// the program links are in its notices (licenceFiles).
 	info := nfpm.WithDefaults(&nfpm.Info{
 		Name: p.name, Arch: arch, Platform: "linux", Version: debVersion(c.version), VersionSchema: "none",
 		Maintainer: "RunOS <vpn@runos.com>", Vendor: "RunOS", Homepage: "https://runos.com",
-		Description: p.description, Section: "net", Priority: "optional", MTime: c.mtime,
+		License: "Proprietary", Description: p.description, Section: "net", Priority: "optional", MTime: c.mtime,
 		Overridables: nfpm.Overridables{Contents: contents(p, c.mtime), Scripts: p.scripts,
 			RPM: nfpm.RPM{Summary: strings.SplitN(p.description, "\n", 2)[0], Group: "Applications/Internet",
 				BuildHost: "runos-packaging"}}, // not this machine's name: two builds of one commit match

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"embed"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/goreleaser/nfpm/v2"
@@ -18,7 +20,7 @@ var assets embed.FS
 type inputs struct {
 	bin  string // the linux-<arch> directory of make cross's output, holding the programs
 	docs string // writeDocs's output
-	root string // the repository (README.md, LICENSE if there is one)
+	root string // the repository (README.md, LICENSE)
 	tmp  string // where the maintainer scripts are written for nfpm to read
 }
 
@@ -26,7 +28,7 @@ type inputs struct {
 type file struct {
 	src, dst string
 	mode     os.FileMode
-	typ      string // files.TypeConfigNoReplace for the configuration, "" for a plain file
+	typ      string // files.TypeConfigNoReplace for the configuration, files.TypeRPMLicense or TypeRPMDoc (rpm), "" for a plain file
 	packager string // "" both; "deb" or "rpm" where the two distributions differ
 }
 
@@ -34,6 +36,7 @@ type file struct {
 // request), runos-control or runos-gateway.
 type pkg struct {
 	name, description string
+	program           string // the program it ships, whose linked modules its notices list
 	files             []file
 	scripts           nfpm.Scripts
 }
@@ -44,7 +47,7 @@ type pkg struct {
 // and the administrator enables them.
 func packages(in inputs) ([]pkg, error) {
 	runos := pkg{
-		name: "runos",
+		name: "runos", program: filepath.Join(in.bin, "runos"),
 		description: "RunOS command line and VPN daemon\n" +
 			"runos reaches your RunOS clusters over the user-access VPN (runos vpn up) and\n" +
 			"manages the clusters' VPN servers. sudo runos vpn install starts the daemon.",
@@ -75,7 +78,7 @@ func packages(in inputs) ([]pkg, error) {
 			"Runs on every node of a cluster. Put the node's token in /etc/runos/gateway-token,\n" +
 			"configure /etc/runos/gateway.env, then systemctl enable --now runos-gateway."},
 	} {
-		p := pkg{name: "runos-" + s.name, description: s.description, files: []file{
+		p := pkg{name: "runos-" + s.name, description: s.description, program: filepath.Join(in.bin, "runos-"+s.name), files: []file{
 			{src: filepath.Join(in.bin, "runos-"+s.name), dst: "/usr/bin/runos-" + s.name, mode: 0o755},
 			{src: filepath.Join(in.tmp, "etc", "runos-"+s.name+".service"), dst: "/lib/systemd/system/runos-" + s.name + ".service", mode: 0o644, packager: "deb"},
 			{src: filepath.Join(in.tmp, "etc", "runos-"+s.name+".service"), dst: "/usr/lib/systemd/system/runos-" + s.name + ".service", mode: 0o644, packager: "rpm"},
@@ -87,21 +90,65 @@ func packages(in inputs) ([]pkg, error) {
 		all = append(all, p)
 	}
 	for i := range all {
+		lic, err := licenceFiles(in, all[i])
+		if err != nil {
+			return nil, err
+		}
 		all[i].files = append(all[i].files, docFiles(in, all[i].name)...)
+		all[i].files = append(all[i].files, lic...)
 	}
 	return all, nil
 }
 
-// docFiles: the README, and the licence when the repository has one.
+// docFiles: the README, in /usr/share/doc/<package>/ (marked %doc in the rpm).
 func docFiles(in inputs, name string) []file {
-	f := []file{{src: filepath.Join(in.root, "README.md"), dst: "/usr/share/doc/" + name + "/README.md", mode: 0o644}}
-	for _, l := range []string{"LICENSE", "LICENSE.md", "COPYING"} {
-		if _, err := os.Stat(filepath.Join(in.root, l)); err == nil {
-			f = append(f, file{src: filepath.Join(in.root, l), dst: "/usr/share/doc/" + name + "/copyright", mode: 0o644})
-			break
-		}
+	src, dst := filepath.Join(in.root, "README.md"), "/usr/share/doc/"+name+"/README.md"
+	return []file{{src: src, dst: dst, mode: 0o644, packager: "deb"}, {src: src, dst: dst, mode: 0o644, typ: files.TypeRPMDoc, packager: "rpm"}}
+}
+
+// licenceFiles writes the package's third-party notices (from the modules
+// its program links) and lists where the licence goes, as each
+// distribution wants it: Debian's one /usr/share/doc/<package>/copyright
+// (LICENSE, then the notices), and Fedora's /usr/share/licenses/<package>/
+// with LICENSE and THIRD_PARTY_NOTICES (marked %license in the rpm).
+func licenceFiles(in inputs, p pkg) ([]file, error) {
+	licence := filepath.Join(in.root, "LICENSE")
+	own, err := os.ReadFile(licence)
+	if err != nil {
+		return nil, fmt.Errorf("the licence of %s: %w", p.name, err)
 	}
-	return f
+	goVersion, mods, err := linkedModules(p.program)
+	if err != nil {
+		return nil, err
+	}
+	if err := locate(in.root, mods); err != nil {
+		return nil, fmt.Errorf("the modules %s links: %w", p.program, err)
+	}
+	gr, err := goroot(in.root)
+	if err != nil {
+		return nil, err
+	}
+	var notices bytes.Buffer
+	if err := writeNotices(&notices, filepath.Base(p.program), goVersion, gr, mods); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(in.tmp, "licences", filepath.Base(in.bin), p.name) // one per architecture: what links may differ
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	noticesPath, copyright := filepath.Join(dir, "THIRD_PARTY_NOTICES"), filepath.Join(dir, "copyright")
+	if err := os.WriteFile(noticesPath, notices.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	sep := "\n" + strings.Repeat("-", 72) + "\n\n"
+	if err := os.WriteFile(copyright, slices.Concat(own, []byte(sep), notices.Bytes()), 0o644); err != nil {
+		return nil, err
+	}
+	return []file{
+		{src: copyright, dst: "/usr/share/doc/" + p.name + "/copyright", mode: 0o644, packager: "deb"},
+		{src: licence, dst: "/usr/share/licenses/" + p.name + "/LICENSE", mode: 0o644, typ: files.TypeRPMLicense, packager: "rpm"},
+		{src: noticesPath, dst: "/usr/share/licenses/" + p.name + "/THIRD_PARTY_NOTICES", mode: 0o644, typ: files.TypeRPMLicense, packager: "rpm"},
+	}, nil
 }
 
 // scripts writes the embedded maintainer scripts (with @NAME@ filled in)

@@ -1,48 +1,72 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// buildAll builds every package of this machine's architecture from
-// stand-in programs (the packages' layout does not depend on them; the
-// docs come from the real command tree).
+// buildAll builds every package of amd64 from the real programs (built
+// here, as make cross builds them: their build information is what the
+// notices are made from; the docs come from the real command tree).
 func buildAll(t *testing.T) (dir string, made []string, pkgs []pkg) {
 	t.Helper()
-	dir = t.TempDir()
-	bin := filepath.Join(dir, "bin", "linux-amd64")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
+	built.once.Do(func() { built.dir, built.made, built.pkgs, built.err = buildAllOnce() })
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	for _, p := range []string{"runos", "runos-control", "runos-gateway"} {
-		if err := os.WriteFile(filepath.Join(bin, p), []byte("#!/bin/sh\necho "+p+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	return built.dir, built.made, built.pkgs
+}
+
+// built is buildAll's one build, shared by the tests that read packages
+// back; TestMain removes it.
+var built struct {
+	once sync.Once
+	dir  string
+	made []string
+	pkgs []pkg
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+func buildAllOnce() (dir string, made []string, pkgs []pkg, err error) {
+	if dir, err = os.MkdirTemp("", "runos-packaging-test-"); err != nil {
+		return "", nil, nil, err
+	}
+	bin := filepath.Join(dir, "bin", "linux-amd64")
+	gobuild := exec.Command("go", "build", "-trimpath", "-o", bin+"/", "./cmd/runos", "./cmd/runos-control", "./cmd/runos-gateway")
+	gobuild.Dir = ".."
+	gobuild.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := gobuild.CombinedOutput(); err != nil {
+		return dir, nil, nil, fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	c := config{bin: filepath.Join(dir, "bin"), root: "..", out: filepath.Join(dir, "dist"), version: "v1.2.3-4-gabcdef",
 		mtime: time.Unix(1764806400, 0), arches: []string{"amd64"}, formats: []string{"deb", "rpm"}}
-	made, err := build(c)
-	if err != nil {
-		t.Fatal(err)
+	if made, err = build(c); err != nil {
+		return dir, nil, nil, err
 	}
 	// The same list the packages were built from, for the checks.
-	tmp := t.TempDir()
+	tmp := filepath.Join(dir, "list")
 	docs := filepath.Join(tmp, "docs")
 	if err := writeDocs(docs, c.mtime); err != nil {
-		t.Fatal(err)
+		return dir, nil, nil, err
 	}
 	pkgs, err = packages(inputs{bin: bin, docs: docs, root: "..", tmp: tmp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, made, pkgs
+	return dir, made, pkgs, err
 }
 
 func need(t *testing.T, tool string) {
@@ -77,8 +101,8 @@ func want(p pkg, format string) []string {
 }
 
 // TestPackagesHoldTheirFiles reads each built .deb (dpkg-deb -c) and .rpm
-// (rpm -qlp) back: each holds exactly its list, runos a man page per
-// command and the three completions.
+// (rpm -qlp) back: each holds exactly its list, with its licence and
+// notices, and runos a man page per command and the three completions.
 func TestPackagesHoldTheirFiles(t *testing.T) {
 	need(t, "dpkg-deb")
 	need(t, "rpm")
@@ -104,6 +128,16 @@ func TestPackagesHoldTheirFiles(t *testing.T) {
 		slices.Sort(got)
 		if w := want(p, "rpm"); !slices.Equal(got, w) {
 			t.Errorf("%s holds\n %v\nwant\n %v", rpm, got, w)
+		}
+	}
+	for _, p := range pkgs { // the licence, as each distribution has it (TestPackagesCarryTheLicence reads it)
+		for format, files := range map[string][]string{"deb": {"/usr/share/doc/" + p.name + "/copyright"},
+			"rpm": {"/usr/share/licenses/" + p.name + "/LICENSE", "/usr/share/licenses/" + p.name + "/THIRD_PARTY_NOTICES"}} {
+			for _, f := range files {
+				if !slices.Contains(want(p, format), f) {
+					t.Errorf("the %s of %s lacks %s", format, p.name, f)
+				}
+			}
 		}
 	}
 	runos := want(pkgs[0], "deb")
