@@ -2,14 +2,19 @@ package server
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/audit"
 	"github.com/runos/vpn/control/oidc"
+	"github.com/runos/vpn/control/pool"
+	"github.com/runos/vpn/control/seed"
 )
 
 // Removing a user ends their access at once: the gateway's long-poll
@@ -104,6 +109,14 @@ func TestRemoveUser(t *testing.T) {
 	}
 	_, err = e.op.RemoveUser(ctx, "rjwrn", "bob@example.com")
 	wantCode(t, err, 404, api.CodeNotFound)
+	// A restart imports the world file again: bob, still in it, stays out.
+	services, _ := pool.NewServices(netip.MustParsePrefix("100.100.0.0/16"))
+	if _, err := seed.Import(ctx, e.st, testWorld(), seed.Options{Services: services, BcryptCost: bcrypt.MinCost, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if us, err := e.op.Users(ctx, "rjwrn"); err != nil || len(us) != 1 {
+		t.Errorf("users after the world file's import again = %+v, %v; want ada only", us, err)
+	}
 }
 
 func sameUser(a, b api.User) bool {
