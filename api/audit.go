@@ -32,12 +32,14 @@ const (
 	AuditPolicySet    = "policy.set"
 	AuditGroupChanged = "group.changed"
 	AuditJoinRefused  = "join.refused"
+	// AuditUserRemoved: an operator removed a user from the account.
+	AuditUserRemoved = "user.removed"
 )
 
 // AuditKinds lists every kind, for help texts and validation.
 var AuditKinds = []string{AuditSignedIn, AuditSignedOut, AuditSessionEnded, AuditDeviceRegistered, AuditDeviceJoined, AuditDeviceLeft, AuditDeviceRevoked,
 	AuditDeviceDeleted, AuditServiceAdded, AuditMoveRequested, AuditMoveDone, AuditMoveFailed, AuditIngressChanged, AuditNodeDeleted, AuditTokenCreated, AuditTokenRevoked,
-	AuditPolicySet, AuditGroupChanged, AuditJoinRefused}
+	AuditPolicySet, AuditGroupChanged, AuditJoinRefused, AuditUserRemoved}
 
 // Kinds of actor.
 const (

@@ -114,6 +114,9 @@ type Metrics interface {
 	ControlAnswered(at time.Time)
 	// PolicyDropped counts a packet from a device the access policy refused.
 	PolicyDropped()
+	// PolicyRuleDrops gives the refusals per rule (policyfilter.RuleDrops),
+	// read at each scrape.
+	PolicyRuleDrops(read func() []policyfilter.RuleDrops)
 }
 
 type noMetrics struct{}
@@ -123,6 +126,8 @@ func (noMetrics) Handshakes(int)            {}
 func (noMetrics) Traffic(uint64, uint64)    {}
 func (noMetrics) ControlAnswered(time.Time) {}
 func (noMetrics) PolicyDropped()            {}
+
+func (noMetrics) PolicyRuleDrops(func() []policyfilter.RuleDrops) {}
 
 type agent struct {
 	cfg Config
@@ -174,6 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Metrics = noMetrics{}
 	}
 	filter := &policyfilter.Filter{Dropped: cfg.Metrics.PolicyDropped}
+	cfg.Metrics.PolicyRuleDrops(filter.RuleDrops)
 	if cfg.OpenServer == nil {
 		cfg.OpenServer = func(name string, key wgtypes.Key, log *slog.Logger) (Server, error) {
 			o := wgserver.Options{WrapTUN: filter.Wrap}

@@ -21,7 +21,8 @@ type Device struct {
 type DeviceFilters struct {
 	open   bool // the account has no policy
 	byAddr map[addrKey]*Filter
-	shared int // distinct filters compiled
+	shared int    // distinct filters compiled
+	rules  []Rule // the policy's, to name the lines Verdict gives
 }
 
 // CompileDevices builds the filters of a cluster's devices.
@@ -29,7 +30,7 @@ func CompileDevices(p *Policy, cluster string, devices []Device) *DeviceFilters 
 	if p == nil {
 		return &DeviceFilters{open: true}
 	}
-	out := &DeviceFilters{byAddr: make(map[addrKey]*Filter, len(devices))}
+	out := &DeviceFilters{byAddr: make(map[addrKey]*Filter, len(devices)), rules: p.Rules}
 	byRules := map[string]*Filter{}
 	for _, d := range devices {
 		rules := p.applicable(d.User, cluster)
@@ -58,6 +59,24 @@ func (d *DeviceFilters) Check(src netip.Addr, k Packet) (allow bool, line int) {
 	}
 	return f.Check(k)
 }
+
+// Verdict is Check naming, for a refused packet, the rule it is counted
+// against (Filter.Verdict); 0 for the default deny, and for a source that
+// is no device of the cluster.
+func (d *DeviceFilters) Verdict(src netip.Addr, k Packet) (allow bool, line int) {
+	if d.open {
+		return true, 0
+	}
+	f := d.byAddr[keyOf(src.Unmap())]
+	if f == nil {
+		return false, 0
+	}
+	return f.Verdict(k)
+}
+
+// Rules are the policy's rules (nil without a policy): what the lines a
+// Verdict gives are.
+func (d *DeviceFilters) Rules() []Rule { return d.rules }
 
 // Filters is how many distinct filters were compiled.
 func (d *DeviceFilters) Filters() int { return d.shared }

@@ -40,6 +40,10 @@ type portRange struct {
 type span struct {
 	start netip.Addr
 	ports [nClasses][]portRange
+	// near is the first rule whose destinations hold these addresses
+	// (whatever their ports and protocols): the rule a refused packet to
+	// them is counted against (Verdict); 0 for none.
+	near int32
 }
 
 // table is one address family's spans; keys[i] is spans[i].start as a
@@ -51,6 +55,8 @@ type table struct {
 	// (*, 0.0.0.0/0, ::/0), kept apart: in the spans they would be
 	// copied into every one of them.
 	whole [nClasses][]portRange
+	// wholeNear is the first of those rules (0: none), as span.near.
+	wholeNear int32
 }
 
 type addrKey struct{ hi, lo uint64 }
@@ -133,6 +139,20 @@ func (p *Policy) compile(rules []int) *Filter {
 // Check reports whether the packet is allowed and the line of the rule
 // that allows it (0 when denied, or when the account has no policy).
 func (f *Filter) Check(k Packet) (allow bool, line int) {
+	if allow, line = f.Verdict(k); !allow {
+		return false, 0
+	}
+	return true, line
+}
+
+// Verdict is Check naming a rule for a refused packet too, for the
+// gateway's count of refusals per rule: the first rule whose destinations
+// hold the packet's address (it was refused for its port or protocol), or
+// 0 when no rule's destinations do (nothing allowed it: the default deny).
+// The language has only allow rules, so no rule refuses a packet itself;
+// this is the rule that came nearest, the one to widen if the refusal was
+// wrong. It costs nothing more for an allowed packet.
+func (f *Filter) Verdict(k Packet) (allow bool, line int) {
 	if f.open {
 		return true, 0
 	}
@@ -153,15 +173,20 @@ func (f *Filter) Check(k Packet) (allow bool, line int) {
 	// The first rule allowing decides: the lower line of the packet's
 	// span and of the rules for the whole family.
 	best, ok := lookupPort(t.whole[cls], port)
-	if sp := t.find(a); sp != nil {
+	sp := t.find(a)
+	if sp != nil {
 		if l, found := lookupPort(sp.ports[cls], port); found && (!ok || l < best) {
 			best, ok = l, true
 		}
 	}
-	if !ok {
-		return false, 0
+	if ok {
+		return true, int(best)
 	}
-	return true, int(best)
+	near := t.wholeNear
+	if sp != nil && sp.near != 0 && (near == 0 || sp.near < near) {
+		near = sp.near
+	}
+	return false, int(near)
 }
 
 // lookupPort is the line of the range holding port, if one does.
@@ -229,6 +254,9 @@ func build(all []entry, zero netip.Addr) table {
 	for c := range nClasses {
 		t.whole[c] = portRanges(all, whole, c)
 	}
+	if len(whole) > 0 {
+		t.wholeNear = all[whole[0]].line // entries are in rule order
+	}
 	if len(entries) == 0 {
 		return t
 	}
@@ -254,6 +282,9 @@ func build(all []entry, zero netip.Addr) table {
 	}
 	for j, b := range bounds {
 		sp := span{start: b}
+		if len(cover[j]) > 0 {
+			sp.near = entries[cover[j][0]].line
+		}
 		for c := range nClasses {
 			sp.ports[c] = portRanges(entries, cover[j], c)
 		}
@@ -325,6 +356,9 @@ func portRanges(entries []entry, idx []int, class int) []portRange {
 }
 
 func samePorts(a, b *span) bool {
+	if a.near != b.near {
+		return false
+	}
 	for c := range nClasses {
 		if !slices.Equal(a.ports[c], b.ports[c]) {
 			return false

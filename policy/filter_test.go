@@ -92,9 +92,61 @@ func TestFilterAgreesWithDecide(t *testing.T) {
 					if ok != d.Allow || ok && line != d.Rule.Line {
 						t.Fatalf("round %d, %s: filter %v by line %d, Decide %s\n%s", round, k, ok, line, d.Reason, b.String())
 					}
+					if vok, vline := f.Verdict(k); vok != ok || ok && vline != line || !ok && vline != nearest(p, s, k) {
+						t.Fatalf("round %d, %s: verdict %v by line %d, want %v by line %d\n%s", round, k, vok, vline, ok, nearest(p, s, k), b.String())
+					}
 				}
 			}
 		}
+	}
+}
+
+// nearest is the line a refused packet is counted against, found the
+// slow way: the first of the subject's allow rules in ky3 with a
+// destination holding the packet's address, whatever its ports (0: none).
+func nearest(p *Policy, s Subject, k Packet) int {
+	a := k.Addr.Unmap()
+	for _, i := range p.applicable(s, "ky3") {
+		for _, d := range p.Rules[i].Dests {
+			if !d.Prefix.IsValid() || d.Prefix.Contains(a) {
+				return p.Rules[i].Line
+			}
+		}
+	}
+	return 0
+}
+
+// TestVerdictNamesTheRuleNearest: a refused packet is counted against the
+// first rule reaching its address (the wrong port or protocol), or against
+// none when no rule reaches it.
+func TestVerdictNamesTheRuleNearest(t *testing.T) {
+	p, err := Load([]byte("version 1\nallow * -> ky3: 10.96.0.20:5432/tcp\nallow * -> ky3: 10.96.0.0/24:53/udp\nallow * -> ky3: *:443\n"), Known{Clusters: []string{"ky3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Compile(p, Subject{User: "x@y.z"}, "ky3")
+	for _, c := range []struct {
+		k     Packet
+		allow bool
+		line  int
+	}{
+		{Packet{Addr: netip.MustParseAddr("10.96.0.20"), Proto: TCP, Port: 5432}, true, 2},
+		{Packet{Addr: netip.MustParseAddr("10.96.0.20"), Proto: TCP, Port: 22}, false, 2},
+		{Packet{Addr: netip.MustParseAddr("10.96.0.21"), Proto: TCP, Port: 22}, false, 3},
+		{Packet{Addr: netip.MustParseAddr("10.97.0.1"), Proto: TCP, Port: 22}, false, 4},
+		{Packet{Addr: netip.MustParseAddr("10.97.0.1"), Proto: TCP, Port: 443}, true, 4},
+	} {
+		if allow, line := f.Verdict(c.k); allow != c.allow || line != c.line {
+			t.Errorf("%s: %v by line %d, want %v by line %d", c.k, allow, line, c.allow, c.line)
+		}
+	}
+	narrow, err := Load([]byte("version 1\nallow * -> ky3: 10.96.0.20:5432/tcp\n"), Known{Clusters: []string{"ky3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Packet{Addr: netip.MustParseAddr("10.96.0.21"), Proto: TCP, Port: 5432}
+	if allow, line := Compile(narrow, Subject{User: "x@y.z"}, "ky3").Verdict(k); allow || line != 0 {
+		t.Errorf("an address no rule reaches: %v by line %d, want the default deny (0)", allow, line)
 	}
 }
 

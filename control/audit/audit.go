@@ -43,6 +43,7 @@ const (
 	PolicySet        = api.AuditPolicySet
 	GroupChanged     = api.AuditGroupChanged
 	JoinRefused      = api.AuditJoinRefused
+	UserRemoved      = api.AuditUserRemoved
 	ActorUser        = api.ActorUser
 	ActorToken       = api.ActorToken
 	ActorControl     = api.ActorControl

@@ -116,6 +116,17 @@ func TestConsoleInChromium(t *testing.T) {
 		dims, _ := chromedp.Run(b, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth, document.documentElement.clientWidth, document.body.scrollWidth]`))
 		t.Errorf("narrow window: wider than the screen (%v, %v): %q %v", wide, err, culprits, dims)
 	}
+	// Remove a user: their row leaves the page through the live stream.
+	urow := `tr[data-user="rjwrn/dev@rjwrn.example.com"]`
+	if err := chromedp.Do(b, chromedp.Click(`button[aria-label="Remove dev@rjwrn.example.com from rjwrn"]`), chromedp.WaitNotPresent(urow)); err != nil {
+		t.Fatalf("remove the user: %v", err)
+	}
+	if live, _ := chromedp.Run(b, chromedp.Text(`#live`)); !strings.Contains(live, "Removed dev@rjwrn.example.com from rjwrn") {
+		t.Errorf("live region says %q", live)
+	}
+	if us, err := ctl.API(controltest.OperatorToken).Users(ctx, "rjwrn"); err != nil || len(us) != 1 {
+		t.Errorf("users after the click: %+v, %v", us, err)
+	}
 }
 
 // screenshot writes the page as a PNG to the file named by the

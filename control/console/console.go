@@ -121,6 +121,7 @@ func New(cfg Config) (*Console, error) {
 	m.HandleFunc("POST /console/devices/{id}/revoke", c.revoke)
 	m.HandleFunc("POST /console/devices/{id}/remove", c.remove)
 	m.HandleFunc("POST /console/accounts/{aid}/policy", c.setPolicy)
+	m.HandleFunc("POST /console/accounts/{aid}/users/{email}/remove", c.removeUser)
 	m.HandleFunc("GET /console/events", c.events)
 	m.Handle("GET /console/static/", http.StripPrefix("/console/static/", staticHandler(static)))
 	m.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {

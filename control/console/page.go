@@ -31,7 +31,7 @@ var funcs = template.FuncMap{
 func (c *Console) sections(v *view) (map[string]string, error) {
 	names := []string{"clusters"}
 	if v.Operator {
-		names = append(names, "audit")
+		names = append(names, "audit", "users")
 	} else {
 		names = append(names, "mine")
 	}
@@ -108,6 +108,22 @@ func (c *Console) remove(w http.ResponseWriter, r *http.Request) {
 			return "", err
 		}
 		return "Removed " + id + ": it is signed out, its key is refused and its address is free.", nil
+	})
+}
+
+// removeUser is an operator's Remove on a user of their account: the
+// user's sessions end and their devices leave every gateway at once.
+func (c *Console) removeUser(w http.ResponseWriter, r *http.Request) {
+	aid, email := r.PathValue("aid"), r.PathValue("email")
+	c.act(w, r, "Remove "+email+" from "+aid, func(cl *api.Client) (string, error) {
+		out, err := cl.RemoveUser(c.ctx(r), aid, email)
+		if err != nil {
+			return "", err
+		}
+		if out.Elsewhere {
+			return fmt.Sprintf("Removed %s from %s: %d device(s) left its clusters; their sessions are kept for their other accounts.", out.Email, aid, len(out.Cut)), nil
+		}
+		return fmt.Sprintf("Removed %s from %s: %d session(s) ended, %d device(s) removed.", out.Email, aid, len(out.Sessions), len(out.Devices)), nil
 	})
 }
 

@@ -42,6 +42,13 @@ type view struct {
 	Mine     []deviceRow // a user who is no operator: their own devices
 	Audit    []api.AuditEntry
 	Policies []api.Policy // operators: each account's access policy they may edit
+	Users    []userRow    // operators: each operated account's users
+}
+
+type userRow struct {
+	AID, Email, Groups string
+	Operator, Password bool
+	Self               bool // the signed-in operator: no Remove button
 }
 
 type clusterView struct {
@@ -132,6 +139,14 @@ func (c *Console) load(ctx context.Context, cl *api.Client) (*view, []*hub.Topic
 			return nil, nil, refused(err)
 		}
 		v.Policies = append(v.Policies, *p)
+		us, err := cl.Users(ctx, aid)
+		if err != nil {
+			return nil, nil, refused(err)
+		}
+		for _, u := range us {
+			v.Users = append(v.Users, userRow{AID: aid, Email: u.Email, Groups: strings.Join(u.Groups, ", "),
+				Operator: u.Operator, Password: u.Password, Self: strings.EqualFold(u.Email, me.User)})
+		}
 	}
 	return v, topics, nil
 }

@@ -86,6 +86,10 @@ type Group struct {
 // the daemon is told so rather than "signed out".
 const SessionDisowned = "disowned"
 
+// SessionRemoved: an operator removed the user from their account
+// (`runos users remove`); the daemon is told so rather than "signed out".
+const SessionRemoved = "removed"
+
 // IdentityGrant is what control keeps of a user's last sign-in through the
 // identity provider, to ask the provider about the user again: the
 // provider's subject and its refresh token, sealed (never kept in clear;

@@ -179,18 +179,7 @@ func (s *Server) principalOf(ctx context.Context, hash string) (*principal, *api
 		sess, err := r.SessionByToken(hash)
 		switch {
 		case err == nil:
-			switch {
-			case sess.State == model.SessionEnded:
-				apiErr = errEnded
-				return nil
-			case sess.State == model.SessionRevoked:
-				apiErr = errDeviceRevoked(sess.EndedAt)
-				return nil
-			case sess.State == model.SessionDisowned:
-				apiErr = errDisowned
-				return nil
-			case sess.State == model.SessionExpired || !now.Before(sess.ExpiresAt):
-				apiErr = errExpired(sess.ExpiresAt)
+			if apiErr = sessionRefusal(sess, now); apiErr != nil {
 				return nil
 			}
 			u, err := r.User(sess.User)

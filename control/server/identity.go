@@ -17,7 +17,8 @@ import (
 
 // SignInIdentity implements oauth.IdentityBackend: a user the identity
 // provider signed in is found, or created (with no password) in
-// Config.IdentityAccount on their first sign-in, and their membership of
+// Config.IdentityAccount on their first sign-in (put back in it when an
+// operator had removed them), and their membership of
 // that account's groups is set to the provider's groups of the same
 // names, at every sign-in. Provider groups with no RunOS group of that
 // name are left out: groups are created with `runos groups create`, the
@@ -43,6 +44,12 @@ func (s *Server) SignInIdentity(ctx context.Context, id oidc.Identity) (string, 
 			did = "created at first sign-in through the identity provider; "
 		case err != nil:
 			return err
+		case len(u.Accounts) == 0: // removed by an operator (users.go): the provider still lets them in
+			if err := w.AddUserToAccount(aid, u.Email); err != nil {
+				return err
+			}
+			u.Accounts = []string{aid}
+			did = "added again at sign-in through the identity provider (removed from the account before); "
 		case !u.InAccount(aid):
 			return oauth.Refusal(fmt.Sprintf("%s is a RunOS user of another account, not of %s, which this sign-in is for. Ask your administrator.", u.Email, aid))
 		}

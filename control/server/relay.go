@@ -110,6 +110,9 @@ func sessionRefusal(sess model.Session, now time.Time) *api.Error {
 	case sess.State == model.SessionDisowned:
 		e := *errDisowned
 		return &e
+	case sess.State == model.SessionRemoved:
+		e := *errRemoved
+		return &e
 	case sess.State == model.SessionExpired || !now.Before(sess.ExpiresAt):
 		return errExpired(sess.ExpiresAt)
 	}

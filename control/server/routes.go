@@ -50,7 +50,7 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/tokens/{id}", s.withAuth(s.handleRevokeToken, people...))
 	m.HandleFunc("GET /v1/audit", s.withAuth(s.handleAudit, people...))
 
-	// Who may reach what (policy.go, groups.go).
+	// Who may reach what (policy.go, groups.go), and who is a user (users.go).
 	m.HandleFunc("GET /v1/accounts/{aid}/policy", s.withAuth(s.handlePolicy, people...))
 	m.HandleFunc("PUT /v1/accounts/{aid}/policy", s.withAuth(s.handleSetPolicy, people...))
 	m.HandleFunc("POST /v1/accounts/{aid}/policy/test", s.withAuth(s.handleTestPolicy, people...))
@@ -58,6 +58,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/accounts/{aid}/groups", s.withAuth(s.handleCreateGroup, people...))
 	m.HandleFunc("POST /v1/accounts/{aid}/groups/{name}/members", s.withAuth(s.handleAddMember, people...))
 	m.HandleFunc("DELETE /v1/accounts/{aid}/groups/{name}/members/{email}", s.withAuth(s.handleRemoveMember, people...))
+	m.HandleFunc("GET /v1/accounts/{aid}/users", s.withAuth(s.handleUsers, people...))
+	m.HandleFunc("DELETE /v1/accounts/{aid}/users/{email}", s.withAuth(s.handleRemoveUser, people...))
 
 	m.HandleFunc("GET /v1/gateway/map", s.withAuth(s.handleGatewayMap, gw...))
 	m.HandleFunc("POST /v1/gateway/report", s.withAuth(s.handleGatewayReport, gw...))

@@ -144,6 +144,7 @@ type Reader interface {
 	AccessReader   // access.go
 	PolicyReader   // policy.go
 	IdentityReader // identity.go
+	UsersReader    // users.go
 }
 
 // Writer reads and writes inside one transaction.
@@ -188,4 +189,5 @@ type Writer interface {
 	AccessWriter   // access.go
 	PolicyWriter   // policy.go
 	IdentityWriter // identity.go
+	UsersWriter    // users.go
 }

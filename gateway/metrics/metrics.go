@@ -1,19 +1,24 @@
 // Package metrics is runos-gateway's Prometheus instrumentation
 // (github.com/prometheus/client_golang), served on --metrics-addr: the
 // peers of the WireGuard server, handshakes seen, bytes in and out, the
-// role served, packets the access policy dropped, the time since control last answered, and the Go runtime
-// and process collectors. Labels are fixed words (the role), never a key
-// or a device. It implements gateway.Metrics; it does not serve the VPN.
+// role served, packets the access policy dropped (in all, and per rule),
+// the time since control last answered, and the Go runtime and process
+// collectors. Labels are fixed words (the role, a drop's reason) or the
+// account's own policy rules, never a key or a device. It implements
+// gateway.Metrics; it does not serve the VPN.
 package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/runos/vpn/gateway/policyfilter"
 )
 
 const ns = "runos_gateway"
@@ -34,6 +39,7 @@ type Gateway struct {
 	mu       sync.Mutex
 	answered time.Time                // control's last answer; zero: none yet
 	dropped  func() map[string]uint64 // forwarding's drop counters; nil: none
+	byRule   func() []policyfilter.RuleDrops
 }
 
 // New returns the gateway's collectors; now is the clock of the
@@ -57,7 +63,7 @@ func New(now func() time.Time) *Gateway {
 	}
 	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "control_last_answer_age_seconds",
 		Help: "Seconds since control last answered (a map or a report); -1 before its first answer."}, g.sinceControl)
-	g.reg.MustRegister(g.peers, g.handshakes, g.rx, g.tx, g.role, g.refused, since, dropCollector{g},
+	g.reg.MustRegister(g.peers, g.handshakes, g.rx, g.tx, g.role, g.refused, since, dropCollector{g}, ruleCollector{g},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g.Serving("", 0)
 	return g
@@ -97,6 +103,36 @@ func (g *Gateway) Traffic(rx, tx uint64) {
 
 // PolicyDropped counts a packet the access policy refused.
 func (g *Gateway) PolicyDropped() { g.refused.Inc() }
+
+// PolicyRuleDrops gives the policy filter's refusals per rule, read at
+// each scrape (policy_dropped_packets_total stays their sum, for the
+// scripts that read it).
+func (g *Gateway) PolicyRuleDrops(read func() []policyfilter.RuleDrops) {
+	g.mu.Lock()
+	g.byRule = read
+	g.mu.Unlock()
+}
+
+var byRuleDesc = prometheus.NewDesc(ns+"_policy_dropped_packets_by_rule_total",
+	"Packets from devices the access policy refused, by the rule they were counted against: the first of the user's rules reaching the destination's address but not its port or protocol (line and rule as in the policy document), or rule=\"default deny\" (line 0) when no rule reaches it. Only rules that refused a packet are listed.",
+	[]string{"line", "rule"}, nil)
+
+// ruleCollector reads the refusals per rule when scraped.
+type ruleCollector struct{ g *Gateway }
+
+func (c ruleCollector) Describe(ch chan<- *prometheus.Desc) { ch <- byRuleDesc }
+
+func (c ruleCollector) Collect(ch chan<- prometheus.Metric) {
+	c.g.mu.Lock()
+	read := c.g.byRule
+	c.g.mu.Unlock()
+	if read == nil {
+		return
+	}
+	for _, r := range read() {
+		ch <- prometheus.MustNewConstMetric(byRuleDesc, prometheus.CounterValue, float64(r.Packets), strconv.Itoa(r.Line), r.Rule)
+	}
+}
 
 // ControlAnswered records control's latest answer.
 func (g *Gateway) ControlAnswered(at time.Time) {

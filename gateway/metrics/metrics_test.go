@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/runos/vpn/gateway/policyfilter"
 )
 
 func TestGatewayMetrics(t *testing.T) {
@@ -72,6 +74,25 @@ runos_gateway_reach_dropped_packets_total{reason="node"} 2
 runos_gateway_reach_dropped_packets_total{reason="undeclared"} 5
 `
 	if err := testutil.GatherAndCompare(g.Registry(), strings.NewReader(want), "runos_gateway_reach_dropped_packets_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPolicyDroppedByRule(t *testing.T) {
+	g := New(time.Now)
+	if n, err := testutil.GatherAndCount(g.Registry(), "runos_gateway_policy_dropped_packets_by_rule_total"); err != nil || n != 0 {
+		t.Fatalf("before a filter: %d series, %v", n, err)
+	}
+	g.PolicyRuleDrops(func() []policyfilter.RuleDrops {
+		return []policyfilter.RuleDrops{{Line: 0, Rule: policyfilter.DefaultDeny, Packets: 7}, {Line: 4, Rule: "allow user:bob@x -> ky3: 10.96.0.20:5432", Packets: 2}}
+	})
+	want := `
+# HELP runos_gateway_policy_dropped_packets_by_rule_total Packets from devices the access policy refused, by the rule they were counted against: the first of the user's rules reaching the destination's address but not its port or protocol (line and rule as in the policy document), or rule="default deny" (line 0) when no rule reaches it. Only rules that refused a packet are listed.
+# TYPE runos_gateway_policy_dropped_packets_by_rule_total counter
+runos_gateway_policy_dropped_packets_by_rule_total{line="0",rule="default deny"} 7
+runos_gateway_policy_dropped_packets_by_rule_total{line="4",rule="allow user:bob@x -> ky3: 10.96.0.20:5432"} 2
+`
+	if err := testutil.GatherAndCompare(g.Registry(), strings.NewReader(want), "runos_gateway_policy_dropped_packets_by_rule_total"); err != nil {
 		t.Fatal(err)
 	}
 }

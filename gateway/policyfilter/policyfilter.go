@@ -8,12 +8,14 @@
 //
 // It is not the forwarding into the cluster (gateway/reach) nor the
 // policy's evaluation (control/policy); it only decides, per packet, with
-// tables swapped in atomically.
+// tables swapped in atomically, and counts what it refused, per rule
+// (rules.go).
 package policyfilter
 
 import (
 	"encoding/binary"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	"golang.zx2c4.com/wireguard/tun"
@@ -25,10 +27,13 @@ import (
 // Filter is the gateway's per-device packet filter. The zero Filter lets
 // everything through (no policy yet); safe for concurrent use.
 type Filter struct {
-	cur     atomic.Pointer[tables]
-	dropped atomic.Uint64
+	cur atomic.Pointer[tables]
 	// Dropped, when set, is told of each refused packet (for metrics).
 	Dropped func()
+
+	mu      sync.Mutex                 // rules, inForce: taken by Set and RuleDrops, never per packet
+	rules   map[ruleKey]*atomic.Uint64 // refusals per rule (rules.go); their sum is every refusal
+	inForce map[ruleKey]bool           // the rules of the tables last set
 }
 
 // tables is one map's filters: immutable once set.
@@ -36,6 +41,10 @@ type tables struct {
 	devices *policy.DeviceFilters // nil: no policy, everything passes
 	service netip.Addr            // the VPN server's address: its DNS and ICMP always pass
 	mapped  netip.Prefix          // the cluster's mapped /96 (invalid: none)
+	// byLine are the refusal counters of the policy's allow rules by
+	// line, [0] the default deny's: made by Set, so that a refusal costs
+	// an atomic add and nothing else.
+	byLine []*atomic.Uint64
 }
 
 // deviceSite is where devices' IPv6 tunnel addresses are (api.DeviceAddr6).
@@ -50,22 +59,39 @@ var deviceSite = netip.PrefixFrom(api.MappedPool.Addr(), 96)
 // as the IPv4 address it stands for, since rules name the cluster's own
 // addresses, and a device's IPv6 tunnel address as its IPv4 one.
 func (f *Filter) Set(devices *policy.DeviceFilters, service netip.Addr, mapped netip.Prefix) {
-	f.cur.Store(&tables{devices: devices, service: service.Unmap(), mapped: mapped})
+	t := &tables{devices: devices, service: service.Unmap(), mapped: mapped}
+	if devices != nil {
+		t.byLine = f.counters(devices.Rules())
+	}
+	f.cur.Store(t)
 }
 
-// DroppedPackets is how many packets were refused since the start.
-func (f *Filter) DroppedPackets() uint64 { return f.dropped.Load() }
+// DroppedPackets is how many packets were refused since the start: the
+// sum of the counters per rule, each refusal counted once, against one.
+func (f *Filter) DroppedPackets() uint64 {
+	var n uint64
+	for _, r := range f.RuleDrops() {
+		n += r.Packets
+	}
+	return n
+}
 
 // Allow reports whether the IP packet pkt, received from a device, may go
 // on into the node.
 func (f *Filter) Allow(pkt []byte) bool {
-	t := f.cur.Load()
+	allow, _ := verdict(f.cur.Load(), pkt)
+	return allow
+}
+
+// verdict is Allow on tables t, with the line of the rule a refusal is
+// counted against (0: the default deny; policy.Filter.Verdict).
+func verdict(t *tables, pkt []byte) (bool, int) {
 	if t == nil || t.devices == nil {
-		return true
+		return true, 0
 	}
 	src, k, ok := parse(pkt)
 	if !ok {
-		return false
+		return false, 0
 	}
 	if v4, ok := unmap(deviceSite, src); ok {
 		src = v4
@@ -74,10 +100,9 @@ func (f *Filter) Allow(pkt []byte) bool {
 		k.Addr = v4
 	}
 	if k.Addr == t.service && (k.Proto == policy.ICMP || k.Port == 53 && (k.Proto == policy.UDP || k.Proto == policy.TCP)) {
-		return true
+		return true, 0
 	}
-	allow, _ := t.devices.Check(src, k)
-	return allow
+	return t.devices.Verdict(src, k)
 }
 
 // unmap is the IPv4 address a stands for when it is inside the mapped
@@ -146,18 +171,20 @@ type filterTUN struct {
 // silently (TCP sees a loss and gives up, as behind any firewall) and
 // counted; the batch's count is all of it, as wireguard-go expects.
 func (t *filterTUN) Write(bufs [][]byte, offset int) (int, error) {
-	if c := t.f.cur.Load(); c == nil || c.devices == nil {
+	c := t.f.cur.Load() // one table for the batch
+	if c == nil || c.devices == nil {
 		return t.Device.Write(bufs, offset)
 	}
 	var kept [][]byte // nil until a packet is dropped; then the packets kept
 	for i, b := range bufs {
-		if t.f.Allow(b[offset:]) {
+		allow, line := verdict(c, b[offset:])
+		if allow {
 			if kept != nil {
 				kept = append(kept, b)
 			}
 			continue
 		}
-		t.f.dropped.Add(1)
+		c.refused(line)
 		if t.f.Dropped != nil {
 			t.f.Dropped()
 		}

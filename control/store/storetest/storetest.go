@@ -58,6 +58,7 @@ func Run(t *testing.T, db Database, shared bool) {
 		{"StatsCountSessionsAndDevicesByState", testStatsCountSessionsAndDevicesByState},
 		{"ClusterInside", testClusterInside},
 		{"IdentityGrants", testIdentityGrants},
+		{"RemoveUser", testRemoveUser},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, db(t)) })
 	}
