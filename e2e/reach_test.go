@@ -187,8 +187,16 @@ func TestReachInsideWithOverlap(t *testing.T) {
 	w.waitStatus(laptop, 30*time.Second, "ky3 up on n2", upOn("n2", "ky3"))
 	w.namesWork(laptop, ky3, xym)
 	w.kubectlPods(laptop, pods, ky3)
-	if body, err := w.page(laptop, "http://"+ky3.Services[0].ClusterIP+"/"); err != nil || !strings.Contains(body, ky3.Services[0].Body) {
-		t.Errorf("after the move, GET the ClusterIP = %q, %v", body, err)
+	// Raw addresses too: the node it left (now another node of the
+	// cluster, reached through n2) and the pod.
+	for url, want := range map[string]string{
+		"http://" + ky3.Services[0].ClusterIP + "/":  ky3.Services[0].Body,
+		"http://" + ky3.Nodes[0].InternalIP + "/":    "cluster=ky3 node=n1",
+		"http://" + ky3.Services[0].PodIP + ":8080/": ky3.Services[0].Body,
+	} {
+		if body, err := w.page(laptop, url); err != nil || !strings.Contains(body, want) {
+			t.Errorf("after the move, GET %s = %q, %v; want %q", url, body, err, want)
+		}
 	}
 
 	// Disconnecting xym: its names no longer resolve over the tunnel (only
