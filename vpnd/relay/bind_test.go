@@ -228,6 +228,25 @@ func (p *pair) waitPath(want relay.Path, timeout time.Duration) time.Duration {
 	return time.Since(start)
 }
 
+// every calls f every d on a goroutine of its own until the returned
+// stop is called.
+func every(d time.Duration, f func()) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				f()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 func drain(c chan time.Time) {
 	for {
 		select {
@@ -290,20 +309,7 @@ func TestBlockedMidFlowResumesOverTheRelay(t *testing.T) {
 		t.Fatal("no reply over UDP")
 	}
 	// A steady stream of pings; UDP goes away in the middle of it.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				p.ping()
-			}
-		}
-	}()
+	defer every(20*time.Millisecond, p.ping)()
 	for range 10 { // the stream flows
 		<-p.replies
 	}
@@ -341,20 +347,8 @@ func TestBlockedMidDownloadResumesOverTheRelay(t *testing.T) {
 	if !p.waitReply(5 * time.Second) { // the handshake, just now
 		t.Fatal("no reply over UDP")
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() { // the download: the node sends every 20 ms
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				p.stun.Outbound <- tuntest.Ping(laptopIP, serverIP)
-			}
-		}
-	}()
+	// The download: the node sends every 20 ms.
+	defer every(20*time.Millisecond, func() { p.stun.Outbound <- tuntest.Ping(laptopIP, serverIP) })()
 	for range 5 {
 		<-p.replies
 	}
