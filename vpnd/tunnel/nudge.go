@@ -137,10 +137,16 @@ func containsKey(ks []wgtypes.Key, k wgtypes.Key) bool {
 // every 5 s (RekeyTimeout); within that the one in flight is the probe.
 // The answer is read from the device as every handshake is (Read).
 func (e *Engine) Handshake(key wgtypes.Key) error {
+	return e.withHost(func(h *wghost.Host) error { return h.Handshake(key) })
+}
+
+// withHost runs do on the WireGuard host under e.mu, unless the tunnel is
+// closed.
+func (e *Engine) withHost(do func(*wghost.Host) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return errors.New("tunnel closed")
 	}
-	return e.host.Handshake(key)
+	return do(e.host)
 }

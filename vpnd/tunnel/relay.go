@@ -10,6 +10,7 @@ import (
 
 	"github.com/runos/vpn/vpnd/relay"
 	"github.com/runos/vpn/vpnd/wgcfg"
+	"github.com/runos/vpn/wghost"
 )
 
 // Options are what NewWith adds to New.
@@ -52,23 +53,24 @@ func dests(cfg wgcfg.Config) []relay.Dest {
 }
 
 // probeUDP sends one initiation to the peer at ep as it is (Handshake: its
-// session goes on meanwhile), the Bind's UDP probe.
+// session goes on meanwhile), the Bind's UDP probe; wireguard-go sends at
+// most one per peer every 5 s.
 func (e *Engine) probeUDP(ep netip.AddrPort) {
-	e.handshakeAll(e.peersAt(ep))
+	e.toPeersAt(ep, "handshake", (*wghost.Host).Handshake)
 }
 
 // keepaliveTo sends a keepalive to the peer at ep (the Bind sends it both
 // ways when a race begins: see vpnd/relay's decider).
 func (e *Engine) keepaliveTo(ep netip.AddrPort) {
+	e.toPeersAt(ep, "keepalive", (*wghost.Host).Keepalive)
+}
+
+// toPeersAt does what to each peer whose endpoint is ep, on the open host;
+// a failure is logged (the Bind asks again when it still needs it).
+func (e *Engine) toPeersAt(ep netip.AddrPort, what string, do func(*wghost.Host, wgtypes.Key) error) {
 	for _, k := range e.peersAt(ep) {
-		e.mu.Lock()
-		var err error
-		if !e.closed {
-			err = e.host.Keepalive(k)
-		}
-		e.mu.Unlock()
-		if err != nil {
-			e.log.Debug("keepalive", "interface", e.name, "peer", k.String(), "err", err)
+		if err := e.withHost(func(h *wghost.Host) error { return do(h, k) }); err != nil {
+			e.log.Debug(what, "interface", e.name, "peer", k.String(), "err", err)
 		}
 	}
 }
@@ -121,14 +123,4 @@ func (e *Engine) NetworkChanged() error {
 	e.bind.NetworkChanged()
 	e.Rehandshake()
 	return err
-}
-
-// handshakeAll asks wireguard-go for a handshake with each peer now
-// (Handshake; wireguard-go sends at most one per peer every 5 s).
-func (e *Engine) handshakeAll(keys []wgtypes.Key) {
-	for _, k := range keys {
-		if err := e.Handshake(k); err != nil {
-			e.log.Debug("handshake", "interface", e.name, "peer", k.String(), "err", err)
-		}
-	}
 }
