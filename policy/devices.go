@@ -50,14 +50,10 @@ func CompileDevices(p *Policy, cluster string, devices []Device) *DeviceFilters 
 // line of the rule allowing it (0 when denied or without a policy). A
 // source that is no device of the cluster is denied.
 func (d *DeviceFilters) Check(src netip.Addr, k Packet) (allow bool, line int) {
-	if d.open {
-		return true, 0
-	}
-	f := d.byAddr[keyOf(src.Unmap())]
-	if f == nil {
+	if allow, line = d.Verdict(src, k); !allow {
 		return false, 0
 	}
-	return f.Check(k)
+	return true, line
 }
 
 // Verdict is Check naming, for a refused packet, the rule it is counted
