@@ -91,9 +91,15 @@ func newEnv(t testing.TB, mutate ...func(*Config)) *env {
 // newEnvOf is newEnv on another world file.
 func newEnvOf(t testing.TB, world api.World, mutate ...func(*Config)) *env {
 	t.Helper()
+	return newEnvAt(t, filepath.Join(t.TempDir(), "control.db"), world, mutate...)
+}
+
+// newEnvAt is newEnvOf on the SQLite file at dbPath, new or kept from an
+// earlier env (a restart: the world is imported again, as control does).
+func newEnvAt(t testing.TB, dbPath string, world api.World, mutate ...func(*Config)) *env {
+	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	dbPath := filepath.Join(t.TempDir(), "control.db")
 	st, err := sqlstore.OpenSQLite(ctx, dbPath, sqlstore.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
