@@ -109,6 +109,7 @@ type fakeServer struct {
 	handshakes map[wgtypes.Key]time.Time
 	endpoints  map[wgtypes.Key]netip.AddrPort   // what State says the peers sent from
 	reached    []map[wgtypes.Key]netip.AddrPort // each Reach call's endpoints
+	onApply    func(wgserver.Spec)              // runs inside each Apply (under mu)
 }
 
 func (f *fakeServer) openFunc(name string, key wgtypes.Key, _ *slog.Logger) (Server, error) {
@@ -142,6 +143,9 @@ func (h fakeHandle) Apply(s wgserver.Spec) error {
 		return errors.New("UDP port 32768 is already in use on this node")
 	}
 	h.f.applies = append(h.f.applies, s)
+	if h.f.onApply != nil {
+		h.f.onApply(s)
+	}
 	for _, p := range s.Peers {
 		if _, ok := h.f.handshakes[p.PublicKey]; !ok {
 			h.f.handshakes[p.PublicKey] = time.Time{}

@@ -137,6 +137,7 @@ type agent struct {
 	want   *api.GatewayMap // latest map from control (or kept from an earlier run: kept)
 	kept   bool            // want is the map kept on disk: control has not answered this run
 	keptAt time.Time       // when the kept map on disk was received (zero: none written)
+	onDisk *api.GatewayMap // the map the kept file holds, as far as this run knows (nil: unknown)
 	// endpoints are the served devices' last endpoints as kept on disk;
 	// reachFirst those of the kept map to handshake to after a restart.
 	endpoints  map[wgtypes.Key]netip.AddrPort
@@ -253,6 +254,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.restoreKept()
 	after()
+	var keepAfter *api.GatewayMap // a map to keep on disk once its report is out
 	for {
 		select {
 		case <-ctx.Done():
@@ -269,7 +271,11 @@ func (a *agent) run(ctx context.Context) error {
 				a.log.Info("control answers: its map replaces the kept one", "version", m.Version)
 			}
 			a.want, a.kept = m, false
-			a.keep(m)
+			if keepsLater(a.onDisk, m) {
+				keepAfter = m // once reported: see keepsLater
+			} else {
+				a.keep(m)
+			}
 			a.reconcile()
 		case <-expiry.c():
 			a.reconcile() // a peer's session ended: it goes
@@ -284,6 +290,10 @@ func (a *agent) run(ctx context.Context) error {
 			}
 		}
 		after()
+		if keepAfter != nil && a.onDisk != keepAfter {
+			a.keep(keepAfter)
+			keepAfter = nil
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"time"
 
@@ -172,7 +173,7 @@ func (a *agent) restoreKept() {
 	}
 	a.log.Info("serving the kept map until control answers", "version", k.Map.Version,
 		"of", k.ReceivedAt.UTC().Format(time.RFC3339), "peers", peers)
-	a.want, a.kept, a.keptAt = &k.Map, true, k.ReceivedAt
+	a.want, a.kept, a.keptAt, a.onDisk = &k.Map, true, k.ReceivedAt, &k.Map
 	a.endpoints = k.endpoints()
 	a.reachFirst = maps.Clone(a.endpoints)
 	a.reconcile()
@@ -224,8 +225,11 @@ func (a *agent) keepEndpoints(seen map[wgtypes.Key]netip.AddrPort) {
 	}
 	a.endpoints = next
 	if err := saveKept(a.cfg.StateDir, keptMap{ReceivedAt: a.keptAt, Map: *a.want, Endpoints: endpointStrings(next)}); err != nil {
+		a.onDisk = nil
 		a.log.Warn("keep the devices' endpoints", "err", err)
+		return
 	}
+	a.onDisk = a.want
 }
 
 // keep writes m as the kept map (a failure is logged: the next map tries
@@ -236,8 +240,42 @@ func (a *agent) keep(m *api.GatewayMap) {
 	}
 	a.keptAt = time.Now().UTC()
 	if err := saveKept(a.cfg.StateDir, keptMap{ReceivedAt: a.keptAt, Map: *m, Endpoints: endpointStrings(a.endpoints)}); err != nil {
+		a.onDisk = nil // whatever is there now, this run does not know it
 		a.log.Warn("keep the map", "err", err)
+		return
 	}
+	a.onDisk = m
+}
+
+// keepsLater reports whether next may be written to the kept file after it
+// is applied and reported, rather than before: only when it adds peers to
+// prev (what the file holds) and changes nothing else. A device's join
+// waits for the gateway's report (control/server/joinack.go), and the
+// file's fsync (1.5–4 ms here) was the largest part of that wait. A crash
+// between the apply and the write then restarts from prev, which lacks the
+// new devices until control answers: it never brings back a peer that a
+// removal, a shorter session or a narrower policy took away, which is why
+// every other change is still written first.
+func keepsLater(prev, next *api.GatewayMap) bool {
+	if prev == nil || next == nil || prev.Serve == nil || next.Serve == nil ||
+		prev.NodeID != next.NodeID || prev.CID != next.CID {
+		return false
+	}
+	ps, ns := *prev.Serve, *next.Serve
+	ps.Peers, ns.Peers = nil, nil
+	if !reflect.DeepEqual(ps, ns) {
+		return false
+	}
+	have := make(map[string]api.GatewayPeer, len(next.Serve.Peers))
+	for _, p := range next.Serve.Peers {
+		have[p.PublicKey] = p
+	}
+	for _, p := range prev.Serve.Peers {
+		if q, ok := have[p.PublicKey]; !ok || !reflect.DeepEqual(p, q) {
+			return false
+		}
+	}
+	return true
 }
 
 // alarm is a timer for one instant that can be moved, with a nil channel

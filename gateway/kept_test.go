@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,4 +205,93 @@ func FuzzParseKept(f *testing.F) {
 			t.Fatalf("next expiry %v is in the past", next)
 		}
 	})
+}
+
+// TestKeepsLater: only a map that adds peers and changes nothing else may
+// reach the kept file after it is applied.
+func TestKeepsLater(t *testing.T) {
+	p1, _ := peer(t, "d1", "100.96.0.2")
+	p1.ExpiresAt = time.Now().Add(time.Hour)
+	p2, _ := peer(t, "d2", "100.96.0.3")
+	p2.ExpiresAt = time.Now().Add(time.Hour)
+	m := func(s *api.GatewayService) *api.GatewayMap {
+		return &api.GatewayMap{Version: 2, NodeID: "n1", CID: "ky3", Serve: s}
+	}
+	prev := m(service(api.GatewayActive, p1))
+	shorter := p1
+	shorter.ExpiresAt = p1.ExpiresAt.Add(-time.Minute)
+	narrower := service(api.GatewayActive, p1, p2)
+	narrower.Policy = "allow group ops to 10.96.0.0/12 port 443"
+	moved := service(api.GatewayDraining, p1, p2)
+	for _, c := range []struct {
+		name       string
+		prev, next *api.GatewayMap
+		want       bool
+	}{
+		{"a peer added", prev, m(service(api.GatewayActive, p1, p2)), true},
+		{"the same map again", prev, m(service(api.GatewayActive, p1)), true},
+		{"nothing known on disk", nil, m(service(api.GatewayActive, p1, p2)), false},
+		{"a peer removed", m(service(api.GatewayActive, p1, p2)), m(service(api.GatewayActive, p2)), false},
+		{"a peer removed, another added", prev, m(service(api.GatewayActive, p2)), false},
+		{"a session shortened", prev, m(service(api.GatewayActive, shorter, p2)), false},
+		{"a policy set", prev, m(narrower), false},
+		{"the role changed", prev, m(moved), false},
+		{"serving stopped", prev, m(nil), false},
+		{"another node's", prev, &api.GatewayMap{Version: 3, NodeID: "n2", CID: "ky3", Serve: service(api.GatewayActive, p1, p2)}, false},
+	} {
+		if got := keepsLater(c.prev, c.next); got != c.want {
+			t.Errorf("%s: keepsLater = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestKeptFileOrder: a map that only adds a device is applied and reported
+// before its fsync (a join waits for that report), and then kept; a map
+// that removes one is on disk before the server drops it, so a crash in
+// between can never bring the removed device back from the file.
+func TestKeptFileOrder(t *testing.T) {
+	dir := t.TempDir()
+	h := start(t, func(c *Config) { c.StateDir = dir })
+	onDisk := func() []string {
+		k, ok, err := loadKept(dir, "n1")
+		if err != nil || !ok || k.Map.Serve == nil {
+			return nil
+		}
+		var ids []string
+		for _, p := range k.Map.Serve.Peers {
+			ids = append(ids, p.DeviceID)
+		}
+		return ids
+	}
+	var mu sync.Mutex
+	var seen [][]string // the kept file's devices at each Apply
+	h.srv.mu.Lock()
+	h.srv.onApply = func(wgserver.Spec) {
+		mu.Lock()
+		seen = append(seen, onDisk())
+		mu.Unlock()
+	}
+	h.srv.mu.Unlock()
+	atApply := func(what string, v uint64, want ...string) {
+		t.Helper()
+		h.ctl.waitReport(t, what, func(r api.GatewayReport) bool { return r.MapVersion == v })
+		mu.Lock()
+		defer mu.Unlock()
+		if got := seen[len(seen)-1]; !equalSet(got, want) {
+			t.Errorf("%s: the kept file held %v when the server took the map, want %v", what, got, want)
+		}
+	}
+	p1, _ := peer(t, "d1", "100.96.0.2")
+	p1.ExpiresAt = time.Now().Add(time.Hour)
+	p2, _ := peer(t, "d2", "100.96.0.3")
+	p2.ExpiresAt = time.Now().Add(time.Hour)
+
+	atApply("the first map (nothing on disk known: kept first)", h.ctl.set(service(api.GatewayActive, p1)), "d1")
+	atApply("d2 added (kept after its report)", h.ctl.set(service(api.GatewayActive, p1, p2)), "d1")
+	for deadline := time.Now().Add(20 * time.Second); !equalSet(onDisk(), []string{"d1", "d2"}); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("d2's map not kept after its report: the file holds %v", onDisk())
+		}
+	}
+	atApply("d1 removed (kept first)", h.ctl.set(service(api.GatewayActive, p2)), "d2")
 }

@@ -193,14 +193,12 @@ func (d *daemon) applyLoop(ctx context.Context) {
 	}
 }
 
-// applyOne applies j: prefs, the tunnel, then DNS (it points into the
-// tunnel); then it reads the device back and hands the outcome to the
+// applyOne applies j: prefs and the tunnel at once, then DNS (it points
+// into the tunnel); then it reads the device back and hands the outcome to the
 // state. It reports whether something failed (to be tried again).
 func (d *daemon) applyOne(s *applyState, j *job) (failed bool) {
 	d.apply.busy.Store(true)
 	defer d.apply.busy.Store(false)
-	// Prefs first: what was decided is on disk before it is acted on (a
-	// crash in the middle of DNS must not forget a wanted cluster).
 	if j.kept != nil || j.dropKept {
 		s.keep = &keepOp{entry: j.kept, drop: j.dropKept} // replaces one not done yet
 	}
@@ -209,14 +207,31 @@ func (d *daemon) applyOne(s *applyState, j *job) (failed bool) {
 		// leave a kept map that a start with the old prefs would bring back.
 		d.keep(s)
 	}
+	// What was decided is on disk before it acts on the system: a crash
+	// in the middle of DNS must not forget a wanted cluster. The prefs'
+	// write (an fsync of the file and of its directory, 2–3 ms) runs
+	// beside the tunnel's configuration, not before it: a connect's first
+	// handshake waited for it. The tunnel (wireguard-go's peers, the
+	// interface's addresses and routes) ends with this process, so a
+	// crash before the prefs are on disk leaves nothing of it behind; DNS
+	// outlives a crash, and waits for them.
 	var prefsErr error
 	wrote := s.prefs != nil
+	var saved chan struct{}
 	if wrote {
-		if prefsErr = d.savePrefs(s.prefs); prefsErr == nil {
+		saved = make(chan struct{})
+		go func(p *store.Prefs) {
+			defer close(saved)
+			prefsErr = d.savePrefs(p)
+		}(s.prefs)
+	}
+	touched := d.applyTunnel(s, j)
+	if wrote {
+		<-saved
+		if prefsErr == nil {
 			s.prefs = nil
 		}
 	}
-	touched := d.applyTunnel(s, j)
 	dnsStatus := d.applyDNS(s, j)
 	d.keep(s)
 	var r wgcfg.Report
@@ -323,7 +338,11 @@ func (d *daemon) keep(s *applyState) {
 
 // savePrefs writes prefs.json (outside the lock: the applier's step).
 func (d *daemon) savePrefs(p *store.Prefs) error {
-	if err := d.dir.SavePrefs(*p); err != nil {
+	write := d.writePrefs
+	if write == nil {
+		write = d.dir.SavePrefs
+	}
+	if err := write(*p); err != nil {
 		d.log.Error("save prefs", "err", err)
 		return fmt.Errorf("save the session and wanted clusters: %w", err)
 	}

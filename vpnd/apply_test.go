@@ -9,6 +9,7 @@ import (
 
 	"github.com/runos/vpn/dnsplit"
 	"github.com/runos/vpn/vpnd/state"
+	"github.com/runos/vpn/vpnd/store"
 )
 
 // heldDNS is fakeDNS whose Set waits while held, as a Set to a stopped
@@ -115,4 +116,75 @@ func (f *fakeDNS) setCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sets
+}
+
+// TestTunnelDoesNotWaitForPrefs: the applier configures a newly wanted
+// cluster's peer while the prefs' write (an fsync, milliseconds) is still
+// under way, so the first handshake does not wait for the disk; DNS, which
+// outlives a crash, is set only once the prefs saying why are on disk.
+func TestTunnelDoesNotWaitForPrefs(t *testing.T) {
+	w := newWorld(t)
+	w.fc.AddSession("tok1", "alice@example.com", time.Hour)
+	var mu sync.Mutex
+	var gate chan struct{} // nil: writes pass
+	entered := make(chan struct{}, 1)
+	hold := func(d *daemon) {
+		d.writePrefs = func(p store.Prefs) error {
+			mu.Lock()
+			g := gate
+			mu.Unlock()
+			if g != nil {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-g
+			}
+			return d.dir.SavePrefs(p)
+		}
+	}
+	td := startDaemon(t, w, t.TempDir(), hold)
+	dns := &fakeDNS{}
+	td.mu.Lock()
+	td.dns = dns
+	td.updateLocked()
+	td.mu.Unlock()
+	handOver(t, td, w, "tok1")
+	if _, aerr := td.connect(context.Background(), "ky3"); aerr != nil {
+		t.Fatal(aerr)
+	}
+	eventually(t, "ky3 up with its name", func() bool { return cluster(td.Status(), "ky3").PeerUp && len(dns.domains()) == 1 })
+
+	mu.Lock()
+	gate = make(chan struct{})
+	mu.Unlock()
+	connected := make(chan *apiError, 1)
+	go func() {
+		_, aerr := td.connect(context.Background(), "xym") // answers once applied
+		connected <- aerr
+	}()
+	select {
+	case <-entered: // the prefs' write wanting xym is held
+	case aerr := <-connected:
+		t.Fatalf("connect xym answered (%v) with its prefs' write held", aerr)
+	}
+	xym := w.serverKey("xym", "n1").String()
+	eventually(t, "xym's peer configured while the prefs are written", func() bool {
+		return slices.Contains(peerKeys(td.eng.config()), xym)
+	})
+	if got := dns.domains(); len(got) != 1 {
+		t.Errorf("DNS set to %v before the prefs wanting xym were on disk", got)
+	}
+	mu.Lock()
+	close(gate)
+	gate = nil
+	mu.Unlock()
+	if aerr := <-connected; aerr != nil {
+		t.Fatal(aerr)
+	}
+	eventually(t, "xym's name once the prefs are on disk", func() bool { return len(dns.domains()) == 2 })
+	prefs, err := td.dir.LoadPrefs()
+	if err != nil || !slices.Equal(prefs.Wanted, []string{"ky3", "xym"}) {
+		t.Errorf("prefs on disk: %v %v, want ky3 and xym", prefs.Wanted, err)
+	}
 }

@@ -71,7 +71,8 @@ type daemon struct {
 	longPoll   bool          // follow the map by long-polls, never a stream (--long-poll)
 	backoffMin time.Duration
 	backoffMax time.Duration
-	removeKept func(dir string) error // forgets the kept map; nil: cache.Remove (tests inject a failing one)
+	removeKept func(dir string) error  // forgets the kept map; nil: cache.Remove (tests inject a failing one)
+	writePrefs func(store.Prefs) error // the applier's write of prefs.json; nil: dir.SavePrefs (tests hold it)
 
 	ctx         context.Context // the daemon's lifetime
 	wakeRead    chan struct{}
