@@ -240,3 +240,35 @@ func TestPlanForPolicy(t *testing.T) {
 		t.Error("with an unreadable policy a device's packet passed")
 	}
 }
+
+// TestAddsPeers: only a plan that keeps every peer where it was, on the
+// same port in the same role, lets the gateway report without reading the
+// server first.
+func TestAddsPeers(t *testing.T) {
+	k1, k2 := wgtypes.Key{1}, wgtypes.Key{2}
+	at := func(k wgtypes.Key, a string) wgserver.Peer {
+		return wgserver.Peer{PublicKey: k, Address: netip.MustParseAddr(a)}
+	}
+	pl := func(role string, port int, peers ...wgserver.Peer) *plan {
+		return &plan{role: role, wg: wgserver.Spec{Port: port, Peers: peers}}
+	}
+	prev := pl(api.GatewayActive, 32768, at(k1, "100.96.0.2"))
+	for _, c := range []struct {
+		name string
+		prev *plan
+		next *plan
+		want bool
+	}{
+		{"a peer added", prev, pl(api.GatewayActive, 32768, at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), true},
+		{"the same peers", prev, pl(api.GatewayActive, 32768, at(k1, "100.96.0.2")), true},
+		{"not serving before", nil, prev, false},
+		{"a peer removed", prev, pl(api.GatewayActive, 32768), false},
+		{"a peer readdressed", prev, pl(api.GatewayActive, 32768, at(k1, "100.96.0.9")), false},
+		{"another port", prev, pl(api.GatewayActive, 32769, at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), false},
+		{"another role", prev, pl(api.GatewayDraining, 32768, at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), false},
+	} {
+		if got := addsPeers(c.prev, c.next); got != c.want {
+			t.Errorf("%s: addsPeers = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
