@@ -42,8 +42,8 @@ func TestRelayRacesUDP(t *testing.T) {
 	slices.Sort(took)
 	t.Logf("connect → peerUp over the relay, UDP blocked (n=5): min %s, median %s, max %s",
 		took[0].Round(time.Millisecond), took[2].Round(time.Millisecond), took[4].Round(time.Millisecond))
-	if took[4] > 2*time.Second {
-		t.Errorf("a connect with UDP blocked took %s to peerUp: the relay was not raced beside UDP", took[4])
+	if took[4] > time.Second { // issue 24: under 1 s (measured 171–342 ms)
+		t.Errorf("a connect with UDP blocked took %s to peerUp, want under 1 s: the relay was not raced beside UDP", took[4])
 	}
 
 	// UDP back: direct within 10 s, nothing typed.
@@ -87,8 +87,8 @@ func TestRelayRacesUDP(t *testing.T) {
 		t.Fatalf("iperf3: %v\n%s", err, out)
 	}
 	t.Logf("UDP blocked mid-transfer: the longest run of empty 0.1 s intervals spans %s", gap)
-	if gap > 2*time.Second {
-		t.Errorf("the transfer stalled for %s when UDP was blocked", gap)
+	if gap > time.Second { // issue 24: within 1 s (measured 600–700 ms)
+		t.Errorf("the transfer stalled for %s when UDP was blocked, want data again within 1 s", gap)
 	}
 	w.waitStatus(laptop, 10*time.Second, "relayed", relayedOn(localapi.PathRelay, "n1", "ky3"))
 
