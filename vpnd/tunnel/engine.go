@@ -103,18 +103,16 @@ func NewWith(name string, key wgtypes.Key, log *slog.Logger, opt Options) (_ *En
 // Name is the interface's name.
 func (e *Engine) Name() string { return e.name }
 
-// Apply makes the device match cfg: addresses first (routes need them),
-// then peers in one UAPI transaction (a moved server's old key goes and
-// its new key comes with the same allowed IPs), then routes.
+// Apply makes the device match cfg: peers first, in one UAPI transaction
+// (a moved server's old key goes and its new key comes with the same
+// allowed IPs), so that a new peer's handshake is under way while the
+// interface's addresses and then its routes (which need the addresses)
+// are set: a handshake needs neither, and a connect waited for both.
 func (e *Engine) Apply(cfg wgcfg.Config) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return errors.New("tunnel closed")
-	}
-	net := e.host.Net()
-	if err := net.SetAddresses(cfg.Addresses); err != nil {
-		return err
 	}
 	// The Bind knows each peer's destination before its first handshake,
 	// so that handshake's answer counts for the path decision.
@@ -128,6 +126,10 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 		if err := e.host.Configure(wgtypes.Config{Peers: pcs}); err != nil {
 			return fmt.Errorf("configure peers on %s: %w", e.name, err)
 		}
+	}
+	net := e.host.Net()
+	if err := net.SetAddresses(cfg.Addresses); err != nil {
+		return err
 	}
 	if err := net.SetRoutes(cfg.Routes); err != nil {
 		return err
