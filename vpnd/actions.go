@@ -231,10 +231,31 @@ func (d *daemon) connectAs(ctx context.Context, cid, def string) (localapi.Statu
 	}
 	// A leave of cid still pending must not reach control after this join.
 	d.dropPendingLeave(cid)
+	// While control answers (a join waits for the serving gateway, ~10 ms)
+	// the prefs on disk already want cid: the write the answer would start
+	// then has nothing to change, and the cluster's DNS, which waits for
+	// the prefs, follows its tunnel at once. A crash in between leaves cid
+	// wanted on disk, and the next start joins it as it joins every wanted
+	// cluster.
+	d.change(func(*state.Inputs) {
+		if d.joining == nil {
+			d.joining = map[string]int{}
+		}
+		d.joining[cid]++
+		d.savePrefsLocked()
+	})
+	joined := func() {
+		if d.joining[cid]--; d.joining[cid] <= 0 {
+			delete(d.joining, cid)
+		}
+		d.savePrefsLocked() // unchanged on disk once cid is wanted: the applier skips it
+	}
 	if _, err := s.ctl.JoinCluster(ctx, id, cid); err != nil {
+		d.change(func(*state.Inputs) { joined() })
 		return localapi.Status{}, d.controlRefusal(s, "connect "+cid, err)
 	}
-	d.current(s, func(in *state.Inputs) {
+	ok := d.current(s, func(in *state.Inputs) {
+		joined()
 		if !slices.Contains(in.Prefs.Wanted, cid) || def != "" && def != in.Prefs.DefaultCID {
 			if !slices.Contains(in.Prefs.Wanted, cid) {
 				in.Prefs.Wanted = append(in.Prefs.Wanted, cid)
@@ -247,6 +268,9 @@ func (d *daemon) connectAs(ctx context.Context, cid, def string) (localapi.Statu
 		}
 		delete(in.JoinErrs, cid)
 	})
+	if !ok {
+		d.change(func(*state.Inputs) { joined() }) // the session changed meanwhile
+	}
 	// No map is fetched here: the join wakes the device's map stream,
 	// which brings the cluster within milliseconds (the client watches
 	// status for it).

@@ -3,6 +3,7 @@ package vpnd
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -130,6 +131,7 @@ type applyState struct {
 	dns      appliedState[[]dnsplit.Route]
 	dnsCfg   dnsplit.Configurator
 	prefs    *store.Prefs // a write that failed, to try again
+	written  *store.Prefs // the last prefs written: the same again is not rewritten
 	keep     *keepOp      // a kept-map write or removal not done yet (failed: tried again)
 	lastPlan *job
 }
@@ -218,7 +220,9 @@ func (d *daemon) applyOne(s *applyState, j *job) (failed bool) {
 	var prefsErr error
 	wrote := s.prefs != nil
 	var saved chan struct{}
-	if wrote {
+	if wrote && s.written != nil && reflect.DeepEqual(s.prefs, s.written) {
+		s.prefs = nil // on disk already (connectAs wrote them before its join)
+	} else if wrote {
 		saved = make(chan struct{})
 		go func(p *store.Prefs) {
 			defer close(saved)
@@ -226,10 +230,10 @@ func (d *daemon) applyOne(s *applyState, j *job) (failed bool) {
 		}(s.prefs)
 	}
 	touched := d.applyTunnel(s, j)
-	if wrote {
+	if saved != nil {
 		<-saved
 		if prefsErr == nil {
-			s.prefs = nil
+			s.written, s.prefs = s.prefs, nil
 		}
 	}
 	dnsStatus := d.applyDNS(s, j)

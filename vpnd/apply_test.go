@@ -118,10 +118,10 @@ func (f *fakeDNS) setCount() int {
 	return f.sets
 }
 
-// TestTunnelDoesNotWaitForPrefs: the applier configures a newly wanted
-// cluster's peer while the prefs' write (an fsync, milliseconds) is still
-// under way, so the first handshake does not wait for the disk; DNS, which
-// outlives a crash, is set only once the prefs saying why are on disk.
+// TestTunnelDoesNotWaitForPrefs: the applier changes the tunnel while the
+// prefs' write (an fsync, milliseconds) is still under way, so a peer's
+// handshake does not wait for the disk; DNS, which outlives a crash, is
+// changed only once the prefs saying why are on disk.
 func TestTunnelDoesNotWaitForPrefs(t *testing.T) {
 	w := newWorld(t)
 	w.fc.AddSession("tok1", "alice@example.com", time.Hour)
@@ -150,41 +150,117 @@ func TestTunnelDoesNotWaitForPrefs(t *testing.T) {
 	td.updateLocked()
 	td.mu.Unlock()
 	handOver(t, td, w, "tok1")
-	if _, aerr := td.connect(context.Background(), "ky3"); aerr != nil {
-		t.Fatal(aerr)
+	for _, cid := range []string{"ky3", "xym"} {
+		if _, aerr := td.connect(context.Background(), cid); aerr != nil {
+			t.Fatal(aerr)
+		}
 	}
-	eventually(t, "ky3 up with its name", func() bool { return cluster(td.Status(), "ky3").PeerUp && len(dns.domains()) == 1 })
+	eventually(t, "both up with their names", func() bool {
+		st := td.Status()
+		return cluster(st, "ky3").PeerUp && cluster(st, "xym").PeerUp && len(dns.domains()) == 2
+	})
 
 	mu.Lock()
 	gate = make(chan struct{})
 	mu.Unlock()
-	connected := make(chan *apiError, 1)
-	go func() {
-		_, aerr := td.connect(context.Background(), "xym") // answers once applied
-		connected <- aerr
-	}()
-	select {
-	case <-entered: // the prefs' write wanting xym is held
-	case aerr := <-connected:
-		t.Fatalf("connect xym answered (%v) with its prefs' write held", aerr)
-	}
-	xym := w.serverKey("xym", "n1").String()
-	eventually(t, "xym's peer configured while the prefs are written", func() bool {
-		return slices.Contains(peerKeys(td.eng.config()), xym)
+	td.change(func(in *state.Inputs) {
+		in.Prefs.Wanted = []string{"xym"}
+		td.savePrefsLocked()
 	})
-	if got := dns.domains(); len(got) != 1 {
-		t.Errorf("DNS set to %v before the prefs wanting xym were on disk", got)
+	<-entered // the prefs' write without ky3 is held
+	ky3 := w.serverKey("ky3", "n1").String()
+	eventually(t, "ky3's peer gone while the prefs are written", func() bool {
+		return !slices.Contains(peerKeys(td.eng.config()), ky3)
+	})
+	if got := dns.domains(); len(got) != 2 {
+		t.Errorf("DNS set to %v before the prefs without ky3 were on disk", got)
 	}
 	mu.Lock()
 	close(gate)
 	gate = nil
 	mu.Unlock()
-	if aerr := <-connected; aerr != nil {
+	eventually(t, "ky3's name gone once the prefs are on disk", func() bool { return len(dns.domains()) == 1 })
+	prefs, err := td.dir.LoadPrefs()
+	if err != nil || !slices.Equal(prefs.Wanted, []string{"xym"}) {
+		t.Errorf("prefs on disk: %v %v, want xym alone", prefs.Wanted, err)
+	}
+}
+
+// TestConnectWritesPrefsWhileJoining: the prefs wanting a cluster are on
+// disk before control answers its join (which waits for the serving
+// gateway), so the configuration that follows the answer has no write to
+// wait for; a join refused leaves the prefs as they were.
+func TestConnectWritesPrefsWhileJoining(t *testing.T) {
+	w := newWorld(t)
+	w.fc.AddSession("tok1", "alice@example.com", time.Hour)
+	var mu sync.Mutex
+	var writes [][]string // Wanted of each prefs write
+	wrote := make(chan struct{}, 16)
+	rec := func(d *daemon) {
+		d.writePrefs = func(p store.Prefs) error {
+			mu.Lock()
+			writes = append(writes, slices.Clone(p.Wanted))
+			mu.Unlock()
+			select {
+			case wrote <- struct{}{}:
+			default:
+			}
+			return d.dir.SavePrefs(p)
+		}
+	}
+	dir := t.TempDir()
+	td := startDaemon(t, w, dir, rec)
+	handOver(t, td, w, "tok1")
+	if _, aerr := td.connect(context.Background(), "ky3"); aerr != nil {
 		t.Fatal(aerr)
 	}
-	eventually(t, "xym's name once the prefs are on disk", func() bool { return len(dns.domains()) == 2 })
-	prefs, err := td.dir.LoadPrefs()
-	if err != nil || !slices.Equal(prefs.Wanted, []string{"ky3", "xym"}) {
-		t.Errorf("prefs on disk: %v %v, want ky3 and xym", prefs.Wanted, err)
+	onDisk := func() []string {
+		p, err := td.dir.LoadPrefs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Wanted
+	}
+	answered := make(chan []string, 1)
+	w.fc.BeforeJoinAnswer = func(cid string) {
+		deadline := time.After(5 * time.Second)
+		for !slices.Contains(onDisk(), cid) {
+			select {
+			case <-wrote:
+			case <-deadline:
+				answered <- onDisk()
+				return
+			}
+		}
+		answered <- onDisk()
+	}
+	mu.Lock()
+	before := len(writes)
+	mu.Unlock()
+	if _, aerr := td.connect(context.Background(), "xym"); aerr != nil {
+		t.Fatal(aerr)
+	}
+	if got := <-answered; !slices.Equal(got, []string{"ky3", "xym"}) {
+		t.Errorf("prefs on disk when control answered the join: %v, want ky3 and xym", got)
+	}
+	mu.Lock()
+	after := slices.Clone(writes[before:])
+	mu.Unlock()
+	if len(after) != 1 {
+		t.Errorf("prefs written %d times for one connect (%v), want once: the same prefs again are not rewritten", len(after), after)
+	}
+
+	w.fc.BeforeJoinAnswer = nil
+	if _, aerr := td.connect(context.Background(), "nosuch"); aerr == nil {
+		t.Fatal("a join of an unknown cluster succeeded")
+	}
+	if err := td.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := onDisk(); !slices.Equal(got, []string{"ky3", "xym"}) {
+		t.Errorf("prefs on disk after a refused join: %v, want ky3 and xym", got)
+	}
+	if st := td.Status(); cluster(st, "nosuch").Wanted {
+		t.Error("status wants the refused cluster")
 	}
 }

@@ -88,6 +88,9 @@ type daemon struct {
 	gen        uint64    // the last plan handed to the applier
 	offered    *job      // that plan
 	prefsDirty bool      // prefs changed since the last plan
+	// joining are the clusters whose join control is answering (connectAs):
+	// wanted in the prefs on disk already, not yet in the plan.
+	joining map[string]int
 	keptAt     time.Time // ReceivedAt of the map last handed over to be kept; zero: none
 	keptVer    uint64    // and its version
 	keptOnDisk bool      // a kept map may be on disk (to remove once signed out)
@@ -134,7 +137,7 @@ func (d *daemon) updateLocked() {
 		d.gen++
 		j := &job{gen: d.gen, plan: plan, repair: repair, dns: d.dns}
 		if d.prefsDirty {
-			j.prefs = clonePrefs(d.in.Prefs)
+			j.prefs = d.prefsOnDiskLocked()
 			d.prefsDirty = false
 		}
 		j.kept, j.dropKept = d.keptLocked()
@@ -154,6 +157,19 @@ func (d *daemon) updateLocked() {
 		d.relay.set(c)
 	}
 	d.publishLocked(state.Derive(&d.in))
+}
+
+// prefsOnDiskLocked is the prefs as written: the inputs' with the
+// clusters being joined among the wanted ones. mu held.
+func (d *daemon) prefsOnDiskLocked() *store.Prefs {
+	p := clonePrefs(d.in.Prefs)
+	for cid := range d.joining {
+		if !slices.Contains(p.Wanted, cid) {
+			p.Wanted = append(p.Wanted, cid)
+		}
+	}
+	slices.Sort(p.Wanted)
+	return p
 }
 
 func samePlan(a, b state.Plan) bool {

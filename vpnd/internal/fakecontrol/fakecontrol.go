@@ -46,6 +46,9 @@ type Server struct {
 	OnJoin       func(cid string, dev api.Device)
 	OnLeave      func(cid string, dev api.Device)
 	OnSessionEnd func(dev api.Device)
+	// BeforeJoinAnswer runs before a join is answered, as control's wait
+	// for the serving gateway (control/server/joinack.go) does.
+	BeforeJoinAnswer func(cid string)
 }
 
 type session struct {
@@ -381,6 +384,9 @@ func (s *Server) join(w http.ResponseWriter, ss *session, id, cid string) {
 	s.mu.Unlock()
 	if s.OnJoin != nil {
 		go s.OnJoin(cid, dev)
+	}
+	if s.BeforeJoinAnswer != nil {
+		s.BeforeJoinAnswer(cid)
 	}
 	writeJSON(w, cc)
 }
