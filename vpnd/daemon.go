@@ -84,13 +84,13 @@ type daemon struct {
 
 	mu         sync.Mutex
 	in         state.Inputs
-	applied    applied   // what the applier did last
-	gen        uint64    // the last plan handed to the applier
-	offered    *job      // that plan
-	prefsDirty bool      // prefs changed since the last plan
+	applied    applied // what the applier did last
+	gen        uint64  // the last plan handed to the applier
+	offered    *job    // that plan
+	prefsDirty bool    // prefs changed since the last plan
 	// joining are the clusters whose join control is answering (connectAs):
 	// wanted in the prefs on disk already, not yet in the plan.
-	joining map[string]int
+	joining    map[string]int
 	keptAt     time.Time // ReceivedAt of the map last handed over to be kept; zero: none
 	keptVer    uint64    // and its version
 	keptOnDisk bool      // a kept map may be on disk (to remove once signed out)
