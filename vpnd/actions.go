@@ -252,6 +252,7 @@ func (d *daemon) connectAs(ctx context.Context, cid, def string) (localapi.Statu
 	}
 	if _, err := s.ctl.JoinCluster(ctx, id, cid); err != nil {
 		d.change(func(*state.Inputs) { joined() })
+		_ = d.settle(ctx) // a refusal answers with the prefs as they were back on disk
 		return localapi.Status{}, d.controlRefusal(s, "connect "+cid, err)
 	}
 	ok := d.current(s, func(in *state.Inputs) {
