@@ -144,6 +144,9 @@ func (s *Server) handleGatewayReport(w http.ResponseWriter, r *http.Request, p *
 		writeError(w, e)
 		return
 	}
+	// A join waiting on this replica needs only the fact that the gateway
+	// acted on the map with its device, not this report's commit.
+	s.reported.raise(p.node.CID, p.node.NID, rep.MapVersion)
 	now := s.now()
 	src := sourceAddr(r)
 	var after func()

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/hub"
@@ -34,6 +35,42 @@ import (
 // report need not land on the same replica. The wait is bounded
 // (Config.JoinAckTimeout): a gateway that is slow or gone costs a join at
 // most that, the join still succeeds, and the timeout is counted.
+
+// A join on the replica the gateway reports to does not wait for the
+// report's commit either (an fsync, 1.5–3 ms here, more under load): the
+// report's map version is noted in memory as it arrives (mapReports), and
+// a join waiting for a version it reaches answers. The ack topic is still
+// touched in the report's transaction, for joins waiting on other
+// replicas. What the join waits for is a fact about the gateway, not the
+// report's facts being durable: a replica that dies before the commit
+// takes its waiting joins with it.
+
+// mapReports are, per node, the newest map version its gateway's reports
+// to this replica said it had acted on, as the reports arrive.
+type mapReports struct {
+	mu      sync.Mutex
+	v       map[string]uint64 // by cid/nid
+	changed chan struct{}     // closed and replaced on every raise
+}
+
+// raise notes a report of version from node cid/nid.
+func (r *mapReports) raise(cid, nid string, version uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k := cid + "/" + nid; version > r.v[k] {
+		r.v[k] = version
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
+}
+
+// at is node cid/nid's newest reported version, and a channel closed when
+// any node's rises.
+func (r *mapReports) at(cid, nid string) (uint64, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.v[cid+"/"+nid], r.changed
+}
 
 // ackMap touches the node's ack topic when rep says its gateway acted on
 // the newest map control has for it and no ack since that map's change says
@@ -103,12 +140,14 @@ func (s *Server) awaitGateway(ctx context.Context, cid, nid string) bool {
 	ack := s.hub.Topic(hub.GatewayAck(cid, nid))
 	for {
 		w := s.hub.Watch(ack) // registered before the check: a publish after it wakes us
-		if ack.Version() > target {
+		reported, raised := s.reported.at(cid, nid)
+		if ack.Version() > target || reported >= target {
 			w.Stop()
 			s.cfg.Metrics.JoinAcked("acked")
 			return true
 		}
 		select {
+		case <-raised:
 		case <-w.C():
 		case <-ctx.Done():
 			w.Stop()

@@ -9,6 +9,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/control/store"
 )
 
 // joinAcks records what the server counts of joins' waits.
@@ -207,5 +208,77 @@ func TestJoinDuringAMoveWaitsForTheTarget(t *testing.T) {
 	}
 	if a, to := acks.count("acked"), acks.count("timeout"); a != 2 || to != 0 {
 		t.Errorf("counted acked %d, timeout %d; want 2, 0", a, to)
+	}
+}
+
+// heldStore holds its writes while hold is set (a slow disk's fsync).
+type heldStore struct {
+	store.Store
+	mu   sync.Mutex
+	hold chan struct{} // nil: writes pass
+}
+
+func (h *heldStore) Update(ctx context.Context, fn func(store.Writer) error) (store.Change, error) {
+	h.mu.Lock()
+	g := h.hold
+	h.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+	return h.Store.Update(ctx, fn)
+}
+
+// A join on the replica the gateway reports to answers as the report
+// arrives, not once the report is committed: its wait is for the gateway,
+// not for the disk.
+func TestJoinDoesNotWaitForTheReportsCommit(t *testing.T) {
+	held := &heldStore{}
+	e := newEnv(t, func(c *Config) {
+		held.Store = c.Store
+		c.Store = held
+		c.JoinAckTimeout = time.Minute
+	})
+	ctx := context.Background()
+	key := newKey(t)
+	m0 := e.serve("ky3", "n1", key)
+	d := e.newDevice("bob@example.com", "laptop")
+	gw := e.gateway("ky3", "n1")
+	done := joinAsync(d, "ky3")
+	m, err := gw.GatewayMap(ctx, m0.Version, 30*time.Second) // the join has committed
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	letGo := func() {
+		once.Do(func() {
+			held.mu.Lock()
+			held.hold = nil
+			held.mu.Unlock()
+			close(release)
+		})
+	}
+	t.Cleanup(letGo) // a failure must not leave the report's handler held
+	held.mu.Lock()
+	held.hold = release
+	held.mu.Unlock()
+	reported := make(chan error, 1)
+	go func() {
+		reported <- gw.GatewayReport(ctx, api.GatewayReport{PublicKey: key.PublicKey().String(), Version: "test",
+			ServiceID: m.Serve.ServiceID, Listening: true, ListenPort: m.Serve.Port, MapVersion: m.Version})
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+	case err := <-reported:
+		t.Fatalf("the report was answered (%v) with its commit held", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the join waited for the report's commit")
+	}
+	letGo()
+	if err := <-reported; err != nil {
+		t.Fatal(err)
 	}
 }

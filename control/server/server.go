@@ -128,6 +128,7 @@ type Server struct {
 	used       *throttle  // operator tokens' last use, written at most once a minute
 	seen       *throttle  // devices' last contact, written at most every seenEvery
 	hs         handshakes // the handshakes last written, per cluster and key
+	reported   mapReports // the map versions gateways' reports to this replica acted on (joinack.go)
 	held       holds      // streams and long-polls held, per token and device
 	tickets    *relayticket.Signer
 	resumes    *resume.Signer // device map streams' resume tokens (resume.go)
@@ -228,6 +229,7 @@ func New(cfg Config) (*Server, error) {
 		used:       newThrottle(usedEvery, 10_000),
 		seen:       newThrottle(seenEvery, 200_000),
 		hs:         handshakes{m: map[string]time.Time{}},
+		reported:   mapReports{v: map[string]uint64{}, changed: make(chan struct{})},
 		tickets:    tickets,
 		resumes:    resumes,
 		resumePace: pacer{every: resumeEvery, burst: resumeBurst, maxWait: resumeMaxWait},
