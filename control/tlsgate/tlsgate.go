@@ -14,14 +14,17 @@
 // first come first served.
 //
 // A slot is a handshake's turn at the CPU, not its whole handshake: it is
-// taken when the client's ClientHello (or, later, its Finished) has
-// arrived, and given back whenever the handshake waits for the client
-// again. So a client that never sends its ClientHello, or stalls after
-// it, never holds a slot while it is silent; it only holds its
-// connection, until Timeout from its accept, after which the gate closes
-// it. N defaults to GOMAXPROCS: enough to keep every CPU busy with
-// handshakes when nothing else wants them, since waiting for the network
-// costs no slot.
+// taken once the client's whole ClientHello has arrived, for computing
+// the server's answer (key exchange, certificate, signature: nearly all of
+// the server's cost), and given back when the answer is written or the
+// handshake waits for the client again. Checking the client's Finished
+// afterwards is cheap and takes no slot, so a handshake that has had its
+// turn is never queued again behind newer ones. A client that never
+// sends its ClientHello, sends part of it, or stalls after it, never
+// holds a slot while it is silent; it only holds its connection, until
+// Timeout from its accept, after which the gate closes it. N defaults to
+// GOMAXPROCS: enough to keep every CPU busy with handshakes when nothing
+// else wants them, since waiting for the network costs no slot.
 //
 // Connections wait for a slot inside the gate, at most Queue of them
 // accepted and unfinished at once; past that the gate stops accepting and
@@ -36,7 +39,9 @@ package tlsgate
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -218,11 +223,8 @@ func (l *Listener) handshake(c net.Conn, deadline time.Time) {
 	// the connection.
 	c.SetDeadline(deadline)
 	err := tc.HandshakeContext(ctx)
+	gc.giveBack()
 	gc.gated.Store(false)
-	if gc.held {
-		<-l.slots
-		gc.held = false
-	}
 	if err != nil {
 		if gc.expired {
 			l.expiredN.Add(1)
@@ -244,41 +246,94 @@ func (l *Listener) handshake(c net.Conn, deadline time.Time) {
 	}
 }
 
-// gatedConn is a connection during its handshake: every read that
-// returns with bytes from the client takes a slot for what the handshake
-// computes next, and every read gives it back while it waits. After the
+// gatedConn is a connection during its handshake. Its first read reads
+// the client's whole first record (the ClientHello) with no slot, then
+// waits for a slot and hands the record over: the handshake computes its
+// answer (key exchange, certificate, signature) in that slot, which it
+// gives back when it writes its answer or needs more from the client. The
+// rest (the client's Finished checked) is cheap and runs with no slot,
+// and is never queued behind newer connections' turns. After the
 // handshake it is the connection it wraps.
 type gatedConn struct {
 	net.Conn
 	l     *Listener
 	ctx   context.Context
 	gated atomic.Bool
-	// Only the handshake's goroutine reads or writes these, while gated.
+	// Only the handshake's goroutine touches these, while gated.
+	hello   []byte // the first record, read before its turn, not handed over yet
+	turned  bool   // has had its turn (or its wait for one ended)
 	held    bool
 	expired bool
 }
+
+// maxHelloRecord bounds the first record read ahead: TLS's plaintext
+// limit and some. A first record that is no handshake or says it is
+// larger is handed over as it came, for the handshake to refuse.
+const maxHelloRecord = 16384 + 2048
 
 func (c *gatedConn) Read(p []byte) (int, error) {
 	if !c.gated.Load() {
 		return c.Conn.Read(p)
 	}
-	if c.held {
-		<-c.l.slots
-		c.held = false
+	if !c.turned {
+		c.turned = true
+		if err := c.readHello(); err != nil {
+			return 0, err
+		}
+		if err := c.take(); err != nil {
+			return 0, err
+		}
 	}
-	n, err := c.Conn.Read(p)
-	if err != nil {
-		return n, err
+	if len(c.hello) > 0 {
+		n := copy(p, c.hello)
+		c.hello = c.hello[n:]
+		return n, nil
 	}
+	c.giveBack() // waiting for the client again
+	return c.Conn.Read(p)
+}
+
+func (c *gatedConn) Write(p []byte) (int, error) {
+	if c.gated.Load() {
+		c.giveBack() // the answer is computed
+	}
+	return c.Conn.Write(p)
+}
+
+// readHello reads the first record whole, header and body.
+func (c *gatedConn) readHello() error {
+	h := make([]byte, 5, 5+512)
+	if _, err := io.ReadFull(c.Conn, h); err != nil {
+		return err
+	}
+	c.hello = h
+	n := int(binary.BigEndian.Uint16(h[3:5]))
+	if h[0] != 22 || n > maxHelloRecord { // not a handshake record
+		return nil
+	}
+	c.hello = append(c.hello, make([]byte, n)...)
+	_, err := io.ReadFull(c.Conn, c.hello[5:])
+	return err
+}
+
+// take waits for a slot, until the handshake's deadline.
+func (c *gatedConn) take() error {
 	c.l.waiting.Add(1)
 	defer c.l.waiting.Add(-1)
 	select {
 	case c.l.slots <- struct{}{}:
 		c.held = true
-		return n, nil
+		return nil
 	case <-c.ctx.Done():
 		c.expired = errors.Is(c.ctx.Err(), context.DeadlineExceeded) // not closed
-		return 0, errors.New("tlsgate: timed out waiting for a handshake slot")
+		return errors.New("tlsgate: timed out waiting for a handshake slot")
+	}
+}
+
+func (c *gatedConn) giveBack() {
+	if c.held {
+		<-c.l.slots
+		c.held = false
 	}
 }
 

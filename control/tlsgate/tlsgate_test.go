@@ -142,10 +142,11 @@ func (c *stallAfterHello) Write(p []byte) (int, error) {
 }
 
 // TestSilentClientsHoldNoSlot: with one slot, a client that connects and
-// never sends its ClientHello, and one that sends it and then stalls, hold
-// no slot while they are silent: a third client is handshaken meanwhile.
-// Neither holds its connection forever: the gate closes both at their
-// timeout and counts them failed.
+// never sends its ClientHello, one that sends a few bytes of it, and one
+// that sends it whole and then stalls, hold no slot while they are
+// silent: a fourth client is handshaken meanwhile. None holds its
+// connection forever: the gate closes them at their timeout and counts
+// them failed.
 func TestSilentClientsHoldNoSlot(t *testing.T) {
 	tc := testcert.New(t)
 	cfg := &tls.Config{Certificates: []tls.Certificate{tc.TLS(t)}}
@@ -158,6 +159,14 @@ func TestSilentClientsHoldNoSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
+	partial, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer partial.Close()
+	if _, err := partial.Write([]byte{22, 3, 1, 0x05}); err != nil { // a handshake record's header, cut short
+		t.Fatal(err)
+	}
 	raw, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -167,17 +176,17 @@ func TestSilentClientsHoldNoSlot(t *testing.T) {
 	defer raw.Close()
 	stalledDone := make(chan error, 1)
 	go func() { stalledDone <- tls.Client(stalled, clientConfig(tc)).Handshake() }()
-	waitFor(t, "both accepted, the stalled one's server flight written", func() bool {
+	waitFor(t, "all three accepted, the stalled one's server flight written", func() bool {
 		s := l.Stats()
-		return s.Handshaking == 2 && stalled.writes.Load() > 1
+		return s.Handshaking == 3 && stalled.writes.Load() > 1
 	})
 	if s := l.Stats(); s.InFlight != 0 || s.Waiting != 0 {
-		t.Fatalf("two silent clients: %+v, want no slot held and none waiting", s)
+		t.Fatalf("three silent clients: %+v, want no slot held and none waiting", s)
 	}
 
 	c, err := tls.Dial("tcp", l.Addr().String(), clientConfig(tc))
 	if err != nil {
-		t.Fatalf("a client beside two silent ones, with one slot: %v", err)
+		t.Fatalf("a client beside three silent ones, with one slot: %v", err)
 	}
 	c.Close()
 	// The gate closes the silent ones at their timeout: their reads end.
@@ -185,7 +194,7 @@ func TestSilentClientsHoldNoSlot(t *testing.T) {
 	if n, err := silent.Read(make([]byte, 1)); n != 0 || isTimeout(err) {
 		t.Fatalf("the silent client's connection after its timeout: %d bytes, %v; want it closed", n, err)
 	}
-	waitFor(t, "both silent clients failed", func() bool { return l.Stats().Failed == 2 })
+	waitFor(t, "the three silent clients failed and gone", func() bool { s := l.Stats(); return s.Failed == 3 && s.Handshaking == 0 })
 	if s := l.Stats(); s.Done != 1 || s.Expired != 0 || s.Handshaking != 0 {
 		t.Fatalf("stats: %+v, want 1 done and nothing left", s)
 	}
