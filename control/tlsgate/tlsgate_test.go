@@ -108,8 +108,14 @@ func TestBoundHoldsUnderManyClients(t *testing.T) {
 		s := l.Stats()
 		return s.InFlight == slots && s.Waiting == clients-slots && s.Handshaking == clients
 	})
-	for range clients {
+	for range slots { // every slot's handshake inside before any is let go
 		<-entered
+	}
+	for range clients - slots { // then one out, one in
+		release <- struct{}{}
+		<-entered
+	}
+	for range slots {
 		release <- struct{}{}
 	}
 	wg.Wait()
