@@ -28,8 +28,9 @@ const (
 	ParamStream       = "stream"            // 1: a stream instead of one answer
 	StreamContentType = "text/event-stream" // what a control that streams answers with
 	// HeaderHeartbeat is the response header with control's heartbeat
-	// period in seconds: a client that hears nothing for three of them
-	// takes the connection for dead.
+	// period in seconds: a client that hears nothing for four of them,
+	// and up to a fifth drawn for each stream (StreamIdlePeriods), takes
+	// the connection for dead.
 	HeaderHeartbeat = "Runos-Heartbeat"
 	// HeaderResume carries a device map stream's resume token: control
 	// answers the stream with one, and a client that reconnects shows it

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"mime"
 	"net/http"
 	"net/url"
@@ -20,9 +21,33 @@ import (
 // (the document was given to each first): the caller long-polls instead.
 var ErrNoStream = errors.New("control answered with one document, not a stream (a control older than push streams)")
 
-// DefaultStreamIdle is how long a stream may stay silent before the client
-// takes it for dead, when control does not say its heartbeat.
-const DefaultStreamIdle = 45 * time.Second
+// A stream silent for StreamIdlePeriods of control's heartbeat period,
+// plus up to one more period of jitter drawn for each stream, is taken for
+// dead and the client reconnects (docs/internals.md "Push").
+//
+// Why four and a jittered fifth, not three: a control replica that is
+// slow for a while (on two CPUs, the survivors of a failover at 100,000
+// devices were busy with the dead replica's handshakes for minutes) writes
+// its heartbeats late, and with three periods every one of its streams
+// timed out within the same second and reconnected at once, loading the
+// replica more (docs/performance.md "Across replicas at 50,000 and
+// 100,000 devices"). Four periods wait out a replica one period slower
+// than the three did; the jitter spreads the streams that still time out
+// over a whole period (15 s by default) rather than one second, so their
+// reconnects arrive as a trickle. The price: a connection that vanished
+// without a reset (a machine gone, a network cut) is noticed after 60–75 s
+// instead of 45 s. A control that dies or restarts resets its connections,
+// and those are noticed at once.
+const StreamIdlePeriods = 4
+
+// DefaultStreamIdle is the idle limit before jitter when control does not
+// say its heartbeat: StreamIdlePeriods of control's default heartbeat
+// (15 s); each stream adds up to one such period (15 s) of jitter.
+const DefaultStreamIdle = StreamIdlePeriods * defaultHeartbeat
+
+// defaultHeartbeat is control's default heartbeat period
+// (runos-control --stream-heartbeat), assumed when it does not say it.
+const defaultHeartbeat = 15 * time.Second
 
 // streamWait is the wait asked of a control that does not stream: it holds
 // the request as a long-poll would.
@@ -52,7 +77,8 @@ func (c *Client) WatchMove(ctx context.Context, id string, since uint64, each fu
 // watch holds one push stream of the document at path (docs/internals.md
 // "Push"): one request, then each is called with every version newer than
 // since, in order, until ctx ends, the connection drops or goes silent for
-// three heartbeats, control ends the stream (an EventError is returned as
+// longer than its idle limit (streamIdle: four heartbeats and up to a fifth),
+// control ends the stream (an EventError is returned as
 // its *Error, e.g. 401 session_expired), or each returns an error. It
 // always returns an error; the caller resumes with the last version it was
 // given, so nothing is missed or repeated across reconnects.
@@ -108,12 +134,9 @@ func watch[T any](ctx context.Context, c *Client, path, event string, since uint
 		return ErrNoStream
 	}
 	c.resumes.put(path, resp.Header.Get(HeaderResume))
-	idle := DefaultStreamIdle
-	if s, err := strconv.Atoi(resp.Header.Get(HeaderHeartbeat)); err == nil && s > 0 {
-		idle = 3 * time.Duration(s) * time.Second
-	}
+	idle := streamIdle(resp.Header.Get(HeaderHeartbeat), rand.Int64N)
 	body := &idleReader{r: resp.Body, idle: idle}
-	body.t = time.AfterFunc(idle, func() { cancel(fmt.Errorf("stream %s: nothing from control for %s", path, idle)) })
+	body.t = time.AfterFunc(idle, func() { cancel(fmt.Errorf("stream %s: nothing from control for %s", path, idle.Round(time.Second))) })
 	defer body.stop()
 	er := NewEventReader(body, 0)
 	for {
@@ -156,6 +179,19 @@ func answerError(status int, method, path string, b []byte) error {
 	}
 	return &Error{Status: status, Code: http.StatusText(status),
 		Message: fmt.Sprintf("%s %s: %s", method, path, strings.TrimSpace(string(b)))}
+}
+
+// streamIdle is one stream's idle limit: StreamIdlePeriods of the
+// heartbeat period control announced in heartbeat (HeaderHeartbeat,
+// seconds; its default when absent or not a positive number), plus a
+// jitter in [0, one period) drawn with randN (a number in [0, n); the
+// stream's, fixed for its life).
+func streamIdle(heartbeat string, randN func(n int64) int64) time.Duration {
+	period := defaultHeartbeat
+	if s, err := strconv.Atoi(heartbeat); err == nil && s > 0 {
+		period = time.Duration(s) * time.Second
+	}
+	return StreamIdlePeriods*period + time.Duration(randN(int64(period)))
 }
 
 // idleReader pushes the stream's idle deadline back on every read that

@@ -210,7 +210,7 @@ func (a *assembly) serve(ctx context.Context, mux http.Handler, tlsCfg *tls.Conf
 	errc := make(chan error, 1)
 	go func() {
 		if tlsCfg != nil {
-			errc <- srv.ServeTLS(ln, "", "")
+			errc <- srv.Serve(gateTLS(ln, srv, a.mets, log))
 		} else {
 			errc <- srv.Serve(ln)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runos/vpn/control/metrics"
+	"github.com/runos/vpn/control/tlsgate"
 	"github.com/runos/vpn/internal/connlimit"
 )
 
@@ -83,4 +85,22 @@ func limitConns(ln net.Listener, cfg Config, log *slog.Logger) net.Listener {
 	trusted := cfg.TrustedProxies
 	return connlimit.Listen(ln, connlimit.Config{PerAddr: n, Log: log, What: "control",
 		Exempt: func(a netip.Addr) bool { return containsAddr(trusted, a) }})
+}
+
+// gateTLS is ln with its TLS handshakes run a few at a time
+// (control/tlsgate: 2 × GOMAXPROCS at once, each within 10 s of its
+// accept), so that after a replica's death its devices' handshakes do not
+// starve the streams this replica already serves. srv then serves it with
+// Serve rather than ServeTLS: its TLSConfig becomes the gate's, offering
+// HTTP/2 and HTTP/1.1 as ServeTLS would, so Serve still sets HTTP/2 up and
+// each connection gets the protocol it negotiated.
+func gateTLS(ln net.Listener, srv *http.Server, mets *metrics.Control, log *slog.Logger) net.Listener {
+	cfg := srv.TLSConfig.Clone()
+	if len(cfg.NextProtos) == 0 {
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+	}
+	srv.TLSConfig = cfg
+	g := tlsgate.Listen(ln, cfg, tlsgate.Config{Log: log})
+	mets.TLSGate(g.Stats)
+	return g
 }

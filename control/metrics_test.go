@@ -48,3 +48,45 @@ func TestRunServesMetrics(t *testing.T) {
 		t.Errorf("/metrics: the request's route counted %v, a store view timed %v:\n%s", route, tx, b)
 	}
 }
+
+// TestRunGatesHandshakes: control's HTTPS listener runs its handshakes
+// through control/tlsgate and still negotiates HTTP/2 with a client that
+// offers it (net/http reads the gate's tls.Conn's protocol) and HTTP/1.1
+// with one that does not; /metrics counts the handshakes done.
+func TestRunGatesHandshakes(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, client := certFor(t, dir)
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := run(t, Config{DB: filepath.Join(dir, "c.db"), TLSCert: certFile, TLSKey: keyFile, Seed: world(t, dir), MetricsListener: mln})
+	base := client.Transport.(*http.Transport)
+	for _, c := range []struct {
+		h2   bool
+		want string
+	}{{true, "HTTP/2.0"}, {false, "HTTP/1.1"}} {
+		tr := &http.Transport{TLSClientConfig: base.TLSClientConfig.Clone(), ForceAttemptHTTP2: c.h2}
+		if !c.h2 {
+			tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		}
+		res, err := (&http.Client{Transport: tr}).Get(u + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		tr.CloseIdleConnections()
+		if res.StatusCode != http.StatusOK || res.Proto != c.want {
+			t.Errorf("GET /healthz offering h2 %v: %s over %s, want 200 over %s", c.h2, res.Status, res.Proto, c.want)
+		}
+	}
+	res, err := http.Get("http://" + mln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(b), "\n"+`runos_control_tls_handshakes_total{outcome="done"} 2`+"\n") {
+		t.Errorf("/metrics: want the gate's 2 handshakes done (one per client above):\n%s", b)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/tlsgate"
 )
 
 type fakeStats struct{ err error }
@@ -119,4 +120,35 @@ func scrape(t *testing.T, m *Control) string {
 		t.Fatalf("scrape: %d %s", rec.Code, rec.Body)
 	}
 	return rec.Body.String()
+}
+
+// TestTLSGateMetrics: the gate's counts as they are at the scrape.
+func TestTLSGateMetrics(t *testing.T) {
+	m := New(nil, time.Now)
+	s := tlsgate.Stats{Waiting: 5, InFlight: 4, Done: 100, Failed: 2, Expired: 1}
+	m.TLSGate(func() tlsgate.Stats { return s })
+	want := `
+# HELP runos_control_tls_handshakes_in_flight TLS handshakes computing now, each holding a slot (at most the gate's slots; one waiting for its client holds none).
+# TYPE runos_control_tls_handshakes_in_flight gauge
+runos_control_tls_handshakes_in_flight 4
+# HELP runos_control_tls_handshakes_total TLS handshakes by outcome (done; failed: refused, or its client too slow; expired: its time ran out waiting for a slot).
+# TYPE runos_control_tls_handshakes_total counter
+runos_control_tls_handshakes_total{outcome="done"} 100
+runos_control_tls_handshakes_total{outcome="expired"} 1
+runos_control_tls_handshakes_total{outcome="failed"} 2
+# HELP runos_control_tls_handshakes_waiting TLS handshakes whose client has sent its part, waiting for one of the handshake slots to compute theirs (control/tlsgate).
+# TYPE runos_control_tls_handshakes_waiting gauge
+runos_control_tls_handshakes_waiting 5
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
+		"runos_control_tls_handshakes_waiting", "runos_control_tls_handshakes_in_flight", "runos_control_tls_handshakes_total"); err != nil {
+		t.Fatal(err)
+	}
+	s.Waiting = 0 // read again at the next scrape
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(strings.Replace(want, "waiting 5", "waiting 0", 1)),
+		"runos_control_tls_handshakes_waiting"); err != nil {
+		t.Fatal(err)
+	}
+	var nilM *Control
+	nilM.TLSGate(func() tlsgate.Stats { return s }) // records nothing, does not panic
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/sqlstore"
+	"github.com/runos/vpn/control/tlsgate"
 	"github.com/runos/vpn/internal/pgtest"
 	"github.com/runos/vpn/internal/proccpu"
 	"github.com/runos/vpn/internal/testcert"
@@ -68,6 +69,10 @@ import (
 // devices/replicas descriptors and, after a kill, its share of the killed
 // one's: at 100,000, 8 replicas. At most three replicas are killed
 // (RUNOS_FANOUT_KILLS: how many; 0 measures the fan-out alone).
+//
+// Each replica serves TLS as control does, its handshakes a few at a time
+// (control/tlsgate); RUNOS_FANOUT_TLSGATE=0 has them serve every handshake
+// at once, as before it.
 //
 // RUNOS_FANOUT_JSON=<dir> writes each sub-benchmark's result into dir as
 // fanout-replicas-<replicas>-<devices>-<start, UTC>.json: every round and
@@ -363,12 +368,17 @@ func TestFanOutReplicaHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}},
+		TLSConfig: tlsCfg,
 		// 10,000 devices dialling at once: handshakes that time out are
 		// dialled again; not worth a line each.
 		ErrorLog: log.New(io.Discard, "", 0)}
-	go hs.ServeTLS(ln, "", "")
+	if os.Getenv("RUNOS_FANOUT_TLSGATE") == "0" {
+		go hs.ServeTLS(ln, "", "") // every handshake at once, as before control/tlsgate
+	} else {
+		go hs.Serve(tlsgate.Listen(ln, tlsCfg, tlsgate.Config{})) // as control serves (control/guard.go gateTLS)
+	}
 	fmt.Printf("listening %s\n", ln.Addr())
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {

@@ -29,6 +29,9 @@ type fanOutResult struct {
 	Replicas   int       `json:"replicas"`
 	Devices    int       `json:"devices"`
 	Stream     bool      `json:"stream"`
+	// TLSGate: the replicas admitted handshakes through control/tlsgate
+	// (absent in results from before it).
+	TLSGate bool `json:"tlsGate"`
 	// The measured run (the framework's last call) at the top; the calls
 	// before it, its warm-ups, apart.
 	fanOutRun
@@ -89,6 +92,7 @@ func newFanOutResult(replicas int) *fanOutResult {
 // begin records a new call of the sub-benchmark and returns its run.
 func (r *fanOutResult) begin(b *testing.B, devices int, stream bool) *fanOutRun {
 	r.Benchmark, r.Devices, r.Stream = b.Name(), devices, stream
+	r.TLSGate = os.Getenv("RUNOS_FANOUT_TLSGATE") != "0"
 	run := &fanOutRun{N: b.N, Metrics: map[string]float64{}}
 	r.runs = append(r.runs, run)
 	return run
