@@ -137,38 +137,30 @@ func planFor(m *api.GatewayMap) (*plan, error) {
 
 // samePeers reports whether two plans serve the same peers with the same
 // addresses (order does not matter).
-// addsPeers reports whether next serves what prev served, on the same
-// port in the same role, with peers added and none removed or readdressed.
-func addsPeers(prev, next *plan) bool {
-	if prev == nil || next == nil || prev.role != next.role || prev.wg.Port != next.wg.Port ||
-		len(next.wg.Peers) < len(prev.wg.Peers) {
-		return false
-	}
-	addr := make(map[wgtypes.Key]netip.Addr, len(next.wg.Peers))
-	for _, p := range next.wg.Peers {
-		addr[p.PublicKey] = p.Address
-	}
-	for _, p := range prev.wg.Peers {
-		if got, ok := addr[p.PublicKey]; !ok || got != p.Address {
-			return false
-		}
-	}
-	return true
-}
-
 func samePeers(a, b *plan) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	if len(a.wg.Peers) != len(b.wg.Peers) {
+	return len(a.wg.Peers) == len(b.wg.Peers) && servesAll(b, a)
+}
+
+// addsPeers reports whether next serves what prev served, on the same
+// port in the same role, with peers added and none removed or readdressed.
+func addsPeers(prev, next *plan) bool {
+	return prev != nil && next != nil && prev.role == next.role && prev.wg.Port == next.wg.Port && servesAll(next, prev)
+}
+
+// servesAll reports whether p serves every peer of q at q's address.
+func servesAll(p, q *plan) bool {
+	if len(p.wg.Peers) < len(q.wg.Peers) {
 		return false
 	}
-	addr := make(map[wgtypes.Key]netip.Addr, len(a.wg.Peers))
-	for _, p := range a.wg.Peers {
-		addr[p.PublicKey] = p.Address
+	addr := make(map[wgtypes.Key]netip.Addr, len(p.wg.Peers))
+	for _, pr := range p.wg.Peers {
+		addr[pr.PublicKey] = pr.Address
 	}
-	for _, p := range b.wg.Peers {
-		if got, ok := addr[p.PublicKey]; !ok || got != p.Address {
+	for _, pr := range q.wg.Peers {
+		if got, ok := addr[pr.PublicKey]; !ok || got != pr.Address {
 			return false
 		}
 	}

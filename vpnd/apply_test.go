@@ -55,20 +55,7 @@ func TestPlansCoalesceBehindSlowDNS(t *testing.T) {
 	w.fc.AddSession("tok1", "alice@example.com", time.Hour)
 	td := startDaemon(t, w, t.TempDir())
 	dns := &heldDNS{entered: make(chan struct{}, 1)}
-	td.mu.Lock()
-	td.dns = dns
-	td.updateLocked()
-	td.mu.Unlock()
-	handOver(t, td, w, "tok1")
-	for _, cid := range []string{"ky3", "xym"} {
-		if _, aerr := td.connect(context.Background(), cid); aerr != nil {
-			t.Fatal(aerr)
-		}
-	}
-	eventually(t, "both up with their names", func() bool {
-		st := td.Status()
-		return cluster(st, "ky3").PeerUp && cluster(st, "xym").PeerUp && len(dns.domains()) == 2
-	})
+	bothUp(t, td, w, dns, &dns.fakeDNS)
 
 	dns.hold()
 	want := func(cids ...string) { td.change(func(in *state.Inputs) { in.Prefs.Wanted = cids }) }
@@ -112,6 +99,26 @@ func TestPlansCoalesceBehindSlowDNS(t *testing.T) {
 	}
 }
 
+// bothUp gives td the DNS configurator c (whose domains seen reports),
+// signs in with tok1 and connects ky3 and xym, both up with their names.
+func bothUp(t *testing.T, td *testDaemon, w *world, c dnsplit.Configurator, seen *fakeDNS) {
+	t.Helper()
+	td.mu.Lock()
+	td.dns = c
+	td.updateLocked()
+	td.mu.Unlock()
+	handOver(t, td, w, "tok1")
+	for _, cid := range []string{"ky3", "xym"} {
+		if _, aerr := td.connect(context.Background(), cid); aerr != nil {
+			t.Fatal(aerr)
+		}
+	}
+	eventually(t, "both up with their names", func() bool {
+		st := td.Status()
+		return cluster(st, "ky3").PeerUp && cluster(st, "xym").PeerUp && len(seen.domains()) == 2
+	})
+}
+
 func (f *fakeDNS) setCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -145,20 +152,7 @@ func TestTunnelDoesNotWaitForPrefs(t *testing.T) {
 	}
 	td := startDaemon(t, w, t.TempDir(), hold)
 	dns := &fakeDNS{}
-	td.mu.Lock()
-	td.dns = dns
-	td.updateLocked()
-	td.mu.Unlock()
-	handOver(t, td, w, "tok1")
-	for _, cid := range []string{"ky3", "xym"} {
-		if _, aerr := td.connect(context.Background(), cid); aerr != nil {
-			t.Fatal(aerr)
-		}
-	}
-	eventually(t, "both up with their names", func() bool {
-		st := td.Status()
-		return cluster(st, "ky3").PeerUp && cluster(st, "xym").PeerUp && len(dns.domains()) == 2
-	})
+	bothUp(t, td, w, dns, dns)
 
 	mu.Lock()
 	gate = make(chan struct{})
