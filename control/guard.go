@@ -88,7 +88,7 @@ func limitConns(ln net.Listener, cfg Config, log *slog.Logger) net.Listener {
 }
 
 // gateTLS is ln with its TLS handshakes run a few at a time
-// (control/tlsgate: 2 × GOMAXPROCS at once, each within 10 s of its
+// (control/tlsgate: GOMAXPROCS computing at once, each within 10 s of its
 // accept), so that after a replica's death its devices' handshakes do not
 // starve the streams this replica already serves. srv then serves it with
 // Serve rather than ServeTLS: its TLSConfig becomes the gate's, offering
