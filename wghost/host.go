@@ -62,7 +62,6 @@ type Host struct {
 	dev  *device.Device
 	uapi net.Listener
 	net  platform.TunnelNet
-	key  keyPair
 }
 
 // Open creates the interface, starts wireguard-go on it with the UAPI
@@ -75,7 +74,7 @@ func Open(cfg Config) (_ *Host, err error) {
 	if cfg.Bind == nil {
 		cfg.Bind = conn.NewDefaultBind()
 	}
-	h := &Host{name: cfg.Name, key: keyPair{cfg.Key, cfg.Key.PublicKey()}}
+	h := &Host{name: cfg.Name}
 	defer func() {
 		if err != nil {
 			_ = h.Close()
@@ -126,7 +125,7 @@ func (h *Host) serveUAPI() {
 // Device reads the device (its port, peers, handshakes and counters) as
 // wgctrl and `wg show` do.
 func (h *Host) Device() (*wgtypes.Device, error) {
-	d, err := readDevice(h.dev, h.name, &h.key)
+	d, err := readDevice(h.dev, h.name)
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: read device: %w", h.name, err)
 	}
