@@ -12,21 +12,13 @@ import (
 
 // TestDaemonMemoryFlat: connecting and disconnecting a cluster over and
 // over must not grow the daemon. Its anonymous resident memory (the Go
-// heap, where garbage and leaks land; not the binary's pages), once the
-// rounds stop and the daemon has given back what it does not hold (its own
-// trim after 2 s of quiet, vpnd/trim.go), must be back within heldKB of
-// where it was before them. Measured so: 1.1–2.4 MiB over, with device
-// reads in process (wghost/uapi.go) or through the UAPI socket alike.
-//
-// Right after the last round it is more, and how much more depends on how
-// fast the rounds ran, not on what the daemon holds: garbage the GC is
-// paced to allow (gcHeadroom, see gc.go) and pages freed but not yet
-// returned. Through the socket (reads of ~0.5 ms) that was 2.0–2.8 MiB
-// over round 10; in process (reads of ~20 µs, rounds faster) 3.6–17.5 MiB,
-// and an assertion there failed CI with nothing held (2026-12-07): it is
-// logged, not asserted. Before the GC pacing the same rounds grew it
-// 13–17 MiB, on the way to ~25 MiB of garbage over wireguard-go's packet
-// buffers. A peer kept per round would grow it without end (TestEngineReleasesRemovedPeers
+// heap, where garbage and leaks land; not the binary's pages) may grow from
+// round 10 to round 50 by no more than the garbage the GC is paced to
+// allow (gcHeadroom, see gc.go) and 2 MiB of pages the allocator scatters
+// it over. Measured here: 2.7–5.7 MiB with the pacing; 13–17 MiB with Go's
+// default GOGC=100 (GOGC=100 in the environment brings that back), on the
+// way to ~25 MiB of garbage over wireguard-go's packet buffers. A peer
+// kept per round would grow it without end (TestEngineReleasesRemovedPeers
 // in vpnd/tunnel checks the live heap itself).
 //
 // The daemon measured is the real `runos vpnd`, built as it ships: not this
@@ -37,7 +29,7 @@ import (
 func TestDaemonMemoryFlat(t *testing.T) {
 	const (
 		warm, rounds = 10, 50
-		heldKB       = 4 << 10 // twice the most measured (see above)
+		allowedKB    = (gcHeadroom + 2<<20) >> 10
 	)
 	l := newLab(t)
 	l.bin = buildRunos(t)
@@ -83,17 +75,9 @@ func TestDaemonMemoryFlat(t *testing.T) {
 	if connected < 0 || atWarm < 0 || end < 0 {
 		t.Fatal("cannot read the daemon's memory")
 	}
-	// The daemon's trim runs after 2 s of quiet (longer when it learnt
-	// that quiet was short): wait for it, up to 30 s.
-	settled := end
-	for deadline := time.Now().Add(30 * time.Second); settled-connected > heldKB && time.Now().Before(deadline); {
-		time.Sleep(250 * time.Millisecond)
-		settled = l.memKB("RssAnon")
-	}
-	t.Logf("daemon RssAnon once quiet: %d KiB (%+d KiB over its level before the rounds)", settled, settled-connected)
-	if settled-connected > heldKB {
-		t.Errorf("the daemon's anonymous memory stayed %d KiB over its level before %d connect/disconnect rounds (allowed %d KiB): memory held per round",
-			settled-connected, rounds, heldKB)
+	if grew := end - atWarm; grew > allowedKB {
+		t.Errorf("the daemon's anonymous memory grew %d KiB from round %d to %d (allowed %d KiB): memory held per connect/disconnect",
+			grew, warm, rounds, allowedKB)
 	}
 }
 
