@@ -43,11 +43,12 @@ const StreamIdlePeriods = 4
 // DefaultStreamIdle is the idle limit before jitter when control does not
 // say its heartbeat: StreamIdlePeriods of control's default heartbeat
 // (15 s); each stream adds up to one such period (15 s) of jitter.
-const DefaultStreamIdle = StreamIdlePeriods * defaultHeartbeat
+const DefaultStreamIdle = StreamIdlePeriods * DefaultHeartbeat
 
-// defaultHeartbeat is control's default heartbeat period
-// (runos-control --stream-heartbeat), assumed when it does not say it.
-const defaultHeartbeat = 15 * time.Second
+// DefaultHeartbeat is control's default heartbeat period
+// (runos-control --stream-heartbeat, control/stream), assumed by a client
+// when control does not say it.
+const DefaultHeartbeat = 15 * time.Second
 
 // streamWait is the wait asked of a control that does not stream: it holds
 // the request as a long-poll would.
@@ -187,7 +188,7 @@ func answerError(status int, method, path string, b []byte) error {
 // jitter in [0, one period) drawn with randN (a number in [0, n); the
 // stream's, fixed for its life).
 func streamIdle(heartbeat string, randN func(n int64) int64) time.Duration {
-	period := defaultHeartbeat
+	period := DefaultHeartbeat
 	if s, err := strconv.Atoi(heartbeat); err == nil && s > 0 {
 		period = time.Duration(s) * time.Second
 	}

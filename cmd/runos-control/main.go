@@ -131,7 +131,7 @@ It serves HTTPS with --tls-cert and --tls-key; plain HTTP only with
 	f.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", 30*time.Second, "a node is no_heartbeat this long after its gateway's last report")
 	f.IntVar(&cfg.MaxDevicesPerUser, "max-devices-per-user", 20, "how many devices one user may register (revoked ones count until deleted); the next is refused, naming the limit")
 	f.DurationVar(&cfg.DeviceIdleTTL, "device-idle-ttl", 30*24*time.Hour, "a device with no live session and no handshake this long is deleted and its address reused")
-	f.DurationVar(&cfg.StreamHeartbeat, "stream-heartbeat", 15*time.Second, "a push stream quiet this long gets a heartbeat (keep it under the idle timeout of any proxy in front of control)")
+	f.DurationVar(&cfg.StreamHeartbeat, "stream-heartbeat", api.DefaultHeartbeat, "a push stream quiet this long gets a heartbeat (keep it under the idle timeout of any proxy in front of control)")
 	f.BoolVar(&cfg.NoStreams, "no-streams", false, "answer push-stream requests as long-polls, as controls before streams did (for a proxy that buffers answers); clients fall back and warn")
 	f.DurationVar(&cfg.BodyTimeout, "body-timeout", 10*time.Second, "a request's body must arrive whole within this of its headers, else its connection is cut (long-polls and streams carry none)")
 	f.IntVar(&cfg.MaxConnsPerAddr, "max-conns-per-addr", 512, "connections one client address may hold at once; past it new ones are closed at once (-1: no cap). --trusted-proxy addresses are exempt: limit clients at the balancer")

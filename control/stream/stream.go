@@ -41,7 +41,7 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultHeartbeat    = 15 * time.Second
+	DefaultHeartbeat    = api.DefaultHeartbeat // what clients assume when not told
 	DefaultWriteTimeout = 30 * time.Second
 	DefaultSendBuffer   = 64 << 10
 	tick                = time.Second // the wheel's: rechecks and heartbeat granularity
