@@ -1,7 +1,11 @@
 package relay
 
 import (
+	"context"
+	"log/slog"
+	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,5 +109,63 @@ func TestServerRestartWhileDirect(t *testing.T) {
 	d.route(c.now, relaywire.MsgInitiation, 148)
 	if got := d.next(c.now); got != c.at(DefaultTiming.RaceAfter) {
 		t.Errorf("next %v after the restarted server's initiation, want UDP's head start", got.Sub(c.now))
+	}
+}
+
+// TestServerRestartedOpensOnlyThatCluster: the Bind reopens the path of
+// the clusters named, forgets the initiations kept for the old server and
+// tells the daemon of the switch (which counts it); another cluster keeps
+// its relay, and a cluster already direct is no switch to tell.
+func TestServerRestartedOpensOnlyThatCluster(t *testing.T) {
+	clk := &syncClock{now: t0}
+	var changes atomic.Int32
+	b := New(Config{Inner: nullBind{}, Now: clk.Now, Log: slog.New(slog.DiscardHandler),
+		// No dial ends while the test runs: its only change notices are
+		// the ones under test.
+		Ticket: func(ctx context.Context, _ string) (string, error) {
+			<-ctx.Done()
+			return "", ctx.Err()
+		},
+		Captive:  func(context.Context, string) (string, bool) { return "", false },
+		OnChange: func() { changes.Add(1) },
+	})
+	defer b.Stop()
+	ky3 := netip.MustParseAddrPort("10.77.0.21:32768")
+	xym := netip.MustParseAddrPort("198.51.100.31:32768")
+	b.SetDests([]Dest{{CID: "ky3", Endpoint: ky3, RelayURL: "https://10.77.0.21/runos-vpn/relay"},
+		{CID: "xym", Endpoint: xym, RelayURL: "https://198.51.100.31/runos-vpn/relay"}})
+	for _, d := range *b.dests.Load() {
+		d.mu.Lock()
+		d.dec.switchTo(clk.Now(), Relay, "test")
+		d.lastInit, d.pendingInit = []byte{1, 0, 0, 0}, []byte{1, 0, 0, 0}
+		d.mu.Unlock()
+	}
+	clk.add(time.Minute)
+	b.ServerRestarted("ky3")
+	if n := changes.Load(); n != 1 {
+		t.Errorf("%d change notices for one switch, want 1", n)
+	}
+	for _, st := range b.States() {
+		switch st.CID {
+		case "ky3":
+			if st.Path != Direct || !st.Since.Equal(clk.Now()) || !strings.Contains(st.Reason, "VPN server restarted") {
+				t.Errorf("ky3 after its server restarted: %+v", st)
+			}
+		case "xym":
+			if st.Path != Relay || st.Reason != "test" {
+				t.Errorf("xym, whose server did not restart: %+v", st)
+			}
+		}
+	}
+	d := (*b.dests.Load())[ky3]
+	d.mu.Lock()
+	kept := d.lastInit != nil || d.pendingInit != nil
+	d.mu.Unlock()
+	if kept {
+		t.Error("an initiation to the old server is kept to resend to the new one")
+	}
+	b.ServerRestarted("ky3") // direct already: the question is open, no switch
+	if n := changes.Load(); n != 1 {
+		t.Errorf("%d change notices after a restart while direct, want still 1", n)
 	}
 }
