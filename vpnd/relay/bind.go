@@ -20,6 +20,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,6 +204,32 @@ func (b *Bind) NetworkChanged() {
 		d.captive = ""
 		d.mu.Unlock()
 		d.redial()
+	}
+	b.wake()
+}
+
+// ServerRestarted opens the question again for these clusters: each one's
+// VPN server started again (a new epoch), and the daemon is about to
+// re-create its peer, whose initiation goes at once. The path is decided
+// again as at a connect (decider.serverRestarted): a relay taken while the
+// server was down would otherwise carry the new server's first handshake
+// alone, and UDP be tried no sooner than the next probe (5 s). The relay is
+// the same gateway's, so its connection went with the old server: it is
+// made again at once, whatever the backoff of the dials it refused while
+// down. Call it before the peers are re-created.
+func (b *Bind) ServerRestarted(cids ...string) {
+	if len(cids) == 0 {
+		return
+	}
+	now := b.cfg.Now()
+	switched := false
+	for _, d := range *b.dests.Load() {
+		if slices.Contains(cids, d.cid) {
+			switched = d.serverRestarted(now) || switched
+		}
+	}
+	if switched {
+		b.cfg.OnChange()
 	}
 	b.wake()
 }

@@ -75,15 +75,26 @@ type pair struct {
 	changed    chan struct{}
 	replies    chan time.Time
 	checks     atomic.Int32
+	// down makes the node's relay refuse every stream (as the node's
+	// ingress does while its gateway is down); refused counts those.
+	down    atomic.Bool
+	refused atomic.Int32
+	lkey    wgtypes.Key // the laptop's
+	skey    wgtypes.Key // the server's
+	ep      netip.AddrPort
 }
 
-func newPair(t *testing.T, blocked bool, ticket string) *pair {
+// newPair starts the pair; opts change it before the laptop starts.
+func newPair(t *testing.T, blocked bool, ticket string, opts ...func(*pair)) *pair {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	lkey, _ := wgtypes.GeneratePrivateKey()
 	skey, _ := wgtypes.GeneratePrivateKey()
 	p := &pair{t: t, ltun: tuntest.NewChannelTUN(), stun: tuntest.NewChannelTUN(),
-		changed: make(chan struct{}, 100), replies: make(chan time.Time, 1000)}
+		changed: make(chan struct{}, 100), replies: make(chan time.Time, 1000), lkey: lkey, skey: skey}
+	for _, o := range opts {
+		o(p)
+	}
 
 	// The node: wireguard-go on gateway/relay's Bind, its relay over TLS.
 	p.gw = gwrelay.NewBind(conn.NewStdNetBind(), log)
@@ -95,7 +106,14 @@ func newPair(t *testing.T, blocked bool, ticket string) *pair {
 		t.Fatal(err)
 	}
 	port := listenPort(t, p.server)
-	srv := httptest.NewTLSServer(&gwrelay.Server{Bind: p.gw, Log: log, Serving: func() bool { return true },
+	serving := func() bool {
+		if p.down.Load() {
+			p.refused.Add(1)
+			return false
+		}
+		return true
+	}
+	srv := httptest.NewTLSServer(&gwrelay.Server{Bind: p.gw, Log: log, Serving: serving,
 		Check: func(_ context.Context, ticket string, key wgtypes.Key) (string, error) {
 			p.checks.Add(1)
 			if ticket != "tok" || key != lkey.PublicKey() {
@@ -110,6 +128,7 @@ func newPair(t *testing.T, blocked bool, ticket string) *pair {
 	p.udp = &blockable{Bind: conn.NewStdNetBind()}
 	p.udp.blocked.Store(blocked)
 	ep := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
+	p.ep = ep
 	p.bind = relay.New(relay.Config{
 		Inner: p.udp, Log: log, Key: lkey.PublicKey(),
 		TLS: func() (*tls.Config, error) { return srv.Client().Transport.(*http.Transport).TLSClientConfig, nil }, Ticket: func(context.Context, string) (string, error) { return ticket, nil },

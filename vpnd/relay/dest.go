@@ -83,7 +83,7 @@ func (d *dest) shut() {
 }
 
 // redial closes the relay connection so that it is made again at once
-// (the network changed) if it is still wanted.
+// (the network changed, or the server restarted) if it is still wanted.
 func (d *dest) redial() {
 	d.mu.Lock()
 	s := d.stream
@@ -95,6 +95,31 @@ func (d *dest) redial() {
 	case d.redialNow <- struct{}{}:
 	default:
 	}
+}
+
+// serverRestarted decides the path again for the restarted server (see
+// Bind.ServerRestarted) and reports whether that switched it. The
+// initiations kept to resend were the old server's: the new one is not
+// waiting for them, and its answer to one (were it sent over the relay
+// once connected) would win a race for a handshake the peer no longer
+// has. The relay connection is made again at once (redial).
+func (d *dest) serverRestarted(now time.Time) bool {
+	d.mu.Lock()
+	from := d.dec.path
+	switched := d.dec.serverRestarted(now)
+	d.lastInit, d.pendingInit = nil, nil
+	if switched {
+		d.captive = ""
+	}
+	to, why := d.dec.path, d.dec.reason
+	d.mu.Unlock()
+	if switched {
+		d.logSwitch(from, to, why)
+	}
+	if d.url != "" {
+		d.redial()
+	}
+	return switched
 }
 
 func (d *dest) route(now time.Time, bufs [][]byte) (udp, relay bool) {

@@ -317,6 +317,28 @@ func (d *decider) networkChanged(now time.Time) {
 	}
 }
 
+// serverRestarted: the VPN server started again (a new epoch) and has
+// forgotten this device's session; the daemon re-creates the peer, which
+// sends an initiation at once. What the decision rests on was learnt of
+// the server before: a relay taken while it was down (UDP got no answer
+// because nothing listened), a handshake the new one does not know. So
+// its first handshake decides again as a new connect's does: UDP first,
+// the relay raced beside it after UDP's head start (tick). Relayed, that
+// is a switch to the direct path (it returns true); on the direct path a
+// wait or race begun with the old server ends, and a network change's
+// doubt stays. lastRelayUse stays too: a relay in use is kept ready for
+// the race.
+func (d *decider) serverRestarted(now time.Time) bool {
+	d.lastHandshake = time.Time{} // none with this server yet: relayed again, its initiations are urgent
+	if d.path == Direct {
+		d.udpWaitSince, d.silenceSince = time.Time{}, time.Time{}
+		d.raceSince, d.raceFrom = time.Time{}, time.Time{}
+		return false
+	}
+	d.switchTo(now, Direct, "the VPN server restarted: UDP first again, as at a connect")
+	return true
+}
+
 // wantRelay reports whether the relay connection should be open: while
 // relayed, while racing, while the direct path is in doubt (so a race
 // finds it ready), and for WarmFor after its last use.

@@ -122,6 +122,11 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 		return err
 	}
 	pcs, added, restarted, removed := e.peerChanges(dev, cfg)
+	// A restarted server's path is decided again before its peer is
+	// re-created below, so that the new initiation races UDP and the
+	// relay as a connect's does rather than going the way chosen while
+	// the server was down.
+	e.bind.ServerRestarted(restarted...)
 	if len(pcs) > 0 {
 		if err := e.host.Configure(wgtypes.Config{Peers: pcs}); err != nil {
 			return fmt.Errorf("configure peers on %s: %w", e.name, err)
