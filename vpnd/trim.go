@@ -2,13 +2,12 @@ package vpnd
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
-
-	"golang.zx2c4.com/wireguard/wgctrl"
 )
 
 // Why the daemon gives memory back after a burst of traffic.
@@ -287,33 +286,30 @@ func (r *heapReader) read() (allocs, retained uint64, gcOff bool) {
 	return u(0), u(1) + u(2) + u(3), r.s[4].Value.Kind() == metrics.KindUint64 && int64(u(4)) < 0
 }
 
-// startMemoryWatch starts watchMemory for the tunnel iface; wait returns
-// once ctx has ended and the watcher stopped.
-func startMemoryWatch(ctx context.Context, log *slog.Logger, iface string) (wait func()) {
+// startMemoryWatch starts watchMemory over the bytes the tunnel carried
+// (tunnel reads the device's counters); wait returns once ctx has ended
+// and the watcher stopped.
+func startMemoryWatch(ctx context.Context, log *slog.Logger, tunnel func() (uint64, error)) (wait func()) {
 	done := make(chan struct{})
-	wg, wgErr := wgctrl.New()
-	tunnel := func() (uint64, error) {
-		if wgErr != nil {
-			return 0, wgErr
-		}
-		dev, err := wg.Device(iface)
-		if err != nil {
-			return 0, err
-		}
-		var n uint64
-		for _, p := range dev.Peers {
-			n += uint64(p.ReceiveBytes) + uint64(p.TransmitBytes)
-		}
-		return n, nil
-	}
 	t := time.NewTicker(trimEvery)
 	go func() {
 		defer close(done)
 		defer t.Stop()
-		if wgErr == nil {
-			defer wg.Close()
-		}
 		watchMemory(ctx, memWatch{log: log, tick: t.C, heap: newHeapReader().read, tunnel: tunnel, trim: trimMemory})
 	}()
 	return func() { <-done }
+}
+
+// carried is what the tunnel's peers have received and sent, as the
+// device counts it (the memory watch's measure of traffic).
+func (d *daemon) carried() (uint64, error) {
+	r := d.eng.Read()
+	if r.Err != "" {
+		return 0, errors.New(r.Err)
+	}
+	var n uint64
+	for _, p := range r.Peers {
+		n += uint64(p.RxBytes) + uint64(p.TxBytes)
+	}
+	return n, nil
 }

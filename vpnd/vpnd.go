@@ -287,8 +287,8 @@ func (d *daemon) startLoops(ctx context.Context, cfg Config, iface string) (wait
 	wg.Go(func() { d.applyLoop(ctx) })
 	wg.Go(func() { d.pendingLoop(ctx) })
 	wg.Go(func() { d.readLoop(ctx) })
-	watching := d.watchNetworkAndSleep(ctx, cfg, iface) // netchange.go
-	waitMemory := startMemoryWatch(ctx, d.log, iface)   // gives memory back after bursts of traffic (trim.go)
+	watching := d.watchNetworkAndSleep(ctx, cfg, iface)   // netchange.go
+	waitMemory := startMemoryWatch(ctx, d.log, d.carried) // gives memory back after bursts of traffic (trim.go)
 	return func() {
 		wg.Wait()
 		watching()
