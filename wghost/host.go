@@ -62,6 +62,7 @@ type Host struct {
 	dev  *device.Device
 	uapi net.Listener
 	net  platform.TunnelNet
+	key  keyPair
 }
 
 // Open creates the interface, starts wireguard-go on it with the UAPI
@@ -74,7 +75,7 @@ func Open(cfg Config) (_ *Host, err error) {
 	if cfg.Bind == nil {
 		cfg.Bind = conn.NewDefaultBind()
 	}
-	h := &Host{name: cfg.Name}
+	h := &Host{name: cfg.Name, key: keyPair{cfg.Key, cfg.Key.PublicKey()}}
 	defer func() {
 		if err != nil {
 			_ = h.Close()
@@ -125,7 +126,7 @@ func (h *Host) serveUAPI() {
 // Device reads the device (its port, peers, handshakes and counters) as
 // wgctrl and `wg show` do.
 func (h *Host) Device() (*wgtypes.Device, error) {
-	d, err := readDevice(h.dev, h.name)
+	d, err := readDevice(h.dev, h.name, &h.key)
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: read device: %w", h.name, err)
 	}
