@@ -2,12 +2,13 @@ package vpnd
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 // Why the daemon gives memory back after a burst of traffic.
@@ -206,6 +207,9 @@ type memWatch struct {
 	heap   func() (allocs, retained uint64, gcOff bool)
 	tunnel func() (uint64, error)
 	trim   func()
+	// pace, if set, is called after every reading of a heap at rest (not
+	// after a burst): the GC's pacing follows the live heap (gc.go).
+	pace func()
 }
 
 // watchMemory trims the daemon's memory after bursts of traffic (see the
@@ -226,6 +230,9 @@ func watchMemory(ctx context.Context, w memWatch) {
 		if gcOff {
 			s = trimState{floor: cur.retained, base: cur.allocs}
 			continue
+		}
+		if w.pace != nil && !s.afterBurst(cur.retained) {
+			w.pace()
 		}
 		if s.wantsTunnel(cur) {
 			n, err := w.tunnel()
@@ -272,7 +279,16 @@ func newHeapReader() *heapReader {
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/gc/gogc:percent"},
+		{Name: "/gc/heap/live:bytes"},
 	}}
+}
+
+// live is the heap the last collection found live, as of the last read.
+func (r *heapReader) live() uint64 {
+	if r.s[5].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return r.s[5].Value.Uint64()
 }
 
 func (r *heapReader) read() (allocs, retained uint64, gcOff bool) {
@@ -287,29 +303,56 @@ func (r *heapReader) read() (allocs, retained uint64, gcOff bool) {
 }
 
 // startMemoryWatch starts watchMemory over the bytes the tunnel carried
-// (tunnel reads the device's counters); wait returns once ctx has ended
-// and the watcher stopped.
-func startMemoryWatch(ctx context.Context, log *slog.Logger, tunnel func() (uint64, error)) (wait func()) {
+// (traffic reads the device's per-peer counters, metered by a
+// tunnelMeter), pacing the GC with gc (nil: GOGC is the operator's); wait
+// returns once ctx has ended and the watcher stopped.
+func startMemoryWatch(ctx context.Context, log *slog.Logger, traffic func() (map[wgtypes.Key]uint64, error), gc *gcPacer) (wait func()) {
 	done := make(chan struct{})
 	t := time.NewTicker(trimEvery)
+	var m tunnelMeter // the watcher's goroutine alone reads it
+	tunnel := func() (uint64, error) {
+		peers, err := traffic()
+		if err != nil {
+			return 0, err
+		}
+		return m.add(peers), nil
+	}
 	go func() {
 		defer close(done)
 		defer t.Stop()
-		watchMemory(ctx, memWatch{log: log, tick: t.C, heap: newHeapReader().read, tunnel: tunnel, trim: trimMemory})
+		hr := newHeapReader()
+		watchMemory(ctx, memWatch{log: log, tick: t.C, heap: hr.read, tunnel: tunnel, trim: trimMemory,
+			pace: func() { gc.pace(hr.live()) }})
 	}()
 	return func() { <-done }
 }
 
-// carried is what the tunnel's peers have received and sent, as the
-// device counts it (the memory watch's measure of traffic).
-func (d *daemon) carried() (uint64, error) {
-	r := d.eng.Read()
-	if r.Err != "" {
-		return 0, errors.New(r.Err)
+// tunnelMeter turns readings of the tunnel's per-peer counters into one
+// count of the bytes it carried that only grows. A sum over the present
+// peers would not do: a peer that leaves takes its counters with it, and
+// one that comes back (a connect after a disconnect, a server's restart)
+// starts again from zero, so the sum falls at every disconnect and the
+// interval cannot be judged; under connect/disconnect churn, the very
+// time a churn trim is for, almost no interval could be, and the churn's
+// garbage was never given back while it lasted (RSS 25.6–26.1 MiB after
+// 400 connects in the lab). The meter adds what each peer grew by since
+// the last reading; a peer it has not seen, or whose counters went back,
+// adds all it shows.
+type tunnelMeter struct {
+	last  map[wgtypes.Key]uint64 // each present peer's counters at the last reading
+	total uint64
+}
+
+// add takes a reading (each peer's received plus sent bytes) and returns
+// the total so far.
+func (m *tunnelMeter) add(peers map[wgtypes.Key]uint64) uint64 {
+	for k, n := range peers {
+		if was, ok := m.last[k]; ok && n >= was {
+			m.total += n - was
+		} else {
+			m.total += n
+		}
 	}
-	var n uint64
-	for _, p := range r.Peers {
-		n += uint64(p.RxBytes) + uint64(p.TxBytes)
-	}
-	return n, nil
+	m.last = peers
+	return m.total
 }
