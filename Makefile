@@ -39,6 +39,8 @@ FUZZ += ./control/resume:FuzzCheck
 # mapped ranges, the last maps kept on disk by the daemon and the gateway.
 FUZZ += ./gateway/clusterdns:FuzzHandler ./gateway/clusterdns:FuzzRewrite ./api:FuzzMapping \
 	./vpnd/cache:FuzzParse ./gateway:FuzzParseKept
+# The device as the WireGuard host reads it in process (wghost/uapi.go).
+FUZZ += ./wghost:FuzzParseUAPI
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH_OUT   := bench/results/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json

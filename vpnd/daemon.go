@@ -37,6 +37,9 @@ type engine interface {
 	Apply(wgcfg.Config) error
 	SetPrivateKey(wgtypes.Key) error
 	Read() wgcfg.Report
+	// Traffic is each peer's received plus sent bytes: the memory watch's
+	// measure of traffic, without Read's observation of the peers.
+	Traffic() (map[wgtypes.Key]uint64, error)
 	Nudge()
 	Probe()
 	Handshake(wgtypes.Key) error // send an initiation now (runos vpn doctor's probe)

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 )
 
 // Why the daemon paces its own garbage collector.
@@ -44,18 +45,72 @@ func gcPercent(live, headroom uint64) int {
 
 // paceGC sets the GC percent for the live heap as it is now (call it once
 // the tunnel is up), unless the environment sets GOGC (an operator's
-// choice wins), and returns a func that restores the previous setting.
-func paceGC(log *slog.Logger, envGOGC string) (restore func()) {
+// choice wins: the pacer is then nil, and its pace does nothing). It
+// returns the pacer, which the memory watch keeps following the heap at
+// rest (trim.go), and a func that restores the setting from before it.
+func paceGC(log *slog.Logger, envGOGC string) (_ *gcPacer, restore func()) {
 	if envGOGC != "" {
 		log.Debug("GOGC set in the environment: keeping it", "GOGC", envGOGC)
-		return func() {}
+		return nil, func() {}
 	}
 	runtime.GC()
-	live := liveHeap()
+	p := &gcPacer{log: log, set: debug.SetGCPercent}
+	p.pace(liveHeap())
+	return p, p.restore
+}
+
+// gcPacer keeps the GC percent where gcPercent puts it for the live heap
+// at rest. Pacing once at start was not enough: wireguard-go allocates its
+// receive batches in its own goroutines once the device is up, and the
+// start's collection could run before they had, find a few MB live
+// instead of ~36, and leave the GC at 100 %: ~35 MB of garbage then piled
+// up over the buffers between collections, and the daemon's anonymous
+// memory grew 25–30 MiB over 50 connects (TestDaemonMemoryFlat under
+// load, as in CI, where the start is slow). So the memory watch hands it
+// the live heap at every reading while the heap is at rest.
+type gcPacer struct {
+	log *slog.Logger
+	set func(int) int // debug.SetGCPercent
+
+	mu   sync.Mutex
+	live uint64 // the live heap the percent was derived from
+	pct  int    // the percent set; 0 while none is
+	orig int    // the percent before the first
+}
+
+// pace sets the percent for live bytes of live heap, unless live is within
+// an eighth of the heap the percent was last derived from (the heap
+// breathes by a few percent between collections: no resetting for that).
+func (p *gcPacer) pace(live uint64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pct != 0 && live >= p.live-p.live/8 && live <= p.live+p.live/8 {
+		return
+	}
 	pct := gcPercent(live, gcHeadroom)
-	prev := debug.SetGCPercent(pct)
-	log.Debug("GC paced for the tunnel's packet buffers", "liveHeapBytes", live, "gcPercent", pct)
-	return func() { debug.SetGCPercent(prev) }
+	p.live = live
+	if pct == p.pct {
+		return
+	}
+	prev := p.set(pct)
+	if p.pct == 0 {
+		p.orig = prev
+	}
+	p.pct = pct
+	p.log.Debug("GC paced for the tunnel's packet buffers", "liveHeapBytes", live, "gcPercent", pct, "was", prev)
+}
+
+// restore puts back the percent from before the first pace.
+func (p *gcPacer) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pct != 0 {
+		p.set(p.orig)
+		p.pct = 0
+	}
 }
 
 // liveHeap is the heap the last collection found live.

@@ -1,10 +1,14 @@
 package vpnd
 
 import (
+	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"testing"
+	"time"
 )
 
 func TestGCPercent(t *testing.T) {
@@ -34,13 +38,13 @@ func TestPaceGCKeepsEnvironment(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	prev := debug.SetGCPercent(77)
 	defer debug.SetGCPercent(prev)
-	restore := paceGC(log, "200")
+	_, restore := paceGC(log, "200")
 	if got := gcPercentNow(); got != 77 {
 		t.Errorf("GOGC in the environment: paceGC changed the GC percent to %d", got)
 	}
 	restore()
 
-	restore = paceGC(log, "")
+	_, restore = paceGC(log, "")
 	if got := gcPercentNow(); got < 10 || got > 100 {
 		t.Errorf("paced GC percent %d, want 10..100", got)
 	}
@@ -54,4 +58,77 @@ func gcPercentNow() int {
 	p := debug.SetGCPercent(-1)
 	debug.SetGCPercent(p)
 	return p
+}
+
+// TestGCPacerFollowsTheHeap: the percent follows the live heap at rest as
+// wireguard-go's buffers appear after the start's pacing, not every small
+// breath of it; restore puts back what was there before the first.
+func TestGCPacerFollowsTheHeap(t *testing.T) {
+	const mib = 1 << 20
+	cur := 100
+	var sets []int
+	p := &gcPacer{log: slog.New(slog.NewTextHandler(io.Discard, nil)), set: func(pct int) int {
+		prev := cur
+		cur = pct
+		sets = append(sets, pct)
+		return prev
+	}}
+	p.pace(3 * mib) // at start, before the batches: the default
+	if len(sets) != 1 || cur != 100 {
+		t.Fatalf("first pace: sets %v, percent %d, want [100] and 100", sets, cur)
+	}
+	p.pace(36 * mib) // the batches are there
+	if cur != 16 {
+		t.Fatalf("36 MiB live: percent %d, want 16", cur)
+	}
+	p.pace(33 * mib) // within an eighth: left alone
+	p.pace(40 * mib)
+	if len(sets) != 2 {
+		t.Fatalf("the heap breathing within an eighth re-paced it: sets %v", sets)
+	}
+	p.pace(60 * mib)
+	if cur != 10 {
+		t.Fatalf("60 MiB live: percent %d, want 10", cur)
+	}
+	p.restore()
+	if cur != 100 {
+		t.Fatalf("restore left %d, want the 100 from before the first pace", cur)
+	}
+	var none *gcPacer // GOGC set in the environment
+	none.pace(36 * mib)
+}
+
+// TestWatchMemoryPacesAtRest: the watcher hands the pacer every reading of
+// a heap at rest, none after a burst (its packets in flight are not the
+// heap to pace for).
+func TestWatchMemoryPacesAtRest(t *testing.T) {
+	script := []uint64{30 * tMiB, 31 * tMiB, 150 * tMiB, 150 * tMiB, 31 * tMiB}
+	tick := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, paced := 0, []int{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watchMemory(ctx, memWatch{
+			log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+			tick: tick,
+			heap: func() (uint64, uint64, bool) {
+				r := script[min(n, len(script)-1)]
+				n++
+				return 0, r, false
+			},
+			tunnel: func() (uint64, error) { return 0, errors.New("not read here") },
+			trim:   func() {},
+			pace:   func() { paced = append(paced, n-1) },
+		})
+	}()
+	for range len(script) - 1 {
+		tick <- time.Now()
+	}
+	cancel()
+	<-done
+	if want := []int{1, 4}; !slices.Equal(paced, want) {
+		t.Errorf("paced at readings %v, want %v (at rest only)", paced, want)
+	}
 }

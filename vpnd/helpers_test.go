@@ -85,6 +85,16 @@ func (e *fakeEngine) Read() wgcfg.Report {
 	return r
 }
 
+func (e *fakeEngine) Traffic() (map[wgtypes.Key]uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := map[wgtypes.Key]uint64{}
+	for k, p := range e.peers {
+		m[k] = uint64(p.RxBytes + p.TxBytes)
+	}
+	return m, nil
+}
+
 func (e *fakeEngine) Nudge() {
 	e.mu.Lock()
 	e.nudges++

@@ -8,7 +8,7 @@ import (
 	"runtime/metrics"
 	"time"
 
-	"golang.zx2c4.com/wireguard/wgctrl"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 // Why the daemon gives memory back after a burst of traffic.
@@ -207,6 +207,9 @@ type memWatch struct {
 	heap   func() (allocs, retained uint64, gcOff bool)
 	tunnel func() (uint64, error)
 	trim   func()
+	// pace, if set, is called after every reading of a heap at rest (not
+	// after a burst): the GC's pacing follows the live heap (gc.go).
+	pace func()
 }
 
 // watchMemory trims the daemon's memory after bursts of traffic (see the
@@ -227,6 +230,9 @@ func watchMemory(ctx context.Context, w memWatch) {
 		if gcOff {
 			s = trimState{floor: cur.retained, base: cur.allocs}
 			continue
+		}
+		if w.pace != nil && !s.afterBurst(cur.retained) {
+			w.pace()
 		}
 		if s.wantsTunnel(cur) {
 			n, err := w.tunnel()
@@ -273,7 +279,16 @@ func newHeapReader() *heapReader {
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/gc/gogc:percent"},
+		{Name: "/gc/heap/live:bytes"},
 	}}
+}
+
+// live is the heap the last collection found live, as of the last read.
+func (r *heapReader) live() uint64 {
+	if r.s[5].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return r.s[5].Value.Uint64()
 }
 
 func (r *heapReader) read() (allocs, retained uint64, gcOff bool) {
@@ -287,33 +302,57 @@ func (r *heapReader) read() (allocs, retained uint64, gcOff bool) {
 	return u(0), u(1) + u(2) + u(3), r.s[4].Value.Kind() == metrics.KindUint64 && int64(u(4)) < 0
 }
 
-// startMemoryWatch starts watchMemory for the tunnel iface; wait returns
-// once ctx has ended and the watcher stopped.
-func startMemoryWatch(ctx context.Context, log *slog.Logger, iface string) (wait func()) {
+// startMemoryWatch starts watchMemory over the bytes the tunnel carried
+// (traffic reads the device's per-peer counters, metered by a
+// tunnelMeter), pacing the GC with gc (nil: GOGC is the operator's); wait
+// returns once ctx has ended and the watcher stopped.
+func startMemoryWatch(ctx context.Context, log *slog.Logger, traffic func() (map[wgtypes.Key]uint64, error), gc *gcPacer) (wait func()) {
 	done := make(chan struct{})
-	wg, wgErr := wgctrl.New()
+	t := time.NewTicker(trimEvery)
+	var m tunnelMeter // the watcher's goroutine alone reads it
 	tunnel := func() (uint64, error) {
-		if wgErr != nil {
-			return 0, wgErr
-		}
-		dev, err := wg.Device(iface)
+		peers, err := traffic()
 		if err != nil {
 			return 0, err
 		}
-		var n uint64
-		for _, p := range dev.Peers {
-			n += uint64(p.ReceiveBytes) + uint64(p.TransmitBytes)
-		}
-		return n, nil
+		return m.add(peers), nil
 	}
-	t := time.NewTicker(trimEvery)
 	go func() {
 		defer close(done)
 		defer t.Stop()
-		if wgErr == nil {
-			defer wg.Close()
-		}
-		watchMemory(ctx, memWatch{log: log, tick: t.C, heap: newHeapReader().read, tunnel: tunnel, trim: trimMemory})
+		hr := newHeapReader()
+		watchMemory(ctx, memWatch{log: log, tick: t.C, heap: hr.read, tunnel: tunnel, trim: trimMemory,
+			pace: func() { gc.pace(hr.live()) }})
 	}()
 	return func() { <-done }
+}
+
+// tunnelMeter turns readings of the tunnel's per-peer counters into one
+// count of the bytes it carried that only grows. A sum over the present
+// peers would not do: a peer that leaves takes its counters with it, and
+// one that comes back (a connect after a disconnect, a server's restart)
+// starts again from zero, so the sum falls at every disconnect and the
+// interval cannot be judged; under connect/disconnect churn, the very
+// time a churn trim is for, almost no interval could be, and the churn's
+// garbage was never given back while it lasted (RSS 25.6–26.1 MiB after
+// 400 connects in the lab). The meter adds what each peer grew by since
+// the last reading; a peer it has not seen, or whose counters went back,
+// adds all it shows.
+type tunnelMeter struct {
+	last  map[wgtypes.Key]uint64 // each present peer's counters at the last reading
+	total uint64
+}
+
+// add takes a reading (each peer's received plus sent bytes) and returns
+// the total so far.
+func (m *tunnelMeter) add(peers map[wgtypes.Key]uint64) uint64 {
+	for k, n := range peers {
+		if was, ok := m.last[k]; ok && n >= was {
+			m.total += n - was
+		} else {
+			m.total += n
+		}
+	}
+	m.last = peers
+	return m.total
 }

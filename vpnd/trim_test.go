@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 // tMiB is a mebibyte, for the readings below.
@@ -365,5 +367,31 @@ func TestTrimHeapReader(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(10, func() { r.read() }); n != 0 {
 		t.Errorf("a reading allocates %v times, want 0 (the watcher reads at rest)", n)
+	}
+}
+
+// TestTunnelMeter: the count only grows, whatever the peers do: a peer that
+// leaves takes nothing back, one that comes back (or is re-created, its
+// counters from zero) adds what it shows, and only growth is counted.
+func TestTunnelMeter(t *testing.T) {
+	a, b := wgtypes.Key{1}, wgtypes.Key{2}
+	var m tunnelMeter
+	for i, c := range []struct {
+		peers map[wgtypes.Key]uint64
+		want  uint64
+	}{
+		{map[wgtypes.Key]uint64{}, 0},
+		{map[wgtypes.Key]uint64{a: 100}, 100},        // a new peer: all it shows
+		{map[wgtypes.Key]uint64{a: 150, b: 40}, 190}, // growth of a, all of b
+		{map[wgtypes.Key]uint64{a: 150}, 190},        // b left: nothing taken back
+		{map[wgtypes.Key]uint64{a: 150, b: 7}, 197},  // b back from zero
+		{map[wgtypes.Key]uint64{a: 30, b: 7}, 227},   // a re-created: from zero again
+		{map[wgtypes.Key]uint64{a: 30, b: 7}, 227},   // quiet
+		{nil, 227}, // no peers at all
+		{map[wgtypes.Key]uint64{a: 1 << 40}, 1<<40 + 227},
+	} {
+		if got := m.add(c.peers); got != c.want {
+			t.Fatalf("reading %d (%v): total %d, want %d", i, c.peers, got, c.want)
+		}
 	}
 }

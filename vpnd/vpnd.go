@@ -112,7 +112,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		_ = forgetTunnel(dir)
 		return err
 	}
-	defer paceGC(log, os.Getenv("GOGC"))() // after the tunnel: its packet buffers are the live heap to pace for
+	gc, restoreGC := paceGC(log, os.Getenv("GOGC")) // after the tunnel: its packet buffers are the live heap to pace for
+	defer restoreGC()
 	dns, dnsStatus := openDNS(cfg, eng.Name())
 	dctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -129,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	srv := localAPIServer(cfg, d, dir, done)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	waitLoops := d.startLoops(dctx, cfg, eng.Name())
+	waitLoops := d.startLoops(dctx, cfg, eng.Name(), gc)
 	log.Info("runos vpnd serving", "version", version.String(), "socket", cfg.Socket, "interface", eng.Name(),
 		"stateDir", dir.Path, "dns", d.Status().DNS.Mode)
 
@@ -282,13 +283,13 @@ func localAPIServer(cfg Config, d *daemon, dir store.Dir, done chan struct{}) *h
 // startLoops starts the daemon's goroutines: the applier, the pending
 // changes, the device reader, the network and sleep watch and the memory
 // watch. wait returns once all have ended (after ctx).
-func (d *daemon) startLoops(ctx context.Context, cfg Config, iface string) (wait func()) {
+func (d *daemon) startLoops(ctx context.Context, cfg Config, iface string, gc *gcPacer) (wait func()) {
 	var wg sync.WaitGroup
 	wg.Go(func() { d.applyLoop(ctx) })
 	wg.Go(func() { d.pendingLoop(ctx) })
 	wg.Go(func() { d.readLoop(ctx) })
-	watching := d.watchNetworkAndSleep(ctx, cfg, iface) // netchange.go
-	waitMemory := startMemoryWatch(ctx, d.log, iface)   // gives memory back after bursts of traffic (trim.go)
+	watching := d.watchNetworkAndSleep(ctx, cfg, iface)           // netchange.go
+	waitMemory := startMemoryWatch(ctx, d.log, d.eng.Traffic, gc) // gives memory back after bursts of traffic (trim.go)
 	return func() {
 		wg.Wait()
 		watching()

@@ -2,8 +2,9 @@
 // daemon on a laptop (vpnd/tunnel) and the gateway on a node
 // (gateway/wgserver). A Host is one TUN interface driven by wireguard-go in
 // this process, with the standard UAPI socket (so the stock `wg show` reads
-// it) through which the host configures itself with wgctrl; Diff turns the
-// peers an end wants into the fewest UAPI changes (peers.go); Bind is the
+// it); the host reads and configures its device in process, in wgctrl's
+// types (uapi.go); Diff turns the peers an end wants into the fewest UAPI
+// changes (peers.go); Bind is the
 // one relay-capable conn.Bind under the device, UDP through wireguard-go's
 // own StdNetBind plus relay streams, whose routing each end gives as a
 // Policy (bind.go): the gateway multiplexes UDP and many devices' streams
@@ -31,7 +32,6 @@ import (
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/tun"
-	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/platform"
@@ -61,8 +61,8 @@ type Host struct {
 	tun  tun.Device
 	dev  *device.Device
 	uapi net.Listener
-	wg   *wgctrl.Client
 	net  platform.TunnelNet
+	key  keyPair
 }
 
 // Open creates the interface, starts wireguard-go on it with the UAPI
@@ -75,7 +75,7 @@ func Open(cfg Config) (_ *Host, err error) {
 	if cfg.Bind == nil {
 		cfg.Bind = conn.NewDefaultBind()
 	}
-	h := &Host{name: cfg.Name}
+	h := &Host{name: cfg.Name, key: keyPair{cfg.Key, cfg.Key.PublicKey()}}
 	defer func() {
 		if err != nil {
 			_ = h.Close()
@@ -97,10 +97,7 @@ func Open(cfg Config) (_ *Host, err error) {
 		return nil, fmt.Errorf("interface %s: UAPI socket: %w", h.name, err)
 	}
 	go h.serveUAPI()
-	if h.wg, err = wgctrl.New(); err != nil {
-		return nil, fmt.Errorf("interface %s: wgctrl: %w", h.name, err)
-	}
-	if err = h.wg.ConfigureDevice(h.name, wgtypes.Config{PrivateKey: &cfg.Key, ReplacePeers: true}); err != nil {
+	if err = h.Configure(wgtypes.Config{PrivateKey: &cfg.Key, ReplacePeers: true}); err != nil {
 		return nil, fmt.Errorf("interface %s: set the private key: %w", h.name, err)
 	}
 	if h.net, err = platform.OpenTunnelNet(h.name); err != nil {
@@ -129,7 +126,7 @@ func (h *Host) serveUAPI() {
 // Device reads the device (its port, peers, handshakes and counters) as
 // wgctrl and `wg show` do.
 func (h *Host) Device() (*wgtypes.Device, error) {
-	d, err := h.wg.Device(h.name)
+	d, err := readDevice(h.dev, h.name, &h.key)
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: read device: %w", h.name, err)
 	}
@@ -137,7 +134,7 @@ func (h *Host) Device() (*wgtypes.Device, error) {
 }
 
 // Configure applies cfg in one UAPI transaction.
-func (h *Host) Configure(cfg wgtypes.Config) error { return h.wg.ConfigureDevice(h.name, cfg) }
+func (h *Host) Configure(cfg wgtypes.Config) error { return configure(h.dev, cfg) }
 
 // Up brings wireguard-go up, binding its port now: a port that cannot be
 // bound is this call's error (the TUN's own up event would do it too, but
@@ -180,9 +177,6 @@ func (h *Host) Close() error {
 	var errs []error
 	if h.uapi != nil {
 		errs = append(errs, ignoreClosed(h.uapi.Close()))
-	}
-	if h.wg != nil {
-		errs = append(errs, h.wg.Close())
 	}
 	switch {
 	case h.dev != nil:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/internal/netnstest"
@@ -110,6 +112,26 @@ func TestHostsReal(t *testing.T) {
 	if n := sync(a, wantA) + sync(b, wantB); n != 0 {
 		t.Errorf("the hosts' own peers differ from the wanted ones in %d changes", n)
 	}
+	// The in-process reading (uapi.go) says what wgctrl says through the
+	// socket: read ours first, so counters can only have grown since.
+	wc, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	for _, h := range []*Host{a, b} {
+		ours, err := h.Device()
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := wc.Device(h.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := sameDevice(ours, theirs); msg != "" {
+			t.Errorf("%s: read in process and by wgctrl differ: %s", h.Name(), msg)
+		}
+	}
 	for _, h := range []*Host{a, b} {
 		if err := h.Close(); err != nil {
 			t.Error(err)
@@ -118,4 +140,32 @@ func TestHostsReal(t *testing.T) {
 			t.Errorf("%s still there after Close", h.Name())
 		}
 	}
+}
+
+// sameDevice says how a (read first) differs from b beyond counters that
+// grew in between; "" when it does not.
+func sameDevice(a, b *wgtypes.Device) string {
+	if a.Name != b.Name || a.Type != b.Type || a.PrivateKey != b.PrivateKey || a.PublicKey != b.PublicKey ||
+		a.ListenPort != b.ListenPort || a.FirewallMark != b.FirewallMark || len(a.Peers) != len(b.Peers) {
+		return fmt.Sprintf("device %+v vs %+v", *a, *b)
+	}
+	for i, p := range a.Peers {
+		q := b.Peers[i]
+		if p.ReceiveBytes > q.ReceiveBytes || p.TransmitBytes > q.TransmitBytes {
+			return fmt.Sprintf("peer %s: counters %d/%d after %d/%d", p.PublicKey, q.ReceiveBytes, q.TransmitBytes, p.ReceiveBytes, p.TransmitBytes)
+		}
+		p.ReceiveBytes, p.TransmitBytes = q.ReceiveBytes, q.TransmitBytes
+		if p.LastHandshakeTime.After(q.LastHandshakeTime) {
+			return fmt.Sprintf("peer %s: handshake %s after %s", p.PublicKey, q.LastHandshakeTime, p.LastHandshakeTime)
+		}
+		p.LastHandshakeTime = q.LastHandshakeTime
+		if p.Endpoint.String() != q.Endpoint.String() {
+			return fmt.Sprintf("peer %s: endpoint %v vs %v", p.PublicKey, p.Endpoint, q.Endpoint)
+		}
+		p.Endpoint = q.Endpoint
+		if fmt.Sprint(p) != fmt.Sprint(q) {
+			return fmt.Sprintf("peer %+v vs %+v", p, q)
+		}
+	}
+	return ""
 }

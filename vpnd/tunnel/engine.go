@@ -210,6 +210,27 @@ func hostPeer(p wgcfg.Peer) wghost.Peer {
 	return wghost.Peer{PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs, Keepalive: keepalive}
 }
 
+// Traffic is each peer's received plus sent bytes, as the device counts
+// them. Unlike Read it does not observe the peers (their liveness is
+// judged from the reads the daemon makes for that), so a watcher may call
+// it as often as it likes.
+func (e *Engine) Traffic() (map[wgtypes.Key]uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errors.New("the tunnel is closed")
+	}
+	dev, err := e.host.Device()
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[wgtypes.Key]uint64, len(dev.Peers))
+	for _, p := range dev.Peers {
+		m[p.PublicKey] = uint64(max(p.ReceiveBytes, 0)) + uint64(max(p.TransmitBytes, 0))
+	}
+	return m, nil
+}
+
 // Read reports the device as wgctrl reads it.
 func (e *Engine) Read() wgcfg.Report {
 	e.mu.Lock()
