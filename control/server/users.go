@@ -37,7 +37,7 @@ var errRemoved = &api.Error{Status: 401, Code: api.CodeUnauthorized,
 func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request, p *principal) {
 	out := []api.User{}
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		aid, err := operatedAccount(p, r.PathValue("aid"))
+		aid, _, err := accountAction(rd, p, r.PathValue("aid"), policy.ManageUsers)
 		if err != nil {
 			return err
 		}
@@ -77,7 +77,7 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request, p *pri
 	now := s.now()
 	var out api.RemovedUser
 	err = s.update(r.Context(), func(tx store.Writer) error {
-		aid, err := operatedAccount(p, r.PathValue("aid"))
+		aid, how, err := accountAction(tx, p, r.PathValue("aid"), policy.ManageUsers)
 		if err != nil {
 			return err
 		}
@@ -89,6 +89,11 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request, p *pri
 		}
 		if p.kind == kindUser && strings.EqualFold(p.user.Email, u.Email) {
 			return errConflict(fmt.Sprintf("you cannot remove yourself from %s", aid), "ask another operator of the account, or use its operator token")
+		}
+		if how == byRule {
+			if err := mayRemoveByRule(tx, aid, u); err != nil {
+				return err
+			}
 		}
 		if out, err = s.removeUser(tx, aid, u, now); err != nil {
 			return err
