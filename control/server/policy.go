@@ -268,17 +268,24 @@ func gatewayPolicy(rd store.Reader, aid string, gs *api.GatewayService, peers []
 	if err != nil {
 		return err
 	}
+	of := groupsOfMembers(groups)
+	for i, p := range peers {
+		email := strings.ToLower(p.User)
+		gs.Peers[i].User, gs.Peers[i].Groups = email, of[email]
+	}
+	return nil
+}
+
+// groupsOfMembers are the names of the groups each member (a lowercase
+// email, as the store keeps them) is in, in the groups' order (by name).
+func groupsOfMembers(groups []model.Group) map[string][]string {
 	of := map[string][]string{}
 	for _, g := range groups {
 		for _, m := range g.Members {
 			of[m] = append(of[m], g.Name)
 		}
 	}
-	for i, p := range peers {
-		email := strings.ToLower(p.User)
-		gs.Peers[i].User, gs.Peers[i].Groups = email, of[email]
-	}
-	return nil
+	return of
 }
 
 // touchGateways wakes every gateway of the account's clusters: their maps

@@ -41,16 +41,18 @@ func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request, p *principa
 		if err != nil {
 			return err
 		}
+		// Two reads whatever the number of users, not one per user.
 		us, err := rd.Users(aid)
 		if err != nil {
 			return err
 		}
+		gs, err := rd.Groups(aid)
+		if err != nil {
+			return err
+		}
+		of := groupsOfMembers(gs)
 		for _, u := range us {
-			gs, err := rd.UserGroups(aid, u.Email)
-			if err != nil {
-				return err
-			}
-			out = append(out, api.User{Email: u.Email, Operator: u.OperatorOf(aid), Groups: nonNil(gs), Password: u.PasswordHash != ""})
+			out = append(out, api.User{Email: u.Email, Operator: u.OperatorOf(aid), Groups: nonNil(of[strings.ToLower(u.Email)]), Password: u.PasswordHash != ""})
 		}
 		return nil
 	})
