@@ -14,13 +14,17 @@ import "time"
 //	GET    /v1/sessions?user=EMAIL[&aid=]          operator: a user's live sessions
 //	DELETE /v1/sessions/{id}                       operator: end one session
 //	DELETE /v1/sessions?user=EMAIL[&aid=]          operator: end all of a user's sessions
-//	POST   /v1/tokens                              operator (signed in): CreateTokenRequest → CreatedToken
-//	GET    /v1/tokens[?aid=]                       operator
-//	DELETE /v1/tokens/{idOrName}[?aid=]            operator
-//	GET    /v1/audit[?aid=&cid=&actor=&kind=&limit=&before=]   operator: AuditPage
+//	POST   /v1/tokens                              operator (signed in, the role): CreateTokenRequest → CreatedToken
+//	GET    /v1/tokens[?aid=]                       operator, or manage-tokens
+//	DELETE /v1/tokens/{idOrName}[?aid=]            operator, or manage-tokens
+//	GET    /v1/audit[?aid=&cid=&actor=&kind=&limit=&before=]   operator, or read-audit: AuditPage
 //
 // "operator" is the operator role in an account (Me.Operates) or the
-// account's token. Of a user who also belongs to accounts the caller does
+// account's token; "manage-tokens", "read-audit": a signed-in user of the
+// account whom an `operate … -> *:` rule of its policy grants it (Me.May;
+// 403 names the rule, 404 for an account not theirs). No rule lets a user
+// create a token: a token carries every operator verb and outlives the
+// rule. Of a user who also belongs to accounts the caller does
 // not operate, the device and session routes reach only the devices that
 // joined a cluster of the caller's accounts (and the sessions holding
 // one), showing only those clusters; anything else is 404.

@@ -9,14 +9,20 @@ import (
 // An account's access policy and groups (issue 23): the document of
 // control/policy, set and read whole; the groups its rules name.
 //
-//	GET    /v1/accounts/{aid}/policy                         operator: Policy (version 0: none)
-//	PUT    /v1/accounts/{aid}/policy                         operator: SetPolicyRequest → Policy; 409 conflict
+//	GET    /v1/accounts/{aid}/policy                         set-policy: Policy (version 0: none)
+//	PUT    /v1/accounts/{aid}/policy                         set-policy: SetPolicyRequest → Policy; 409 conflict
 //	                                                         when the version is not newer, 400 policy_invalid
-//	POST   /v1/accounts/{aid}/policy/test                    operator: PolicyTestRequest → PolicyDecision
-//	GET    /v1/accounts/{aid}/groups                         operator: []Group
-//	POST   /v1/accounts/{aid}/groups                         operator: CreateGroupRequest → Group (201)
-//	POST   /v1/accounts/{aid}/groups/{name}/members          operator: AddMemberRequest → Group
-//	DELETE /v1/accounts/{aid}/groups/{name}/members/{email}  operator: → Group
+//	POST   /v1/accounts/{aid}/policy/test                    set-policy: PolicyTestRequest → PolicyDecision
+//	GET    /v1/accounts/{aid}/groups                         manage-users: []Group
+//	POST   /v1/accounts/{aid}/groups                         manage-users: CreateGroupRequest → Group (201)
+//	POST   /v1/accounts/{aid}/groups/{name}/members          manage-users: AddMemberRequest → Group
+//	DELETE /v1/accounts/{aid}/groups/{name}/members/{email}  manage-users: → Group
+//
+// Each is allowed to the account's operators (the role, or its token) and
+// to a user of the account whom an `operate … -> *: ACTION` rule of its
+// policy grants the action named (403 names the rule). By such a rule a
+// user changes the members of no group an `operate` rule names: they hand
+// out operator verbs.
 //
 // A join to a cluster the policy does not let the user connect to is
 // refused with 403 forbidden, naming the cluster and what to ask for.

@@ -103,6 +103,11 @@ type Me struct {
 	Operates  []string  `json:"operates,omitempty"` // the accounts where it may
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 	SessionID string    `json:"sessionId,omitempty"`
+	// May are the account-wide operator actions (manage-users,
+	// manage-tokens, set-policy, read-audit) that an `operate … -> *:`
+	// rule of an account's policy grants a signed-in user, by account; an
+	// account in Operates holds them all and is not listed.
+	May map[string][]string `json:"may,omitempty"`
 }
 
 // Cluster is one entry of GET /v1/clusters.

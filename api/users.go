@@ -8,9 +8,14 @@ import (
 // An account's users, and how an operator removes one (issue 23: removing
 // a user ends their access at once).
 //
-//	GET    /v1/accounts/{aid}/users          operator: []User
-//	DELETE /v1/accounts/{aid}/users/{email}  operator: → RemovedUser; 404 for a user not in
+//	GET    /v1/accounts/{aid}/users          manage-users: []User
+//	DELETE /v1/accounts/{aid}/users/{email}  manage-users: → RemovedUser; 404 for a user not in
 //	                                         the account, 409 for the caller themselves
+//
+// manage-users is the account's operators' (the role, or its token), and
+// a user's whom an `operate … -> *: manage-users` rule of its policy
+// grants it; by such a rule a user removes no one who holds operator verbs
+// (the role, or a rule's), 403.
 
 // User is a user of an account as its operators see them.
 type User struct {

@@ -26,7 +26,9 @@ the time, the actor, the source address, the target and the outcome.
 Kinds: ` + strings.Join(api.AuditKinds, ", ") + `.
 A page holds --limit entries; the line after it says how to see older ones.
 
-This is an operator verb: runos login first, or set RUNOS_TOKEN.`,
+This needs the operator role on the account (runos login first) or its
+token (RUNOS_TOKEN), or an "operate … -> *: read-audit" rule of its policy
+for the user signed in with runos login.`,
 		Example: `  runos audit
   runos audit --cid ky3 --kind move
   runos audit --actor ops@rjwrn.example.com --limit 100 --json`,

@@ -11,7 +11,7 @@ import (
 )
 
 // Groups of users that an account's policy names (runos policy): created
-// empty, members added and removed by operators.
+// empty, members added and removed by operators (or a manage-users rule).
 
 // account is --aid, or the one account the caller belongs to.
 func account(ctx context.Context, c *api.Client, aid string) (string, error) {
@@ -48,7 +48,10 @@ group:oncall -> ky3: *; see runos policy). A group is created empty, then
 users are added and removed by email; each change reaches the gateways at
 once and is in the audit log.
 
-This is an operator verb: runos login first, or set RUNOS_TOKEN.`,
+This needs the operator role on the account (runos login first) or its
+token (RUNOS_TOKEN), or an "operate … -> *: manage-users" rule of its
+policy for the user signed in with runos login; such a rule changes the
+members of no group an operate rule names.`,
 		a.groupsListCmd(), a.groupsCreateCmd(), a.groupsMemberCmd(true), a.groupsMemberCmd(false))
 }
 

@@ -219,7 +219,7 @@ func (a *app) login(ctx context.Context, noBrowser, asJSON bool) error {
 		return fmt.Errorf("login: keep the token: %w", err)
 	}
 	if !me.Operator {
-		fmt.Fprintf(a.env.Stderr, "warning: %s is not an operator of any account: control will refuse the operator verbs\n", me.User)
+		fmt.Fprintf(a.env.Stderr, "warning: %s is not an operator of any account: control will refuse the operator verbs, except those an operate rule of an account's policy grants\n", me.User)
 	}
 	if asJSON {
 		cred.Token = ""

@@ -37,7 +37,9 @@ line, runos policy set policy.txt. A document whose version is not higher
 than the one in force is refused (an edit of an old copy, or a replay),
 and so is one naming an unknown group or cluster, with every bad line named.
 
-This is an operator verb: runos login first, or set RUNOS_TOKEN.`,
+This needs the operator role on the account (runos login first) or its
+token (RUNOS_TOKEN), or an "operate … -> *: set-policy" rule of its
+policy for the user signed in with runos login.`,
 		a.policyGetCmd(), a.policySetCmd(), a.policyTestCmd())
 }
 

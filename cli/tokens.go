@@ -23,8 +23,11 @@ otherwise, at most 366 days); its secret is shown once, when it is created,
 and kept only as a hash. The world file's token is listed as world-file.
 A revoked or expired token is refused with a 401 that says so.
 
-Creating a token needs a person's sign-in (runos login as an operator): a
-token cannot make tokens. Listing and revoking work with either.`,
+Creating a token needs a person's sign-in with the operator role (runos
+login as an operator): a token cannot make tokens, and neither can an
+"operate … -> *: manage-tokens" rule of the policy, since a token carries
+every operator verb and outlives the rule. Listing and revoking work with
+either, and for a user such a rule lets (after runos login).`,
 		a.tokensCreateCmd(), a.tokensListCmd(), a.tokensRevokeCmd())
 }
 

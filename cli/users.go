@@ -20,7 +20,10 @@ func (a *app) usersCmd() *cobra.Command {
 password), or created at their first sign-in through the account's
 identity provider. runos users remove ends a user's access at once.
 
-This is an operator verb: runos login first, or set RUNOS_TOKEN.`,
+This needs the operator role on the account (runos login first) or its
+token (RUNOS_TOKEN), or an "operate … -> *: manage-users" rule of its
+policy for the user signed in with runos login; such a rule removes no
+operator and no user another operate rule grants operator verbs.`,
 		a.usersListCmd(), a.usersRemoveCmd())
 }
 

@@ -11,8 +11,8 @@ import (
 
 // TestUsersVerbs drives users list and remove against a real control: a
 // removed user's device leaves the account, their session is refused from
-// then on, and the refusals (no such user, another account's user, not an
-// operator) say so with exit status 1.
+// then on, and the refusals (no such user, another account's user, a user
+// of another account) say so with exit status 1.
 func TestUsersVerbs(t *testing.T) {
 	h, ctl := realControlHarness(t)
 	d := laptop(t, ctl, "dev@rjwrn.example.com", "dev-laptop", "ky3")
@@ -42,9 +42,9 @@ func TestUsersVerbs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Not an operator: eve's own session.
+	// A user of another account: eve's own session is told of no rjwrn.
 	h.env["RUNOS_TOKEN"] = ctl.SignIn(t, "eve@other.example.com")
-	h.run("users", "remove", "ops@rjwrn.example.com", "--aid", "rjwrn").want(t, 1, nil, []string{"remove user ops@rjwrn.example.com", "operator role"})
+	h.run("users", "remove", "ops@rjwrn.example.com", "--aid", "rjwrn").want(t, 1, nil, []string{"remove user ops@rjwrn.example.com", "no account rjwrn among your accounts"})
 	h.env["RUNOS_TOKEN"] = controltest.OperatorToken
 	h.run("users", "list", "--json").want(t, 0, []string{`"ops@rjwrn.example.com"`}, nil)
 }

@@ -89,6 +89,45 @@ func (p *Policy) MayOperate(s Subject, cluster string, a Action) Decision {
 	return Decision{Reason: fmt.Sprintf("no rule lets %s %s%s", who(s, groups), a, where)}
 }
 
+// OperateRuleFor is the first operate rule for the subject, whatever its
+// actions and cluster (nil: the document gives the subject no operator
+// action). The world file's operator flag is not looked at: this is about
+// what the document grants, so that control can keep those it grants
+// from being changed by another grant (a rule's grantee removing them).
+func (p *Policy) OperateRuleFor(s Subject) *Rule {
+	if p == nil {
+		return nil
+	}
+	groups, user := p.groupsOf(s), strings.ToLower(s.User)
+	for i := range p.Rules {
+		if r := &p.Rules[i]; r.Kind == Operate && r.forSubject(user, groups) {
+			return r
+		}
+	}
+	return nil
+}
+
+// OperateRuleNaming is the first operate rule naming the group among its
+// principals (nil: none): a member of the group holds operator actions,
+// so whoever changes its members hands them out.
+func (p *Policy) OperateRuleNaming(group string) *Rule {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if r.Kind != Operate {
+			continue
+		}
+		for _, pr := range r.Principals {
+			if pr.Group == group {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
 // groupsOf is the subject's groups: those it came with and those of the
 // document that list its email.
 func (p *Policy) groupsOf(s Subject) map[string]bool {

@@ -187,3 +187,45 @@ func TestParseQuery(t *testing.T) {
 		}
 	}
 }
+
+// OperateRuleFor and OperateRuleNaming say whom the document hands
+// operator actions to, and through which group: control keeps a rule's
+// grantee from changing either.
+func TestWhomTheDocumentLetsOperate(t *testing.T) {
+	p := mustLoad(t, teamPolicy)
+	for _, c := range []struct {
+		name string
+		s    Subject
+		line int
+	}{
+		{"in oncall by the document", Subject{User: "Bob@example.com"}, 12},
+		{"in admins by the provider", Subject{User: "root@example.com", Groups: []string{"admins"}}, 13},
+		{"allowed to connect, granted nothing", Subject{User: "carl@example.com"}, 0},
+		{"the world file's operator is not the document's", Subject{User: "op@example.com", Operator: true}, 0},
+	} {
+		line := 0
+		if r := p.OperateRuleFor(c.s); r != nil {
+			line = r.Line
+		}
+		if line != c.line {
+			t.Errorf("%s: OperateRuleFor = line %d, want %d", c.name, line, c.line)
+		}
+	}
+	everyone := mustLoad(t, "version 1\noperate * -> ky3: move-services\n")
+	if r := everyone.OperateRuleFor(Subject{User: "eve@example.com"}); r == nil || r.Line != 2 {
+		t.Errorf("operate * is for everyone: %v", r)
+	}
+	for group, line := range map[string]int{"oncall": 12, "admins": 13, "contractors": 0, "sre": 0} {
+		got := 0
+		if r := p.OperateRuleNaming(group); r != nil {
+			got = r.Line
+		}
+		if got != line {
+			t.Errorf("OperateRuleNaming(%s) = line %d, want %d", group, got, line)
+		}
+	}
+	var none *Policy
+	if none.OperateRuleFor(Subject{User: "eve@example.com"}) != nil || none.OperateRuleNaming("oncall") != nil {
+		t.Error("no policy grants nothing")
+	}
+}

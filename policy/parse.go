@@ -241,7 +241,7 @@ func parseAction(s, cluster string) (Action, error) {
 	}
 	for _, known := range Actions {
 		if a == known {
-			if accountWide(a) && cluster != AnyCluster {
+			if AccountWide(a) && cluster != AnyCluster {
 				return "", fmt.Errorf("%s is about the whole account, not one cluster: write `operate … -> *: %s`", a, a)
 			}
 			return a, nil

@@ -122,13 +122,13 @@ func (d Dest) AllPorts() bool { return d.PortLo == 0 && d.PortHi == 65535 }
 type Action string
 
 // The operator actions. The first are per cluster; the account-wide ones
-// (accountWide) need a rule for every cluster ("-> *:").
+// (AccountWide) need a rule for every cluster ("-> *:").
 const (
 	MoveServices  Action = "move-services"  // add, move, relay a cluster's VPN services
 	RevokeDevices Action = "revoke-devices" // revoke and delete devices, end sessions
 	ManageNodes   Action = "manage-nodes"   // set a node's ingress, remove a node
 	ManageUsers   Action = "manage-users"   // groups and users
-	ManageTokens  Action = "manage-tokens"  // operator API tokens
+	ManageTokens  Action = "manage-tokens"  // list and revoke operator API tokens (control creates none by a rule)
 	SetPolicy     Action = "set-policy"     // this document
 	ReadAudit     Action = "read-audit"     // the audit log
 	// AllActions in an operate rule ("*") grants every action.
@@ -138,9 +138,9 @@ const (
 // Actions are the operator actions, in the order shown in errors.
 var Actions = []Action{MoveServices, RevokeDevices, ManageNodes, ManageUsers, ManageTokens, SetPolicy, ReadAudit}
 
-// accountWide reports whether the action is about the account rather than
+// AccountWide reports whether the action is about the account rather than
 // one of its clusters.
-func accountWide(a Action) bool {
+func AccountWide(a Action) bool {
 	switch a {
 	case ManageUsers, ManageTokens, SetPolicy, ReadAudit:
 		return true

@@ -2,9 +2,11 @@
 // for each cluster of the account, the VPN service (node, endpoint and
 // whether private or public, port), the devices joined with their user,
 // address and last handshake and a Revoke button, the latest move with its
-// progress while it runs, the latest audit entries and each account's
-// access policy, shown and edited whole; a user who is no operator sees
-// their own devices, each with Remove.
+// progress while it runs, the latest audit entries, the account's users
+// and its access policy, shown and edited whole; a user who is no operator
+// sees their own devices, each with Remove, and of those sections the ones
+// an `operate … -> *:` rule of the policy grants them (read-audit,
+// manage-users, set-policy), as control decides it (/v1/me's May).
 //
 // It is a client of control's own /v1 API, called in-process with the
 // signed-in user's token (so every rule and every scope is the API's), and

@@ -30,9 +30,13 @@ var funcs = template.FuncMap{
 // sections are the parts of the page the live stream replaces, by id.
 func (c *Console) sections(v *view) (map[string]string, error) {
 	names := []string{"clusters"}
-	if v.Operator {
-		names = append(names, "audit", "users")
-	} else {
+	if v.ShowAudit {
+		names = append(names, "audit")
+	}
+	if v.ShowUsers {
+		names = append(names, "users")
+	}
+	if !v.Operator {
 		names = append(names, "mine")
 	}
 	out := map[string]string{}
@@ -111,8 +115,9 @@ func (c *Console) remove(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// removeUser is an operator's Remove on a user of their account: the
-// user's sessions end and their devices leave every gateway at once.
+// removeUser is Remove on a user of an account (an operator's, or a user's
+// a manage-users rule lets): the user's sessions end and their devices
+// leave every gateway at once.
 func (c *Console) removeUser(w http.ResponseWriter, r *http.Request) {
 	aid, email := r.PathValue("aid"), r.PathValue("email")
 	c.act(w, r, "Remove "+email+" from "+aid, func(cl *api.Client) (string, error) {
@@ -127,7 +132,8 @@ func (c *Console) removeUser(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// setPolicy is an operator's Save on an account's access policy: the
+// setPolicy is Save on an account's access policy (an operator's, or a
+// user's a set-policy rule lets): the
 // document as edited, set through the API (which refuses a version that is
 // not newer, or a document with bad lines, each named).
 func (c *Console) setPolicy(w http.ResponseWriter, r *http.Request) {

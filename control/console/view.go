@@ -12,6 +12,7 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/hub"
+	"github.com/runos/vpn/policy"
 )
 
 // auditShown is how many of the latest audit entries the page shows.
@@ -33,22 +34,48 @@ func oauth2ctx(r *http.Request, hc *http.Client) context.Context {
 // view is everything the page shows.
 type view struct {
 	User     string
-	Operator bool
-	Accounts string
+	Operator bool   // of some account: every device of its clusters, with Revoke
+	Operates string // the accounts they operate
+	Grants   string // what the policies grant a user who is no operator there, for the header
 	CSRF     string
 	Since    uint64 // the hub's version the view was read at (the live stream's start)
+
+	// What the sections below show: the operator role or a rule granting
+	// the account-wide action (read-audit, manage-users, set-policy).
+	ShowAudit, ShowUsers, ShowPolicy bool
 
 	Clusters []clusterView
 	Mine     []deviceRow // a user who is no operator: their own devices
 	Audit    []api.AuditEntry
-	Policies []api.Policy // operators: each account's access policy they may edit
-	Users    []userRow    // operators: each operated account's users
+	Policies []api.Policy // each account's access policy they may set
+	Users    []userRow    // each account's users they may manage
 }
 
 type userRow struct {
 	AID, Email, Groups string
 	Operator, Password bool
-	Self               bool // the signed-in operator: no Remove button
+	Self               bool // the signed-in user: no Remove button
+	// Removable: a Remove button. Not for an operator when the viewer
+	// manages users by a rule, which the API refuses (it does not reach
+	// those who hold operator actions; a user a rule grants them is
+	// refused by the API too, which the page cannot tell).
+	Removable bool
+}
+
+// may reports whether me may use the account-wide action a on aid: the
+// operator role, or a rule of its policy (Me.May, as control decides it).
+func may(me *api.Me, aid string, a policy.Action) bool {
+	return slices.Contains(me.Operates, aid) || slices.Contains(me.May[aid], string(a))
+}
+
+// mayAnywhere reports whether me may use a on some account.
+func mayAnywhere(me *api.Me, a policy.Action) bool {
+	for _, aid := range me.Accounts {
+		if may(me, aid, a) {
+			return true
+		}
+	}
+	return false
 }
 
 type clusterView struct {
@@ -78,7 +105,9 @@ func (c *Console) load(ctx context.Context, cl *api.Client) (*view, []*hub.Topic
 	if me.User == "" {
 		return nil, nil, errSignedOut // an operator token is no console sign-in
 	}
-	v := &view{User: me.User, Operator: me.Operator, Accounts: strings.Join(me.Accounts, ", "), CSRF: csrfToken(cl.Token), Since: since}
+	v := &view{User: me.User, Operator: me.Operator, Operates: strings.Join(me.Operates, ", "), Grants: grantsText(me),
+		CSRF: csrfToken(cl.Token), Since: since, ShowAudit: mayAnywhere(me, policy.ReadAudit),
+		ShowUsers: mayAnywhere(me, policy.ManageUsers), ShowPolicy: mayAnywhere(me, policy.SetPolicy)}
 	topics := []*hub.Topic{c.cfg.Hub.Topic(hub.Session(me.SessionID))}
 	for _, aid := range me.Accounts {
 		topics = append(topics, c.cfg.Hub.Topic(hub.Account(aid)))
@@ -123,32 +152,66 @@ func (c *Console) load(ctx context.Context, cl *api.Client) (*view, []*hub.Topic
 	}
 	if !me.Operator {
 		v.Mine = rowsOf(devs, "")
-		return v, topics, nil
 	}
-	page, err := cl.Audit(ctx, api.AuditQuery{Limit: auditShown})
-	if err != nil {
-		return nil, nil, refused(err)
+	if v.ShowAudit {
+		page, err := cl.Audit(ctx, api.AuditQuery{Limit: auditShown})
+		if err != nil && !withdrawn(err) {
+			return nil, nil, refused(err)
+		}
+		if err == nil {
+			v.Audit = page.Entries
+		}
 	}
-	v.Audit = page.Entries
 	for _, aid := range me.Accounts {
-		p, err := cl.Policy(ctx, aid)
-		if api.IsCode(err, api.CodeForbidden) {
-			continue // a member of the account, not its operator
-		}
-		if err != nil {
+		if err := v.addAccount(ctx, cl, me, aid); err != nil {
 			return nil, nil, refused(err)
-		}
-		v.Policies = append(v.Policies, *p)
-		us, err := cl.Users(ctx, aid)
-		if err != nil {
-			return nil, nil, refused(err)
-		}
-		for _, u := range us {
-			v.Users = append(v.Users, userRow{AID: aid, Email: u.Email, Groups: strings.Join(u.Groups, ", "),
-				Operator: u.Operator, Password: u.Password, Self: strings.EqualFold(u.Email, me.User)})
 		}
 	}
 	return v, topics, nil
+}
+
+// addAccount adds the account's policy and users, where me may set and
+// manage them.
+func (v *view) addAccount(ctx context.Context, cl *api.Client, me *api.Me, aid string) error {
+	if may(me, aid, policy.SetPolicy) {
+		p, err := cl.Policy(ctx, aid)
+		if err != nil && !withdrawn(err) {
+			return err
+		}
+		if err == nil {
+			v.Policies = append(v.Policies, *p)
+		}
+	}
+	if !may(me, aid, policy.ManageUsers) {
+		return nil
+	}
+	us, err := cl.Users(ctx, aid)
+	if err != nil && !withdrawn(err) {
+		return err
+	}
+	operator := slices.Contains(me.Operates, aid)
+	for _, u := range us {
+		self := strings.EqualFold(u.Email, me.User)
+		v.Users = append(v.Users, userRow{AID: aid, Email: u.Email, Groups: strings.Join(u.Groups, ", "),
+			Operator: u.Operator, Password: u.Password, Self: self, Removable: !self && (operator || !u.Operator)})
+	}
+	return nil
+}
+
+// withdrawn reports a refusal of what /v1/me said the user may do: the
+// grant changed in between; the change wakes the page again.
+func withdrawn(err error) bool { return api.IsCode(err, api.CodeForbidden) }
+
+// grantsText says what the policies grant a user beyond their role, as
+// "manage-users in rjwrn; read-audit in k2" ("" for none).
+func grantsText(me *api.Me) string {
+	var out []string
+	for _, aid := range me.Accounts {
+		if as := me.May[aid]; len(as) > 0 {
+			out = append(out, strings.Join(as, ", ")+" in "+aid)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // rowsOf are the devices joined to cid, not revoked ("" : every device).

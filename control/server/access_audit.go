@@ -18,8 +18,9 @@ func auditDoc(e audit.Entry) api.AuditEntry {
 		Kind: e.Kind, CID: e.CID, Target: e.Target, Outcome: e.Outcome}
 }
 
-// handleAudit lists the audit log of the accounts the caller operates,
-// newest first, a page at a time.
+// handleAudit lists the audit log of the accounts whose log the caller may
+// read (the operator role, the account's token, a read-audit rule), newest
+// first, a page at a time.
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, p *principal) {
 	q := r.URL.Query()
 	f := store.AuditFilter{CID: q.Get("cid"), Actor: q.Get("actor"), Kind: q.Get("kind")}
@@ -42,17 +43,14 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, p *principa
 		}
 		f.Before = n
 	}
-	var err error
-	if f.AIDs, err = operatedAccounts(p, q.Get("aid")); err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	out := api.AuditPage{Entries: []api.AuditEntry{}}
-	err = s.st.View(r.Context(), func(rd store.Reader) error {
-		if f.CID != "" {
-			if _, err := cluster(rd, p, f.CID, policy.ReadAudit); err != nil {
-				return err
-			}
+	err := s.st.View(r.Context(), func(rd store.Reader) error {
+		aid, err := auditAccount(rd, p, f.CID, q.Get("aid"))
+		if err != nil {
+			return err
+		}
+		if f.AIDs, err = accountsAction(rd, p, aid, policy.ReadAudit); err != nil {
+			return err
 		}
 		// One more than asked tells whether there is a next page.
 		more := f
@@ -75,4 +73,18 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request, p *principa
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// auditAccount is the account a page filtered by cluster cid is about:
+// the cluster's (404 for one the caller does not see, or not in aid), so
+// that a refusal names the account whose log it is; aid when no cid.
+func auditAccount(rd store.Reader, p *principal, cid, aid string) (string, error) {
+	if cid == "" {
+		return aid, nil
+	}
+	c, err := cluster(rd, p, cid, noVerb)
+	if err == nil && aid != "" && aid != c.AID {
+		err = errNotFound("no cluster %s in %s (list them: runos clusters list)", cid, aid)
+	}
+	return c.AID, err
 }

@@ -19,6 +19,14 @@ func (s *Server) handleMe(w http.ResponseWriter, r *http.Request, p *principal) 
 	me.Operator = len(me.Operates) > 0
 	if p.kind == kindUser {
 		me.User, me.ExpiresAt, me.SessionID = p.user.Email, p.session.ExpiresAt, p.session.ID
+		err := s.st.View(r.Context(), func(rd store.Reader) (err error) {
+			me.May, err = ruleGrants(rd, p)
+			return err
+		})
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	if me.Accounts == nil {
 		me.Accounts = []string{}

@@ -13,14 +13,15 @@ import (
 )
 
 // An account's groups of users, which its policy's rules name
-// (`runos groups`): created empty, members added and removed by
-// operators, each change audited and pushed to the account's gateways
-// (and policy:<aid>), since a member's reach changes with it.
+// (`runos groups`): created empty, members added and removed by operators
+// and the users a manage-users rule lets, each change audited and pushed
+// to the account's gateways (and policy:<aid>), since a member's reach
+// changes with it.
 
 func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request, p *principal) {
 	out := []api.Group{}
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		aid, err := operatedAccount(p, r.PathValue("aid"))
+		aid, _, err := accountAction(rd, p, r.PathValue("aid"), policy.ManageUsers)
 		if err != nil {
 			return err
 		}
@@ -52,13 +53,20 @@ func groupDoc(rd store.Reader, aid, name string) (api.Group, error) {
 }
 
 // changeGroup runs one change of a group in a transaction with its audit
-// entry and push; fn says what it did, for the entry.
-func (s *Server) changeGroup(w http.ResponseWriter, r *http.Request, p *principal, name string, status int, fn func(tx store.Writer, aid string) (string, error)) {
+// entry and push; fn says what it did, for the entry. A change of members
+// (members true) by a manage-users rule stays off the groups an operate
+// rule names (accountwide.go).
+func (s *Server) changeGroup(w http.ResponseWriter, r *http.Request, p *principal, name string, members bool, status int, fn func(tx store.Writer, aid string) (string, error)) {
 	var out api.Group
 	err := s.update(r.Context(), func(tx store.Writer) error {
-		aid, err := operatedAccount(p, r.PathValue("aid"))
+		aid, how, err := accountAction(tx, p, r.PathValue("aid"), policy.ManageUsers)
 		if err != nil {
 			return err
+		}
+		if members && how == byRule {
+			if err := mayChangeGroupByRule(tx, aid, name); err != nil {
+				return err
+			}
 		}
 		did, err := fn(tx, aid)
 		if err != nil {
@@ -90,7 +98,7 @@ func (s *Server) handleCreateGroup(w http.ResponseWriter, r *http.Request, p *pr
 		writeError(w, errInvalid("name: %v", err))
 		return
 	}
-	s.changeGroup(w, r, p, name, http.StatusCreated, func(tx store.Writer, aid string) (string, error) {
+	s.changeGroup(w, r, p, name, false, http.StatusCreated, func(tx store.Writer, aid string) (string, error) {
 		if err := tx.PutGroup(aid, name); errors.Is(err, store.ErrExists) {
 			return "", errConflict(fmt.Sprintf("group %s already exists in %s", name, aid), "add members: runos groups add "+name+" EMAIL")
 		} else if err != nil {
@@ -124,7 +132,7 @@ func (s *Server) handleAddMember(w http.ResponseWriter, r *http.Request, p *prin
 		writeError(w, e)
 		return
 	}
-	s.changeGroup(w, r, p, group, http.StatusOK, func(tx store.Writer, aid string) (string, error) {
+	s.changeGroup(w, r, p, group, true, http.StatusOK, func(tx store.Writer, aid string) (string, error) {
 		switch err := tx.PutGroupMember(aid, group, member); {
 		case errors.Is(err, store.ErrNotFound):
 			return "", errNotFound("no group %s in %s (create it: runos groups create %s)", group, aid, group)
@@ -143,7 +151,7 @@ func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request, p *p
 		writeError(w, e)
 		return
 	}
-	s.changeGroup(w, r, p, group, http.StatusOK, func(tx store.Writer, aid string) (string, error) {
+	s.changeGroup(w, r, p, group, true, http.StatusOK, func(tx store.Writer, aid string) (string, error) {
 		if err := tx.DeleteGroupMember(aid, group, member); errors.Is(err, store.ErrNotFound) {
 			return "", errNotFound("%s is not a member of group %s in %s (list them: runos groups list)", member, group, aid)
 		} else if err != nil {

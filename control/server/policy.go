@@ -15,10 +15,11 @@ import (
 	"github.com/runos/vpn/policy"
 )
 
-// An account's access policy (issue 23): operators read, set and test the
-// document; control/policy parses, validates and decides; the store keeps
-// it; a join is decided against it (join.go's refusal). Every change is in
-// the audit log and touches policy:<aid> for those who enforce it.
+// An account's access policy (issue 23): operators, and users a set-policy
+// rule lets, read, set and test the document; control/policy parses,
+// validates and decides; the store keeps it; a join is decided against it
+// (join.go's refusal). Every change is in the audit log and touches
+// policy:<aid> for those who enforce it.
 
 // accountPolicy is the account's document in force, parsed (nil: the
 // account has none, and everyone may connect).
@@ -36,6 +37,19 @@ func accountPolicy(rd store.Reader, aid string) (*policy.Policy, model.Policy, e
 		return nil, doc, fmt.Errorf("policy version %d of %s in the store: %w", doc.Version, aid, err)
 	}
 	return p, doc, nil
+}
+
+// accountUser reads a user of aid (404 for anyone else, another
+// account's user included).
+func accountUser(rd store.Reader, aid, email string) (model.User, error) {
+	if email == "" {
+		return model.User{}, errInvalid("user: say whose access (--user EMAIL)")
+	}
+	u, err := rd.User(email)
+	if isStoreNotFound(err) || err == nil && !u.InAccount(aid) {
+		return model.User{}, errNotFound("no user %s in %s", email, aid)
+	}
+	return u, err
 }
 
 // subject is a user as the account's policy sees them.
@@ -88,7 +102,7 @@ func policyDoc(m model.Policy) api.Policy {
 func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request, p *principal) {
 	var out api.Policy
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		aid, err := operatedAccount(p, r.PathValue("aid"))
+		aid, _, err := accountAction(rd, p, r.PathValue("aid"), policy.SetPolicy)
 		if err != nil {
 			return err
 		}
@@ -116,7 +130,7 @@ func (s *Server) handleSetPolicy(w http.ResponseWriter, r *http.Request, p *prin
 	}
 	var out api.Policy
 	err = s.update(r.Context(), func(tx store.Writer) error {
-		aid, err := operatedAccount(p, r.PathValue("aid"))
+		aid, _, err := accountAction(tx, p, r.PathValue("aid"), policy.SetPolicy)
 		if err != nil {
 			return err
 		}
@@ -166,11 +180,11 @@ func (s *Server) handleTestPolicy(w http.ResponseWriter, r *http.Request, p *pri
 	}
 	var out api.PolicyDecision
 	err = s.st.View(r.Context(), func(rd store.Reader) error {
-		aid, err := operatedAccount(p, r.PathValue("aid"))
+		aid, _, err := accountAction(rd, p, r.PathValue("aid"), policy.SetPolicy)
 		if err != nil {
 			return err
 		}
-		u, _, err := operatedUser(rd, p, aid, strings.TrimSpace(req.User))
+		u, err := accountUser(rd, aid, strings.TrimSpace(req.User))
 		if err != nil {
 			return err
 		}
@@ -254,17 +268,24 @@ func gatewayPolicy(rd store.Reader, aid string, gs *api.GatewayService, peers []
 	if err != nil {
 		return err
 	}
+	of := groupsOfMembers(groups)
+	for i, p := range peers {
+		email := strings.ToLower(p.User)
+		gs.Peers[i].User, gs.Peers[i].Groups = email, of[email]
+	}
+	return nil
+}
+
+// groupsOfMembers are the names of the groups each member (a lowercase
+// email, as the store keeps them) is in, in the groups' order (by name).
+func groupsOfMembers(groups []model.Group) map[string][]string {
 	of := map[string][]string{}
 	for _, g := range groups {
 		for _, m := range g.Members {
 			of[m] = append(of[m], g.Name)
 		}
 	}
-	for i, p := range peers {
-		email := strings.ToLower(p.User)
-		gs.Peers[i].User, gs.Peers[i].Groups = email, of[email]
-	}
-	return nil
+	return of
 }
 
 // touchGateways wakes every gateway of the account's clusters: their maps

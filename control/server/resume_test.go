@@ -14,11 +14,12 @@ import (
 	"github.com/runos/vpn/control/store"
 )
 
-// countingStore counts the sign-in reads (a session by its token's hash)
-// and the read transactions made through it.
+// countingStore counts the sign-in reads (a session by its token's hash),
+// the read transactions made through it and, in them, the reads of users
+// and groups (users_test.go).
 type countingStore struct {
 	store.Store
-	views, signIns atomic.Int64
+	views, signIns, userReads atomic.Int64
 }
 
 func (c *countingStore) View(ctx context.Context, fn func(store.Reader) error) error {

@@ -16,12 +16,15 @@ import (
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/token"
+	"github.com/runos/vpn/policy"
 )
 
 // Operator API tokens: created by a signed-in operator (a token may not
-// make tokens, or a leaked one could outlive its own revocation), listed
-// without their secret, revoked by id or name. The world file's token is
-// one of them, named world-file.
+// make tokens, or a leaked one could outlive its own revocation; nor may a
+// manage-tokens rule, see tokenAccount), listed without their secret,
+// revoked by id or name (by operators, the account's tokens, and users a
+// manage-tokens rule lets). The world file's token is one of them, named
+// world-file.
 
 // tokenRefusal is the clear 401 of a revoked or expired token, nil when
 // it may be used.
@@ -131,6 +134,41 @@ func operatedAccount(p *principal, aid string) (string, error) {
 	return mine[0], nil
 }
 
+// tokenAccount is the account a signed-in user creates a token in: one
+// they hold the operator role in (aid, or their only one). A manage-tokens
+// rule lists and revokes tokens but creates none: a token carries every
+// operator action and outlives the rule and its grantee, so creating one
+// by a rule would turn a grant the policy can take back into one it
+// cannot (accountwide.go).
+func tokenAccount(rd store.Reader, p *principal, aid string) (string, error) {
+	if aid == "" {
+		aid, err := operatedAccount(p, "")
+		if errors.Is(err, errNotOperator) {
+			return "", errCreateToken("")
+		}
+		return aid, err
+	}
+	aid, how, err := accountAction(rd, p, aid, policy.ManageTokens)
+	if isForbidden(err) || err == nil && how == byRule {
+		return "", errCreateToken(aid)
+	}
+	return aid, err
+}
+
+func errCreateToken(aid string) *api.Error {
+	on := "an account"
+	if aid != "" {
+		on = "account " + aid
+	}
+	return errForbidden("creating an operator token needs the operator role on "+on+": an `operate … -> *: manage-tokens` rule lists and revokes tokens but creates none, since a token carries every operator action and outlives the rule",
+		"ask an operator of the account to create it (runos login, then runos tokens create)")
+}
+
+func isForbidden(err error) bool {
+	var e *api.Error
+	return errors.As(err, &e) && e.Code == api.CodeForbidden
+}
+
 func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request, p *principal) {
 	if p.kind != kindUser {
 		writeError(w, errForbidden("an operator token cannot create tokens: a leaked one could outlive its own revocation",
@@ -156,42 +194,40 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request, p *pr
 			req.ExpiresInSeconds, int(api.MaxTokenTTL/(24*time.Hour)), int(api.DefaultTokenTTL/(24*time.Hour))))
 		return
 	}
-	aid, err := operatedAccount(p, req.AID)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	now := s.now()
 	secret := token.New()
-	k := model.APIToken{ID: token.ID("tok"), AID: aid, Name: req.Name, Hash: token.Hash(secret), CreatedAt: now,
+	k := model.APIToken{ID: token.ID("tok"), Name: req.Name, Hash: token.Hash(secret), CreatedAt: now,
 		CreatedBy: p.actor().String(), ExpiresAt: now.Add(ttl)}
-	err = s.update(r.Context(), func(tx store.Writer) error {
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		var err error
+		if k.AID, err = tokenAccount(tx, p, req.AID); err != nil {
+			return err
+		}
 		if err := tx.PutAPIToken(k); errors.Is(err, store.ErrExists) {
-			return errConflict(fmt.Sprintf("account %s has a live token named %s", aid, k.Name),
+			return errConflict(fmt.Sprintf("account %s has a live token named %s", k.AID, k.Name),
 				"choose another name, or revoke that one first: runos tokens revoke "+k.Name)
 		} else if err != nil {
 			return err
 		}
-		return s.record(tx, r, p, audit.Entry{AIDs: []string{aid}, Kind: audit.TokenCreated, Target: k.Name,
+		return s.record(tx, r, p, audit.Entry{AIDs: []string{k.AID}, Kind: audit.TokenCreated, Target: k.Name,
 			Outcome: fmt.Sprintf("token %s, expires %s", k.ID, k.ExpiresAt.UTC().Format(time.RFC3339))})
 	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Info("operator token created", "aid", aid, "token", k.ID, "name", k.Name, "by", p.actor().String(), "expires", k.ExpiresAt)
+	s.log.Info("operator token created", "aid", k.AID, "token", k.ID, "name", k.Name, "by", p.actor().String(), "expires", k.ExpiresAt)
 	writeJSON(w, http.StatusCreated, api.CreatedToken{APIToken: tokenDoc(k, now), Token: secret})
 }
 
 func (s *Server) handleTokens(w http.ResponseWriter, r *http.Request, p *principal) {
-	aid, err := operatedAccount(p, r.URL.Query().Get("aid"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	out := []api.APIToken{}
 	now := s.now()
-	err = s.st.View(r.Context(), func(rd store.Reader) error {
+	err := s.st.View(r.Context(), func(rd store.Reader) error {
+		aid, _, err := accountAction(rd, p, r.URL.Query().Get("aid"), policy.ManageTokens)
+		if err != nil {
+			return err
+		}
 		ks, err := rd.APITokens(aid)
 		for _, k := range ks {
 			out = append(out, tokenDoc(k, now))
@@ -229,15 +265,13 @@ func findToken(rd store.Reader, aid, idOrName string) (model.APIToken, error) {
 }
 
 func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request, p *principal) {
-	aid, err := operatedAccount(p, r.URL.Query().Get("aid"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	now := s.now()
 	var k model.APIToken
-	err = s.update(r.Context(), func(tx store.Writer) error {
-		var err error
+	err := s.update(r.Context(), func(tx store.Writer) error {
+		aid, _, err := accountAction(tx, p, r.URL.Query().Get("aid"), policy.ManageTokens)
+		if err != nil {
+			return err
+		}
 		if k, err = findToken(tx, aid, r.PathValue("id")); err != nil {
 			return err
 		}
@@ -248,13 +282,13 @@ func (s *Server) handleRevokeToken(w http.ResponseWriter, r *http.Request, p *pr
 		if err := tx.UpdateAPIToken(k); err != nil {
 			return err
 		}
-		return s.record(tx, r, p, audit.Entry{AIDs: []string{aid}, Kind: audit.TokenRevoked, Target: k.Name,
+		return s.record(tx, r, p, audit.Entry{AIDs: []string{k.AID}, Kind: audit.TokenRevoked, Target: k.Name,
 			Outcome: "token " + k.ID + " refused from now on"})
 	})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.log.Info("operator token revoked", "aid", aid, "token", k.ID, "name", k.Name, "by", p.actor().String())
+	s.log.Info("operator token revoked", "aid", k.AID, "token", k.ID, "name", k.Name, "by", p.actor().String())
 	writeJSON(w, http.StatusOK, tokenDoc(k, now))
 }

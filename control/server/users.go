@@ -37,20 +37,22 @@ var errRemoved = &api.Error{Status: 401, Code: api.CodeUnauthorized,
 func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request, p *principal) {
 	out := []api.User{}
 	err := s.st.View(r.Context(), func(rd store.Reader) error {
-		aid, err := operatedAccount(p, r.PathValue("aid"))
+		aid, _, err := accountAction(rd, p, r.PathValue("aid"), policy.ManageUsers)
 		if err != nil {
 			return err
 		}
+		// Two reads whatever the number of users, not one per user.
 		us, err := rd.Users(aid)
 		if err != nil {
 			return err
 		}
+		gs, err := rd.Groups(aid)
+		if err != nil {
+			return err
+		}
+		of := groupsOfMembers(gs)
 		for _, u := range us {
-			gs, err := rd.UserGroups(aid, u.Email)
-			if err != nil {
-				return err
-			}
-			out = append(out, api.User{Email: u.Email, Operator: u.OperatorOf(aid), Groups: nonNil(gs), Password: u.PasswordHash != ""})
+			out = append(out, api.User{Email: u.Email, Operator: u.OperatorOf(aid), Groups: nonNil(of[strings.ToLower(u.Email)]), Password: u.PasswordHash != ""})
 		}
 		return nil
 	})
@@ -77,7 +79,7 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request, p *pri
 	now := s.now()
 	var out api.RemovedUser
 	err = s.update(r.Context(), func(tx store.Writer) error {
-		aid, err := operatedAccount(p, r.PathValue("aid"))
+		aid, how, err := accountAction(tx, p, r.PathValue("aid"), policy.ManageUsers)
 		if err != nil {
 			return err
 		}
@@ -89,6 +91,11 @@ func (s *Server) handleRemoveUser(w http.ResponseWriter, r *http.Request, p *pri
 		}
 		if p.kind == kindUser && strings.EqualFold(p.user.Email, u.Email) {
 			return errConflict(fmt.Sprintf("you cannot remove yourself from %s", aid), "ask another operator of the account, or use its operator token")
+		}
+		if how == byRule {
+			if err := mayRemoveByRule(tx, aid, u); err != nil {
+				return err
+			}
 		}
 		if out, err = s.removeUser(tx, aid, u, now); err != nil {
 			return err

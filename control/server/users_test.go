@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,9 +13,11 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/audit"
+	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/oidc"
 	"github.com/runos/vpn/control/pool"
 	"github.com/runos/vpn/control/seed"
+	"github.com/runos/vpn/control/store"
 )
 
 // Removing a user ends their access at once: the gateway's long-poll
@@ -176,5 +179,73 @@ func TestRemovedUserSignsInAgainThroughTheProvider(t *testing.T) {
 		return u.Email == email && slices.Equal(u.Groups, []string{"oncall"}) && !u.Password
 	}) {
 		t.Fatalf("users after signing in again = %+v, %v", us, err)
+	}
+}
+
+// Reads of users and groups, counted by countingStore (resume_test.go).
+
+func (r countingReader) User(email string) (model.User, error) {
+	r.c.userReads.Add(1)
+	return r.Reader.User(email)
+}
+
+func (r countingReader) Users(aid string) ([]model.User, error) {
+	r.c.userReads.Add(1)
+	return r.Reader.Users(aid)
+}
+
+func (r countingReader) UserGroups(aid, email string) ([]string, error) {
+	r.c.userReads.Add(1)
+	return r.Reader.UserGroups(aid, email)
+}
+
+func (r countingReader) Groups(aid string) ([]model.Group, error) {
+	r.c.userReads.Add(1)
+	return r.Reader.Groups(aid)
+}
+
+// Listing an account's users reads the store as often for 23 users as for
+// 3 (it read each user's groups, one at a time), and still shows each
+// user's groups.
+func TestUsersListReadsDoNotGrowWithUsers(t *testing.T) {
+	w := testWorld()
+	var cs *countingStore
+	e := newEnvOf(t, w, func(c *Config) {
+		cs = &countingStore{Store: c.Store}
+		c.Store = cs
+	})
+	ctx := context.Background()
+	if _, err := e.op.CreateGroup(ctx, "rjwrn", "oncall"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.op.AddGroupMember(ctx, "rjwrn", "oncall", "BOB@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	reads := func() int64 {
+		t.Helper()
+		before := cs.userReads.Load()
+		us, err := e.op.Users(ctx, "rjwrn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(us, func(u api.User) bool { return u.Email == "bob@example.com" }); i < 0 || !slices.Equal(us[i].Groups, []string{"oncall"}) {
+			t.Fatalf("users = %+v; want bob in oncall", us)
+		}
+		return cs.userReads.Load() - before
+	}
+	few := reads()
+	_, err := e.st.Update(ctx, func(tx store.Writer) error {
+		for i := range 20 {
+			if err := tx.PutUser(model.User{Email: fmt.Sprintf("u%d@example.com", i), Accounts: []string{"rjwrn"}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if many := reads(); many != few || few > 2 {
+		t.Errorf("reads of a users list: %d for 3 users, %d for 23; want the same, at most 2", few, many)
 	}
 }

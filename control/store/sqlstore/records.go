@@ -37,12 +37,18 @@ func (t *tx) User(email string) (model.User, error) {
 		return x, r.Scan(&x.aid, &x.operator)
 	}, "SELECT aid, operator FROM user_accounts WHERE email = ? ORDER BY aid", u.Email)
 	for _, x := range roles {
-		u.Accounts = append(u.Accounts, x.aid)
-		if x.operator {
-			u.Operates = append(u.Operates, x.aid)
-		}
+		addRole(&u, x.aid, x.operator)
 	}
 	return u, err
+}
+
+// addRole adds an account of the user's, read in aid order, and their
+// role there.
+func addRole(u *model.User, aid string, operator bool) {
+	u.Accounts = append(u.Accounts, aid)
+	if operator {
+		u.Operates = append(u.Operates, aid)
+	}
 }
 
 func (t *tx) PutUser(u model.User) error {

@@ -7,21 +7,29 @@ import (
 	"github.com/runos/vpn/control/store/internal/sqlcol"
 )
 
+// Users reads the account's users with every account and role of theirs
+// in one statement, whatever their number: `runos users list` was a query
+// for the emails and two more per user.
 func (t *tx) Users(aid string) ([]model.User, error) {
-	emails, err := list(t.conn, "users of "+aid, func(r sqlcol.Row) (string, error) {
-		var e string
-		return e, r.Scan(&e)
-	}, "SELECT email FROM user_accounts WHERE aid = ? ORDER BY email", aid)
+	type row struct {
+		email, hash, aid string
+		operator         bool
+	}
+	rows, err := list(t.conn, "users of "+aid, func(r sqlcol.Row) (row, error) {
+		var x row
+		return x, r.Scan(&x.email, &x.hash, &x.aid, &x.operator)
+	}, `SELECT u.email, u.password_hash, a.aid, a.operator
+		FROM user_accounts m JOIN users u ON u.email = m.email JOIN user_accounts a ON a.email = u.email
+		WHERE m.aid = ? ORDER BY u.email, a.aid`, aid)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]model.User, 0, len(emails))
-	for _, e := range emails {
-		u, err := t.User(e)
-		if err != nil {
-			return nil, err
+	out := []model.User{}
+	for _, x := range rows {
+		if len(out) == 0 || out[len(out)-1].Email != x.email {
+			out = append(out, model.User{Email: x.email, PasswordHash: x.hash})
 		}
-		out = append(out, u)
+		addRole(&out[len(out)-1], x.aid, x.operator)
 	}
 	return out, nil
 }
