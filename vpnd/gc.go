@@ -22,7 +22,8 @@ import (
 // from 19 MB to ~48 MB over 200 disconnect/connect rounds while the live
 // heap after a GC stayed flat at 28 MB (no peer or other object is kept).
 // So once the tunnel is up the daemon sets GOGC to allow gcHeadroom of
-// garbage over the live heap it sees then: RSS levels off at ~26.6 MB.
+// garbage over the live heap, and keeps it there as the heap at rest moves
+// (gcPacer): RSS levels off at ~26.6 MB.
 //
 // A soft memory limit (GOMEMLIMIT) would cap the idle case as well, but
 // under load the packets in flight are live heap too (45–55 MB with
