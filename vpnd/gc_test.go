@@ -2,7 +2,6 @@ package vpnd
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"runtime/debug"
@@ -98,15 +97,27 @@ func TestGCPacerFollowsTheHeap(t *testing.T) {
 	none.pace(36 * mib)
 }
 
-// TestWatchMemoryPacesAtRest: the watcher hands the pacer every reading of
-// a heap at rest, none after a burst (its packets in flight are not the
-// heap to pace for).
+// TestWatchMemoryPacesAtRest: the watcher hands the pacer the readings at
+// rest: a heap not grown trimAbove over its floor, or a quiet tunnel (the
+// floor may have been taken before wireguard-go's batches existed, as in
+// CI); none in a burst, whose packets in flight are not the heap to pace
+// for.
 func TestWatchMemoryPacesAtRest(t *testing.T) {
-	script := []uint64{30 * tMiB, 31 * tMiB, 150 * tMiB, 150 * tMiB, 31 * tMiB}
+	type rd struct{ retained, tunnel uint64 }
+	script := []rd{
+		{5 * tMiB, 0},            // 0 the watcher's start, before the batches
+		{40 * tMiB, 0},           // 1 the batches: above the floor, first look at the tunnel
+		{40 * tMiB, 0},           // 2 quiet: at rest, paced
+		{40 * tMiB, 0},           // 3 quiet again: paced, and trimmed (the floor is 40 MiB now)
+		{150 * tMiB, 500 * tMiB}, // 4 a burst
+		{150 * tMiB, 900 * tMiB}, // 5 still moving
+		{150 * tMiB, 900 * tMiB}, // 6 quiet: paced
+		{41 * tMiB, 900 * tMiB},  // 7 back near the floor: paced without a look at the tunnel
+	}
 	tick := make(chan time.Time)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	n, paced := 0, []int{}
+	n, paced, trims, trimming := 0, []int{}, 0, false
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -114,12 +125,15 @@ func TestWatchMemoryPacesAtRest(t *testing.T) {
 			log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 			tick: tick,
 			heap: func() (uint64, uint64, bool) {
-				r := script[min(n, len(script)-1)]
+				if trimming { // the look after a trim: the same reading
+					trimming = false
+					return 0, script[n-1].retained, false
+				}
 				n++
-				return 0, r, false
+				return 0, script[n-1].retained, false
 			},
-			tunnel: func() (uint64, error) { return 0, errors.New("not read here") },
-			trim:   func() {},
+			tunnel: func() (uint64, error) { return script[n-1].tunnel, nil },
+			trim:   func() { trims++; trimming = true },
 			pace:   func() { paced = append(paced, n-1) },
 		})
 	}()
@@ -128,7 +142,10 @@ func TestWatchMemoryPacesAtRest(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if want := []int{1, 4}; !slices.Equal(paced, want) {
+	if want := []int{2, 3, 6, 7}; !slices.Equal(paced, want) {
 		t.Errorf("paced at readings %v, want %v (at rest only)", paced, want)
+	}
+	if trims != 1 {
+		t.Errorf("%d trims, want 1 (after reading 3)", trims)
 	}
 }

@@ -543,12 +543,17 @@ func TestReadEveryAndNextChange(t *testing.T) {
 	if got := NextChange(&in); !got.Equal(t0.Add(-time.Second + noHandshakeGrace)) {
 		t.Errorf("NextChange = %v, want the end of the grace", got)
 	}
-	// Just (re)created: reads a quarter of the time since, from 1 ms.
+	// Just (re)created: reads a sixteenth of the time since, from 1 ms.
 	p := peer(key1, time.Time{})
-	p.HandshakeAsked = t0.Add(-8 * time.Millisecond)
+	p.HandshakeAsked = t0.Add(-32 * time.Millisecond)
 	in.Device = device(p)
 	if got := ReadEvery(&in); got != 2*time.Millisecond {
-		t.Errorf("8 ms after asking for a handshake: %v, want 2 ms", got)
+		t.Errorf("32 ms after asking for a handshake: %v, want 2 ms", got)
+	}
+	p.HandshakeAsked = t0.Add(-8 * time.Millisecond)
+	in.Device = device(p)
+	if got := ReadEvery(&in); got != readFastest {
+		t.Errorf("8 ms after asking for a handshake: %v, want %v", got, readFastest)
 	}
 	p.HandshakeAsked = t0
 	in.Device = device(p)

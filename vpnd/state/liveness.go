@@ -55,15 +55,22 @@ const (
 	readPending = 50 * time.Millisecond // some wanted peer has no fresh handshake or is silent
 	readIdle    = 5 * time.Second       // no wanted peer
 	readFastest = time.Millisecond
+	// askedReadDivisor: while a handshake is awaited, the device is read
+	// again after this fraction of the time since it was asked for.
+	askedReadDivisor = 16
 )
 
 // ReadEvery is how soon the daemon reads the device again. Right after a
-// peer was (re)created and while its handshake is awaited, a quarter of the
-// time since (from 1 ms up to 50 ms): a handshake on a LAN takes a few ms
-// and shows at most a quarter later, at a few reads' cost. While a wanted
-// peer has no fresh handshake or is silent, 50 ms; while all are up, every
-// second, which is what liveness needs; with no wanted peer, 5 s. These are
-// local reads of the device, not network polls.
+// peer was (re)created and while its handshake is awaited, a sixteenth of
+// the time since (from 1 ms up to 50 ms): a handshake on a LAN takes a few
+// ms and shows at most a sixteenth later. A read in process costs ~20 µs
+// (wghost/uapi.go), so the ~60 reads of a connect's first 200 ms are
+// cheap; a quarter (chosen when a read went through the UAPI socket, ~0.5
+// ms) could leave a handshake done at 16 ms unseen until 20 ms, at the
+// tail of connect → peerUp. While a wanted peer has no fresh handshake or
+// is silent, 50 ms; while all are up, every second, which is what liveness
+// needs; with no wanted peer, 5 s. These are local reads of the device,
+// not network polls.
 func ReadEvery(in *Inputs) time.Duration {
 	peers := Want(in).Tunnel.Peers
 	if len(peers) == 0 {
@@ -76,7 +83,7 @@ func ReadEvery(in *Inputs) time.Duration {
 		case !ok:
 			every = min(every, readPending)
 		case !r.HandshakeAsked.IsZero() && r.LastHandshake.Before(r.HandshakeAsked) && in.Now.Sub(r.HandshakeAsked) < 4*readPending:
-			every = min(every, max(in.Now.Sub(r.HandshakeAsked)/4, readFastest))
+			every = min(every, max(in.Now.Sub(r.HandshakeAsked)/askedReadDivisor, readFastest))
 		case !up(in, r):
 			every = min(every, readPending)
 		}
