@@ -257,7 +257,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 			hs = append(hs, api.PeerHandshake{PublicKey: k, At: now})
 		}
 		report(to, m.Version, hs)
-		if done, _ := op.Move(ctx, mv.ID, 0, 0); done.State != api.MoveDone || done.Devices.Switched != n {
+		if done := moveSettled(ctx, op, mv.ID); done.State != api.MoveDone || done.Devices.Switched != n {
 			b.Fatalf("move after the handshakes: %s %+v", done.State, done.Devices)
 		}
 		from, to = to, from
