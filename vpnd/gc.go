@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"sync"
 )
 
@@ -56,7 +55,9 @@ func paceGC(log *slog.Logger, envGOGC string) (_ *gcPacer, restore func()) {
 	}
 	runtime.GC()
 	p := &gcPacer{log: log, set: debug.SetGCPercent}
-	p.pace(liveHeap())
+	hr := newHeapReader() // trim.go: the memory watch reads the same
+	hr.read()
+	p.pace(hr.live())
 	return p, p.restore
 }
 
@@ -112,14 +113,4 @@ func (p *gcPacer) restore() {
 		p.set(p.orig)
 		p.pct = 0
 	}
-}
-
-// liveHeap is the heap the last collection found live.
-func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
 }

@@ -40,10 +40,10 @@ import (
 // rest). Collecting and emptying the pools in the middle of a transfer
 // would make the next packets allocate and fault their pages in again: the
 // cost to throughput that ruled out a tight GOMEMLIMIT (gc.go). The
-// counters say directly whether packets still flow. They are read through
-// the device's UAPI socket (a round trip and a few KB of garbage), so the
-// daemon asks for them only while the heap is above the line; at rest it
-// reads only runtime/metrics, which allocates nothing.
+// counters say directly whether packets still flow. A read of them takes
+// the engine's lock and makes a map of the peers, so the daemon asks for
+// them only while the heap is above the line; at rest it reads only
+// runtime/metrics, which allocates nothing.
 //
 // How long to wait: a trim is not free for the next burst. It starts with
 // empty pools and released pages, like a fresh daemon's first transfer,
@@ -109,7 +109,7 @@ const (
 type memReading struct {
 	allocs   uint64 // bytes ever allocated on the heap (grows only)
 	retained uint64 // heap in RAM: objects, free and unused spans not yet released to the OS
-	tunnel   uint64 // bytes through the tunnel, all peers, both ways (a sum over the present peers)
+	tunnel   uint64 // bytes through the tunnel, all peers, both ways, since the watch began (tunnelMeter)
 	tunnelOK bool   // tunnel was read: only when the heap is worth trimming
 }
 
@@ -157,8 +157,9 @@ func (s trimState) cause(retained uint64) string {
 // tunnel too; it trims after needed() quiet intervals in a row. Any
 // other interval starts the count again: traffic, a heap below the line,
 // the first reading above it (a burst shorter than an interval is judged
-// from the next one), and a sum that went down (a peer left with its
-// counters: that interval cannot be judged). The floor follows the heap
+// from the next one), and a count that went down (tunnelMeter's never
+// does; a sum over the present peers did when one left with its
+// counters: such an interval cannot be judged). The floor follows the heap
 // down (the scavenger returns pages on its own too), so "grown" is measured
 // from the lowest level since the last trim; after a trim the caller sets it
 // with trimmed.
