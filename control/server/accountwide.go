@@ -49,11 +49,7 @@ func mayAccount(rd store.Reader, p *principal, aid string, a policy.Action) (gra
 	if p.kind != kindUser || !p.user.InAccount(aid) {
 		return 0, "", nil
 	}
-	pol, _, err := accountPolicy(rd, aid)
-	if err != nil {
-		return 0, "", err
-	}
-	subj, err := subject(rd, aid, p.user)
+	pol, subj, err := operateSubject(rd, p, aid)
 	if err != nil {
 		return 0, "", err
 	}
@@ -168,19 +164,20 @@ func errAccountAction(a policy.Action, aid, why string) error {
 
 // ruleGrants are the account-wide actions rules grant the user, by
 // account (an account they operate is left out: the role holds them all),
-// for /v1/me.
+// for /v1/me. The policy and the user's groups are read once per account,
+// not once per action.
 func ruleGrants(rd store.Reader, p *principal) (map[string][]string, error) {
 	var out map[string][]string
 	for _, aid := range p.accounts() {
+		if p.canOperate(aid) || p.kind != kindUser || !p.user.InAccount(aid) {
+			continue
+		}
+		pol, subj, err := operateSubject(rd, p, aid)
+		if err != nil {
+			return nil, err
+		}
 		for _, a := range policy.Actions {
-			if !policy.AccountWide(a) {
-				continue
-			}
-			how, _, err := mayAccount(rd, p, aid, a)
-			if err != nil {
-				return nil, err
-			}
-			if how != byRule {
+			if !policy.AccountWide(a) || !pol.MayOperate(subj, "", a).Allow {
 				continue
 			}
 			if out == nil {
@@ -190,6 +187,17 @@ func ruleGrants(rd store.Reader, p *principal) (map[string][]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// operateSubject reads what an operate rule is decided on in aid: the
+// account's policy and the user, with their groups, as its subject.
+func operateSubject(rd store.Reader, p *principal, aid string) (*policy.Policy, policy.Subject, error) {
+	pol, _, err := accountPolicy(rd, aid)
+	if err != nil {
+		return nil, policy.Subject{}, err
+	}
+	subj, err := subject(rd, aid, p.user)
+	return pol, subj, err
 }
 
 // mayRemoveByRule refuses a removal by a manage-users rule of a user who
