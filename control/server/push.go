@@ -81,13 +81,11 @@ type pollSource struct {
 
 // Load checks the caller again (a session ended, lapsed or revoked
 // answers its 401) and reads the document, as a long-poll's every wake.
-//
-// A caller taken from a resume token stands as long as its session has not
-// moved, as a cached one does: otherwise every stream resumed here would
-// read its sign-in at the next change, the herd the token avoided.
+// The check is stillStands while the caller's session has not moved, the
+// full principalOf otherwise.
 func (ps *pollSource) Load(ctx context.Context) (stream.Doc, error) {
 	p := ps.p
-	if !ps.s.stillResumed(p) {
+	if !ps.s.stillStands(p) {
 		var e *api.Error
 		if p, e = ps.s.principalOf(ctx, ps.p.hash); e != nil {
 			return stream.Doc{}, e

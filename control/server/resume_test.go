@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/runos/vpn/control/model"
 	"github.com/runos/vpn/control/resume"
 	"github.com/runos/vpn/control/store"
+	"github.com/runos/vpn/control/token"
 )
 
 // countingStore counts the sign-in reads (a session by its token's hash),
@@ -20,6 +22,15 @@ import (
 type countingStore struct {
 	store.Store
 	views, signIns, userReads atomic.Int64
+	mu                        sync.Mutex
+	signInsOf                 map[string]int // by token hash
+}
+
+// signInsOfToken is how many times the sign-in of tok was read.
+func (c *countingStore) signInsOfToken(tok string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.signInsOf[token.Hash(tok)]
 }
 
 func (c *countingStore) View(ctx context.Context, fn func(store.Reader) error) error {
@@ -34,6 +45,12 @@ type countingReader struct {
 
 func (r countingReader) SessionByToken(hash string) (model.Session, error) {
 	r.c.signIns.Add(1)
+	r.c.mu.Lock()
+	if r.c.signInsOf == nil {
+		r.c.signInsOf = map[string]int{}
+	}
+	r.c.signInsOf[hash]++
+	r.c.mu.Unlock()
 	return r.Reader.SessionByToken(hash)
 }
 
@@ -281,4 +298,48 @@ func TestResumedTokenLapsesNoLater(t *testing.T) {
 	if c.Expires.After(first.Expires) {
 		t.Fatalf("a resumed stream's token lapses at %v, after the one it came with (%v)", c.Expires, first.Expires)
 	}
+}
+
+// A stream keeps its caller between reads while the caller's session
+// stands: a change made by someone else (an operator's move) wakes it to
+// read the document, not the sign-in, even with nothing cached (as after a
+// replica's caches went cold); a change to the session (a sign-out) is
+// still seen at once.
+func TestStreamKeepsItsCallerWhileTheSessionStands(t *testing.T) {
+	e, cs, tok, d := resumeEnv(t)
+	ctx := context.Background()
+	e.serve("ky3", "n1", newKey(t))
+	e.heartbeat("ky3", "n2")
+	if _, err := d.c.JoinCluster(ctx, d.dev.ID, "ky3"); err != nil {
+		t.Fatal(err)
+	}
+	w := deviceMaps(t, d, 0)
+	m := w.next(t)
+	e.waitStreams(1)
+
+	e.forget()
+	before := cs.signInsOfToken(tok)
+	if _, err := e.op.StartMove(ctx, "ky3", "wg-ky3", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	gm, err := e.gateway("ky3", "n2").GatewayMap(ctx, 0, 0)
+	if err != nil || gm.Serve == nil {
+		t.Fatalf("n2's map %+v, %v", gm, err)
+	}
+	k2 := newKey(t)
+	if err := e.gateway("ky3", "n2").GatewayReport(ctx, api.GatewayReport{PublicKey: k2.PublicKey().String(), ServiceID: "wg-ky3",
+		Listening: true, ListenPort: 32768, MapVersion: gm.Version}); err != nil {
+		t.Fatal(err)
+	}
+	for m.Clusters[0].VPN.PublicKey != k2.PublicKey().String() {
+		m = w.next(t)
+	}
+	if n := cs.signInsOfToken(tok) - before; n != 0 {
+		t.Fatalf("the woken stream read its sign-in %d time(s), want 0", n)
+	}
+
+	if err := d.c.EndSession(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, w.end(t), 401, api.CodeUnauthorized)
 }
