@@ -134,6 +134,13 @@ func benchConnect(b *testing.B, m *metrics) {
 	res.Values[fmt.Sprintf("vpnd-rss-after-rounds-idle-%ds-MiB", connectIdleSeconds)] = settled[len(settled)-1]
 	res.Values["vpnd-rss-after-rounds-under-25MB-after-s"] = underAt
 	b.Logf("vpnd RSS after the rounds, every second for %d s: %.1f (under 25 MB after %v s; -1: not within them)", connectIdleSeconds, settled, underAt)
+	// The GC's state beside the RSS: what its pacing (vpnd/gc.go) left.
+	hs := w.daemonHeap(laptop)
+	for _, k := range []string{"NextGC", "HeapAlloc", "HeapInuse", "HeapIdle", "HeapReleased", "NumGC"} {
+		res.Values["vpnd-memstats-after-rounds-"+k] = float64(hs[k])
+	}
+	b.Logf("vpnd after the rounds (after a GC): NextGC %.1f MiB, HeapAlloc %.1f, HeapInuse %.1f, HeapIdle %.1f, HeapReleased %.1f MiB; %d collections",
+		mib(int(hs["NextGC"]>>10)), mib(int(hs["HeapAlloc"]>>10)), mib(int(hs["HeapInuse"]>>10)), mib(int(hs["HeapIdle"]>>10)), mib(int(hs["HeapReleased"]>>10)), hs["NumGC"])
 	for _, p := range []struct{ host, name string }{{"xym-n1", "gateway"}, {"ky3-n1", "gateway"}, {"control", "control"}} {
 		r, _ := w.rss(p.host, p.name)
 		res.Values[p.host+"-"+p.name+"-rss-MiB"] = mib(r)
@@ -150,7 +157,8 @@ func benchConnect(b *testing.B, m *metrics) {
 		"api/cli-status-lag-ms: status-ms minus handshake-ms, how long after the handshake the daemon's status showed it",
 		"floor-cli-exec-ms: `runos version` through nsenter in the laptop (process start plus one local API call)",
 		"vpnd-rss-two-clusters-MiB: VmRSS of runos vpnd with ky3 and xym connected after 500 pings of 1200 bytes through each, before the rounds; vpnd-rss-two-clusters-after-rounds-MiB: the same after all the rounds",
-		"vpnd-rss-after-rounds-idle-MiB: the daemon's VmRSS after those pings, every second while idle (the memory trim waits for a quiet tunnel); vpnd-rss-after-rounds-under-25MB-after-s: the first second under 25 MB, -1 if not within them")
+		"vpnd-rss-after-rounds-idle-MiB: the daemon's VmRSS after those pings, every second while idle (the memory trim waits for a quiet tunnel); vpnd-rss-after-rounds-under-25MB-after-s: the first second under 25 MB, -1 if not within them",
+		"vpnd-memstats-after-rounds-*: the daemon's runtime.MemStats (bytes; NumGC a count) from its /v1/debug/pprof/heap?gc=1&debug=1 after those readings, i.e. just after a forced collection")
 	w.save(res)
 	m.summary("api", res.Summaries["api-status-ms"])
 	m.summary("cli", res.Summaries["cli-status-ms"])

@@ -9,7 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"github.com/runos/vpn/bench/benchplot"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +26,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/bench/benchplot"
 	"github.com/runos/vpn/internal/netnstest"
 	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
@@ -549,4 +550,30 @@ func (w *world) perfDuring(file string, secs int) func() {
 			w.b.Fatalf("perf record: %v\n%s", err, out)
 		}
 	}
+}
+
+// daemonHeap is a laptop daemon's runtime.MemStats (HeapStats of its
+// /v1/debug/pprof/heap?debug=1), read after a collection (gc=1): what its
+// GC pacing left (NextGC, NumGC) beside what the kernel says of its RSS.
+func (w *world) daemonHeap(host string) map[string]uint64 {
+	w.b.Helper()
+	c, ok := w.env.Laptop(host)
+	if !ok {
+		w.b.Fatalf("no laptop %s in the lab", host)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", c.Socket)
+		}}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://local.runos/v1/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		w.b.Fatalf("%s's daemon heap: %v", host, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		w.b.Fatalf("%s's daemon heap: %d %v", host, resp.StatusCode, err)
+	}
+	return HeapStats(string(body))
 }
