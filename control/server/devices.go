@@ -303,10 +303,18 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request, p *principa
 // answers 401 session_expired), and any change of a joined cluster (a move).
 func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *principal) {
 	id := r.PathValue("id")
+	// The device's state as this request last read it, kept while current:
+	// a move wakes 10,000 streams whose devices did not change, and each
+	// then reads the cluster's new config but not its device again, not
+	// even from the shared cache. Only the request's own reader (a
+	// long-poll's wake, a stream's writer) touches it, one read at a time.
+	var de *deviceEntry
 	s.longPoll(w, r, "device_map", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
-		de, err := s.deviceState(ctx, id)
-		if err != nil {
-			return doc{}, s.asError(ctx, err)
+		if de == nil || !de.current() {
+			var err error
+			if de, err = s.deviceState(ctx, id); err != nil {
+				return doc{}, s.asError(ctx, err)
+			}
 		}
 		if de.dev.User != p.user.Email {
 			return doc{}, &api.Error{Status: 404, Code: api.CodeNotFound,

@@ -202,8 +202,11 @@ func (s *Server) clusterConfig(ctx context.Context, cid string) (clusterEntry, e
 // clusters it joined) as of a version of its topic, so that a woken
 // long-poll reads nothing from the store unless the device itself changed.
 // The least recently used device is forgotten first (control/lru).
+//
+// Entries are shared and never changed once stored: a newer state is a
+// new entry, so a stream may keep the one it read (handleDeviceMap).
 type deviceCache struct {
-	c *lru.Cache[string, deviceEntry]
+	c *lru.Cache[string, *deviceEntry]
 }
 
 type deviceEntry struct {
@@ -216,17 +219,17 @@ type deviceEntry struct {
 
 const deviceCacheMax = 200_000
 
-func (c *deviceCache) init() { c.c = lru.New[string, deviceEntry](deviceCacheMax) }
+func (c *deviceCache) init() { c.c = lru.New[string, *deviceEntry](deviceCacheMax) }
 
 // deviceState returns the device with its joined clusters and the version
 // of device:<id> they reflect. As in clusterConfig, the hub's version is
 // read after the cache.
-func (s *Server) deviceState(ctx context.Context, id string) (deviceEntry, error) {
+func (s *Server) deviceState(ctx context.Context, id string) (*deviceEntry, error) {
 	e, hit := s.devCache.c.Get(id)
-	if hit && e.version >= e.topic.Version() {
+	if hit && e.current() {
 		return e, nil
 	}
-	e = deviceEntry{topic: s.hub.Topic(hub.Device(id))}
+	e = &deviceEntry{topic: s.hub.Topic(hub.Device(id))}
 	err := s.st.View(ctx, func(r store.Reader) error {
 		var err error
 		if e.version, err = r.TopicVersion(e.topic.Name()); err != nil {
@@ -239,12 +242,12 @@ func (s *Server) deviceState(ctx context.Context, id string) (deviceEntry, error
 		return err
 	})
 	if err != nil {
-		return deviceEntry{}, err
+		return nil, err
 	}
 	if e.json, err = json.Marshal(deviceDoc(e.dev)); err != nil {
-		return deviceEntry{}, err
+		return nil, err
 	}
-	s.devCache.c.Update(id, func(old deviceEntry, ok bool) (deviceEntry, bool) {
+	s.devCache.c.Update(id, func(old *deviceEntry, ok bool) (*deviceEntry, bool) {
 		if ok && old.version > e.version {
 			return old, true
 		}
@@ -252,6 +255,10 @@ func (s *Server) deviceState(ctx context.Context, id string) (deviceEntry, error
 	})
 	return e, nil
 }
+
+// current reports whether the entry is still the device's state: nothing
+// has touched its topic since it was read.
+func (e *deviceEntry) current() bool { return e.version >= e.topic.Version() }
 
 func sortNodes(ns []api.Node) {
 	sort.Slice(ns, func(i, j int) bool { return ns[i].NID < ns[j].NID })
