@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/runos/vpn/api"
@@ -44,35 +43,6 @@ func tokenRefusal(k model.APIToken, now time.Time) *api.Error {
 // usedEvery is how often a token's "last used" is written: a script
 // calling control in a loop must not make every call a write.
 const usedEvery = time.Minute
-
-// throttle remembers when something was last written, so that a fact that
-// changes on every request (a token used, a device seen) is written at
-// most once per period. An entry older than the period is as good as
-// none, so the map is cleared whenever it grows past max.
-type throttle struct {
-	mu    sync.Mutex
-	every time.Duration
-	max   int
-	last  map[string]time.Time
-}
-
-func newThrottle(every time.Duration, max int) *throttle {
-	return &throttle{every: every, max: max, last: map[string]time.Time{}}
-}
-
-// due reports whether key is due a write at now, and if so records it.
-func (t *throttle) due(key string, now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if last, ok := t.last[key]; ok && now.Sub(last) < t.every && !now.Before(last) {
-		return false
-	}
-	if len(t.last) >= t.max {
-		clear(t.last)
-	}
-	t.last[key] = now
-	return true
-}
 
 // tokenUsed records that k was used at now (at most once per usedEvery).
 func (s *Server) tokenUsed(ctx context.Context, k model.APIToken, now time.Time) {

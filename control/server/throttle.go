@@ -1,0 +1,57 @@
+package server
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// throttle remembers when something was last written, so that a fact that
+// changes on every request (a token used, a device seen) is written at
+// most once per period. An entry older than the period is as good as
+// none, so a shard's map is cleared whenever it grows past its share of
+// max.
+//
+// It is split into shards by a hash of the key, each with its own lock: a
+// move wakes 10,000 device streams at once and each asks whether its
+// device is due a "seen" write; behind one lock that question was 5 % of
+// control's CPU in the fan-out (docs/performance.md).
+type throttle struct {
+	every  time.Duration
+	seed   maphash.Seed
+	shards [throttleShards]throttleShard
+}
+
+const throttleShards = 32
+
+type throttleShard struct {
+	mu   sync.Mutex
+	max  int
+	last map[string]time.Time
+	_    [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+func newThrottle(every time.Duration, entries int) *throttle {
+	t := &throttle{every: every, seed: maphash.MakeSeed()}
+	for i := range t.shards {
+		t.shards[i].max = max(entries/throttleShards, 1)
+		t.shards[i].last = map[string]time.Time{}
+	}
+	return t
+}
+
+// due reports whether key is due a write at now, and if so records it. A
+// clock that went back makes it due: the time recorded would be wrong.
+func (t *throttle) due(key string, now time.Time) bool {
+	sh := &t.shards[maphash.String(t.seed, key)%throttleShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if last, ok := sh.last[key]; ok && now.Sub(last) < t.every && !now.Before(last) {
+		return false
+	}
+	if len(sh.last) >= sh.max {
+		clear(sh.last)
+	}
+	sh.last[key] = now
+	return true
+}
