@@ -19,14 +19,18 @@ import (
 // seenEvery is how often a device's "last seen" is written while it polls.
 const seenEvery = 5 * time.Minute
 
-// markSeen records that device id talked to control at now.
-func (s *Server) markSeen(ctx context.Context, id string, now time.Time) {
-	if !s.seen.due(id, now) {
-		return
+// markSeen records that device id talked to control at now; it returns
+// the contact recorded last (now, or a recent one that stands), which a
+// request may keep to call again only once s.seen.fresh says it is stale.
+func (s *Server) markSeen(ctx context.Context, id string, now time.Time) (last time.Time) {
+	due, last := s.seen.due(id, now)
+	if !due {
+		return last
 	}
 	if _, err := s.st.Update(ctx, func(tx store.Writer) error { return tx.SetDeviceSeen(id, now) }); err != nil {
 		s.log.Warn("record device contact", "device", id, "err", err)
 	}
+	return last
 }
 
 // handshakes remembers, per cluster and device key, the newest handshake

@@ -306,9 +306,13 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 	// The device's state as this request last read it, kept while current:
 	// a move wakes 10,000 streams whose devices did not change, and each
 	// then reads the cluster's new config but not its device again, not
-	// even from the shared cache. Only the request's own reader (a
-	// long-poll's wake, a stream's writer) touches it, one read at a time.
-	var de *deviceEntry
+	// even from the shared cache; likewise the device's last contact as
+	// the throttle last told it. Only the request's own reader (a
+	// long-poll's wake, a stream's writer) touches them, one read at a time.
+	var (
+		de   *deviceEntry
+		seen time.Time
+	)
 	s.longPoll(w, r, "device_map", p, func(ctx context.Context, p *principal) (doc, *api.Error) {
 		if de == nil || !de.current() {
 			var err error
@@ -324,8 +328,11 @@ func (s *Server) handleDeviceMap(w http.ResponseWriter, r *http.Request, p *prin
 			return doc{}, errDeviceRevoked(de.dev.RevokedAt)
 		}
 		// Its contact counts once it is known to be the caller's own
-		// (written at most every seenEvery, however often it wakes).
-		s.markSeen(ctx, id, s.now())
+		// (written at most every seenEvery, however often it wakes; the
+		// throttle is asked only once what it said last has gone stale).
+		if now := s.now(); !s.seen.fresh(seen, now) {
+			seen = s.markSeen(ctx, id, now)
+		}
 		m := &deviceMapWire{Version: max(de.version, p.sesVer), Device: de.json, Session: p.sesJSON,
 			Clusters: make([]json.RawMessage, 0, len(de.cids))}
 		topics := make([]*hub.Topic, 0, 2+len(de.cids)) // room for the caller's own topic

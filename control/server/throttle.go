@@ -40,18 +40,26 @@ func newThrottle(every time.Duration, entries int) *throttle {
 	return t
 }
 
-// due reports whether key is due a write at now, and if so records it. A
-// clock that went back makes it due: the time recorded would be wrong.
-func (t *throttle) due(key string, now time.Time) bool {
+// due reports whether key is due a write at now, and if so records it;
+// last is the time recorded for key after the call (now, when due), which
+// a caller may keep to ask again only once fresh says it is stale.
+func (t *throttle) due(key string, now time.Time) (due bool, last time.Time) {
 	sh := &t.shards[maphash.String(t.seed, key)%throttleShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if last, ok := sh.last[key]; ok && now.Sub(last) < t.every && !now.Before(last) {
-		return false
+	if last, ok := sh.last[key]; ok && t.fresh(last, now) {
+		return false, last
 	}
 	if len(sh.last) >= sh.max {
 		clear(sh.last)
 	}
 	sh.last[key] = now
-	return true
+	return true, now
+}
+
+// fresh reports whether a write at last still stands at now: within the
+// period, and not after now (a clock that went back makes it stale: the
+// time recorded would be wrong).
+func (t *throttle) fresh(last, now time.Time) bool {
+	return now.Sub(last) < t.every && !now.Before(last)
 }

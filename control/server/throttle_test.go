@@ -23,12 +23,21 @@ func TestThrottle(t *testing.T) {
 		{"a", 10 * time.Second, true}, // the clock went back: due, and recorded
 		{"a", 20 * time.Second, false},
 	} {
-		if got := th.due(c.key, t0.Add(c.at)); got != c.want {
+		got, last := th.due(c.key, t0.Add(c.at))
+		if got != c.want {
 			t.Errorf("due(%s, +%s) = %v, want %v", c.key, c.at, got, c.want)
+		}
+		// last is what stands for the key now: fresh at this instant.
+		if !th.fresh(last, t0.Add(c.at)) || got && !last.Equal(t0.Add(c.at)) {
+			t.Errorf("due(%s, +%s): last %s, not the write that stands", c.key, c.at, last.Sub(t0))
 		}
 	}
 
 	// Past its size a shard forgets: at worst a write more, never none.
+	if th.fresh(t0, t0.Add(time.Minute)) || th.fresh(t0, t0.Add(-time.Second)) || !th.fresh(t0, t0.Add(59*time.Second)) {
+		t.Error("fresh: a write stands for the period after it, not before it")
+	}
+
 	small := newThrottle(time.Hour, throttleShards) // one entry per shard
 	for i := range 200 {
 		small.due(fmt.Sprint("k", i), t0)
@@ -56,7 +65,7 @@ func TestThrottleConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 1000 {
 				k := fmt.Sprint("dev-", (i+g*7)%500)
-				if th.due(k, now) {
+				if due, _ := th.due(k, now); due {
 					mu.Lock()
 					dues[k]++
 					mu.Unlock()

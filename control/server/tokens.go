@@ -46,7 +46,7 @@ const usedEvery = time.Minute
 
 // tokenUsed records that k was used at now (at most once per usedEvery).
 func (s *Server) tokenUsed(ctx context.Context, k model.APIToken, now time.Time) {
-	if !s.used.due(k.ID, now) {
+	if due, _ := s.used.due(k.ID, now); !due {
 		return
 	}
 	_, err := s.st.Update(ctx, func(tx store.Writer) error {
