@@ -15,10 +15,10 @@ func TestThrottle(t *testing.T) {
 		at   time.Duration
 		want bool
 	}{
-		{"a", 0, true},                       // first: due
-		{"a", 30 * time.Second, false},       // within the period
-		{"b", 30 * time.Second, true},        // another key
-		{"a", time.Minute, true},             // the period over
+		{"a", 0, true},                 // first: due
+		{"a", 30 * time.Second, false}, // within the period
+		{"b", 30 * time.Second, true},  // another key
+		{"a", time.Minute, true},       // the period over
 		{"a", time.Minute + time.Second, false},
 		{"a", 10 * time.Second, true}, // the clock went back: due, and recorded
 		{"a", 20 * time.Second, false},
