@@ -170,7 +170,13 @@ func benchThroughput(b *testing.B, m *metrics) {
 	}
 	b.Logf("one more transfer through the tunnel (%.0f Mbit/s): vpnd RSS %.1f MiB right after, %.1f MiB %d s later (every second: %.1f); %s",
 		lastMbps, idleRSS[0], idleRSS[idle], idle, idleRSS, under)
+	// The daemon's collections over the whole run (all its transfers):
+	// what its GC pacing (vpnd/gc.go) cost while packets flowed.
+	hs := w.daemonHeap(laptop)
+	res.Values["vpnd-memstats-end-NumGC"], res.Values["vpnd-memstats-end-NumForcedGC"] = float64(hs["NumGC"]), float64(hs["NumForcedGC"])
+	b.Logf("vpnd over the run: %d collections (%d of them forced: trims, this reading)", hs["NumGC"], hs["NumForcedGC"])
 	res.Notes = append(res.Notes,
+		"vpnd-memstats-end-*: the daemon's runtime.MemStats at the end (its /v1/debug/pprof/heap?gc=1&debug=1, which collects once more): NumGC counts every collection of the run, the transfers' included",
 		"one TCP stream, laptop → ky3-n1, iperf3 -t seconds; Mbit/s as the receiver saw them",
 		"runos: to the VPN server address through wg1 (runos vpnd) and wgvpn (runos-gateway); stock: Debian's wireguard-go on both hosts configured by wg; upstream: wireguard-go built from the module version in go.mod on both hosts, configured by wg; bare: the LAN veth",
 		"both ends of every tunnel run on the same 2 vCPUs, so a tunnel's rate is bounded by the CPU of two userspace WireGuard processes, not by the link",
