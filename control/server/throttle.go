@@ -10,12 +10,14 @@ import (
 // changes on every request (a token used, a device seen) is written at
 // most once per period. An entry older than the period is as good as
 // none, so a shard's map is cleared whenever it grows past its share of
-// max.
+// the entries it was made for.
 //
-// It is split into shards by a hash of the key, each with its own lock: a
-// move wakes 10,000 device streams at once and each asks whether its
-// device is due a "seen" write; behind one lock that question was 5 % of
-// control's CPU in the fan-out (docs/performance.md).
+// A move wakes 10,000 device streams at once, and each asked whether its
+// device was due a "seen" write: 5 % of control's CPU in a fan-out's
+// profile (docs/performance.md). The shards, each with its own lock, keep
+// them from queueing on one; what took the time was the lookups in a large
+// map, which a device-map request now makes only once the write it heard
+// of last is stale (fresh; handleDeviceMap).
 type throttle struct {
 	every  time.Duration
 	seed   maphash.Seed
