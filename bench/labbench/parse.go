@@ -142,8 +142,12 @@ func LastHandshake(uapi string) (time.Time, bool) {
 func HeapStats(profile string) map[string]uint64 {
 	m := map[string]uint64{}
 	for _, line := range strings.Split(profile, "\n") {
-		name, val, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
-		if !ok || len(line) < 2 || line[:2] != "# " || strings.ContainsAny(name, " []") {
+		rest, ok := strings.CutPrefix(line, "# ")
+		if !ok {
+			continue
+		}
+		name, val, ok := strings.Cut(rest, " = ")
+		if !ok || strings.ContainsAny(name, " []") {
 			continue
 		}
 		if n, err := strconv.ParseUint(val, 10, 64); err == nil {
