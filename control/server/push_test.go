@@ -109,15 +109,8 @@ func TestDeviceMapStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gm, err := e.gateway("ky3", "n2").GatewayMap(ctx, 0, 0)
-	if err != nil || gm.Serve == nil {
-		t.Fatalf("n2's map %+v, %v", gm, err)
-	}
 	k2 := newKey(t)
-	if err := e.gateway("ky3", "n2").GatewayReport(ctx, api.GatewayReport{PublicKey: k2.PublicKey().String(), ServiceID: "wg-ky3",
-		Listening: true, ListenPort: 32768, MapVersion: gm.Version}); err != nil {
-		t.Fatal(err)
-	}
+	e.serve("ky3", "n2", k2) // the target's server up: the move switches
 	var m3 *api.DeviceMap
 	for m3 = w.next(t); m3.Clusters[0].VPN.PublicKey != k2.PublicKey().String(); m3 = w.next(t) {
 		if m3.Version <= m2.Version {

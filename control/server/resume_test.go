@@ -328,15 +328,8 @@ func TestWokenStreamReadsOnlyWhatChanged(t *testing.T) {
 	if _, err := e.op.StartMove(ctx, "ky3", "wg-ky3", "n2"); err != nil {
 		t.Fatal(err)
 	}
-	gm, err := e.gateway("ky3", "n2").GatewayMap(ctx, 0, 0)
-	if err != nil || gm.Serve == nil {
-		t.Fatalf("n2's map %+v, %v", gm, err)
-	}
 	k2 := newKey(t)
-	if err := e.gateway("ky3", "n2").GatewayReport(ctx, api.GatewayReport{PublicKey: k2.PublicKey().String(), ServiceID: "wg-ky3",
-		Listening: true, ListenPort: 32768, MapVersion: gm.Version}); err != nil {
-		t.Fatal(err)
-	}
+	e.serve("ky3", "n2", k2) // the target's server up: the move switches
 	for m.Clusters[0].VPN.PublicKey != k2.PublicKey().String() {
 		m = w.next(t)
 	}
