@@ -3,14 +3,10 @@ package vpnd
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -121,39 +117,28 @@ type daemonMemory struct {
 // open files from /proc.
 func (l *lab) memory() daemonMemory {
 	l.t.Helper()
-	get := func(path string) string {
-		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", l.socket)
-		}}}
-		defer hc.CloseIdleConnections()
-		resp, err := hc.Get("http://local.runos" + path)
-		if err != nil {
-			l.t.Fatalf("GET %s: %v", path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			l.t.Fatalf("GET %s: %d %v: %.300s", path, resp.StatusCode, err, b)
-		}
-		return string(b)
+	c := localapi.NewClient(l.socket)
+	ctx := context.Background()
+	if _, err := c.MemStats(ctx); err != nil { // the first collection
+		l.t.Fatal(err)
 	}
-	get("/v1/debug/pprof/heap?gc=1&debug=1")
-	heap := get("/v1/debug/pprof/heap?gc=1&debug=1")
+	ms, err := c.MemStats(ctx)
+	if err != nil {
+		l.t.Fatal(err)
+	}
 	stat := func(name string) uint64 {
-		for _, line := range strings.Split(heap, "\n") {
-			if v, ok := strings.CutPrefix(line, "# "+name+" = "); ok {
-				n, err := strconv.ParseUint(v, 10, 64)
-				if err == nil {
-					return n
-				}
-			}
+		n, ok := ms[name]
+		if !ok {
+			l.t.Fatalf("no %s in the daemon's heap profile", name)
 		}
-		l.t.Fatalf("no %s in the daemon's heap profile", name)
-		return 0
+		return n
 	}
 	m := daemonMemory{live: stat("HeapAlloc"), nextGC: stat("NextGC"), rssAnonKB: l.memKB("RssAnon")}
-	g := get("/v1/debug/pprof/goroutine?debug=1")
-	if _, err := fmt.Sscanf(g, "goroutine profile: total %d", &m.goroutines); err != nil {
+	g, err := c.Profile(ctx, "goroutine", url.Values{"debug": {"1"}})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if _, err := fmt.Sscanf(string(g), "goroutine profile: total %d", &m.goroutines); err != nil {
 		l.t.Fatalf("goroutine profile: %v: %.100s", err, g)
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", l.d.cmd.Process.Pid))

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -552,28 +551,14 @@ func (w *world) perfDuring(file string, secs int) func() {
 	}
 }
 
-// daemonHeap is a laptop daemon's runtime.MemStats (HeapStats of its
-// /v1/debug/pprof/heap?debug=1), read after a collection (gc=1): what its
-// GC pacing left (NextGC, NumGC) beside what the kernel says of its RSS.
+// daemonHeap is a laptop daemon's runtime.MemStats, read over its local
+// API right after a collection: what its GC pacing left (NextGC, NumGC)
+// beside what the kernel says of its RSS.
 func (w *world) daemonHeap(host string) map[string]uint64 {
 	w.b.Helper()
-	c, ok := w.env.Laptop(host)
-	if !ok {
-		w.b.Fatalf("no laptop %s in the lab", host)
-	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", c.Socket)
-		}}}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get("http://local.runos/v1/debug/pprof/heap?gc=1&debug=1")
+	ms, err := w.daemon(host).MemStats(w.ctx)
 	if err != nil {
 		w.b.Fatalf("%s's daemon heap: %v", host, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		w.b.Fatalf("%s's daemon heap: %d %v", host, resp.StatusCode, err)
-	}
-	return HeapStats(string(body))
+	return ms
 }

@@ -134,25 +134,3 @@ func LastHandshake(uapi string) (time.Time, bool) {
 	}
 	return time.Unix(sec, nsec), true
 }
-
-// HeapStats reads the runtime.MemStats a Go heap profile in text form
-// (pprof's debug=1, as the daemon's /v1/debug/pprof/heap?debug=1 gives it)
-// ends with: lines such as "# NextGC = 43200512", by name. Lines of other
-// shapes (the profile's records, "# PauseNs = [...]") are skipped.
-func HeapStats(profile string) map[string]uint64 {
-	m := map[string]uint64{}
-	for _, line := range strings.Split(profile, "\n") {
-		rest, ok := strings.CutPrefix(line, "# ")
-		if !ok {
-			continue
-		}
-		name, val, ok := strings.Cut(rest, " = ")
-		if !ok || strings.ContainsAny(name, " []") {
-			continue
-		}
-		if n, err := strconv.ParseUint(val, 10, 64); err == nil {
-			m[name] = n
-		}
-	}
-	return m
-}

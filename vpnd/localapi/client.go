@@ -126,6 +126,10 @@ func decode(resp *http.Response, out any) error {
 	if out == nil || len(b) == 0 {
 		return nil
 	}
+	if raw, ok := out.(*[]byte); ok { // an answer that is not JSON (a profile)
+		*raw = b
+		return nil
+	}
 	return json.Unmarshal(b, out)
 }
 
