@@ -25,7 +25,7 @@ import (
 // (gcPacer). The garbage's pages stay resident between collections (the
 // scavenger keeps what the heap's goal may use again), so the headroom is
 // RSS: with 6 MiB the daemon ended 400 connects and disconnects at
-// 8.5–13.4 MiB of anonymous memory, with 4 MiB at 8.5–8.7 MiB in the same
+// 8.7–13.4 MiB of anonymous memory, with 4 MiB at 8.5–8.7 MiB in the same
 // lab, alternated (2026-12-07, docs/performance.md), for ~1.6× the
 // collections (142 against 90 over the 400: cheap, as the buffers hold
 // no pointers to mark) and no change to the connects' times beyond the
