@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -489,6 +490,10 @@ func TestFanOutHelper(t *testing.T) {
 			fmt.Println("armed-failover")
 			continue
 		}
+		if len(f) == 1 && f[0] == "errors" {
+			fmt.Printf("errors %s\n", streamErrs.summary())
+			continue
+		}
 		if len(f) == 2 && f[0] == "on" {
 			k, _ := strconv.Atoi(f[1])
 			count := 0
@@ -513,6 +518,7 @@ func TestFanOutHelper(t *testing.T) {
 		}
 		r, _ := strconv.Atoi(f[1])
 		cpu0 := proccpu.Self()
+		progress := time.Now()
 		mu.Lock()
 		round, want, recv = r, "", recv[:0]
 		if len(f) == 3 {
@@ -532,6 +538,11 @@ func TestFanOutHelper(t *testing.T) {
 				// last answer: this loop's polling is the difference.
 				fmt.Printf("done %d %d %d %d\n", s[len(s)/2], s[len(s)*99/100], s[len(s)-1], proccpu.Self()-cpu0)
 				break
+			}
+			if time.Since(progress) >= time.Second {
+				// For a test that waits with a bound (fanout_faults_test.go).
+				progress = time.Now()
+				fmt.Printf("waiting %d %d %s\n", len(recv), len(lines), streamErrs.summary())
 			}
 			mu.Unlock()
 			time.Sleep(time.Millisecond)
@@ -575,7 +586,7 @@ func streamDevice(c *api.Client, id string, bases []string, g int, on *atomic.In
 		if !counted.Load() && failover.broke() {
 			counted.Store(true)
 		} else {
-			fmt.Fprintln(os.Stderr, "fan-out helper: stream:", err)
+			streamErrs.add(err)
 		}
 		next = nextReplica(next, g, len(bases))
 		c.BaseURL = bases[next%len(bases)]
@@ -609,6 +620,48 @@ func writeTimes(path string, ts []int64) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, "fan-out helper: times:", err)
 	}
+}
+
+// streamErrors counts the errors that ended the helper's streams outside
+// a failover, by control's answer (status and message) or "transport":
+// printed one a line on stderr unless RUNOS_FANOUT_QUIET=1 (a fault test
+// that ends thousands of streams at once asks for the counts instead).
+type streamErrors struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+var streamErrs streamErrors
+
+func (e *streamErrors) add(err error) {
+	if os.Getenv("RUNOS_FANOUT_QUIET") != "1" {
+		fmt.Fprintln(os.Stderr, "fan-out helper: stream:", err)
+	}
+	kind := "transport"
+	if ae, ok := errors.AsType[*api.Error](err); ok {
+		kind = fmt.Sprintf("%d-%s", ae.Status, strings.ReplaceAll(ae.Message, " ", "-"))
+	}
+	e.mu.Lock()
+	if e.counts == nil {
+		e.counts = map[string]int{}
+	}
+	e.counts[kind]++
+	e.mu.Unlock()
+}
+
+// summary is "kind=count,…" sorted, "-" when there were none.
+func (e *streamErrors) summary() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var parts []string
+	for k, n := range e.counts {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, n))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }
 
 // failoverTimes records, for BenchmarkMoveFanOutReplicas's failover, when

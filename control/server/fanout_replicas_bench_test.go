@@ -6,36 +6,27 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
-
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/control/clock"
 	"github.com/runos/vpn/control/hub"
 	"github.com/runos/vpn/control/notify"
-	"github.com/runos/vpn/control/pool"
-	"github.com/runos/vpn/control/seed"
 	"github.com/runos/vpn/control/store"
 	"github.com/runos/vpn/control/store/sqlstore"
 	"github.com/runos/vpn/control/tlsgate"
 	"github.com/runos/vpn/internal/pgtest"
 	"github.com/runos/vpn/internal/proccpu"
-	"github.com/runos/vpn/internal/testcert"
 	"github.com/runos/vpn/internal/testenv"
 )
 
@@ -115,100 +106,15 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 	}
 	raiseNoFile(b, 0) // the replicas and the devices' helper hold the connections
 	ctx := context.Background()
-	dir := b.TempDir()
-	dbURL := pg.NewDatabase(b)
-	st, err := sqlstore.OpenPostgres(ctx, dbURL, sqlstore.Options{AppName: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	services, _ := pool.NewServices(netip.MustParsePrefix("100.100.0.0/16"))
-	if _, err := seed.Import(ctx, st, testWorld(), seed.Options{Services: services, BcryptCost: 4, Now: time.Now()}); err != nil {
-		b.Fatal(err)
-	}
-	tokens, keys := bulkDevices(b, st, n)
-
-	tc := testcert.New(b)
-	certPEM := tc.CertPEM
-	caFile := filepath.Join(dir, "ca.pem")
-	os.WriteFile(caFile, certPEM, 0o600)
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	tc.Write(b, certFile, keyFile)
-
-	type replica struct {
-		cmd   *exec.Cmd
-		in    io.WriteCloser
-		lines *bufio.Scanner
-		url   string
-	}
-	start := func(k int, addr string) *replica {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestFanOutReplicaHelper$", "-test.v")
-		cmd.Env = append(os.Environ(), "RUNOS_FANOUT_REPLICA=1", "RUNOS_FANOUT_STORE="+dbURL, "RUNOS_FANOUT_ADDR="+addr,
-			"RUNOS_FANOUT_CERT="+certFile, "RUNOS_FANOUT_KEY="+keyFile, fmt.Sprintf("RUNOS_FANOUT_NAME=r%d", k+1))
-		in, _ := cmd.StdinPipe()
-		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		r := &replica{cmd: cmd, in: in, lines: bufio.NewScanner(out)}
-		f := expectLine(b, r.lines, "listening")
-		r.url = "https://" + f[0]
-		return r
-	}
-	reps := make([]*replica, replicas)
-	for k := range reps {
-		reps[k] = start(k, "127.0.0.1:0")
-	}
-	defer func() {
-		for _, r := range reps {
-			r.in.Close()
-			r.cmd.Process.Kill()
-			r.cmd.Wait()
-		}
-	}()
-	ask := func(r *replica, what string) []string {
-		fmt.Fprintln(r.in, what)
-		return expectLine(b, r.lines, what)
-	}
-	var urls []string
-	for _, r := range reps {
-		urls = append(urls, r.url)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	op := &api.Client{BaseURL: urls[0], Token: opToken, HTTP: hc}
-	gw := func(nid string) *api.Client {
-		return &api.Client{BaseURL: urls[0], Token: enroll("ky3", nid), HTTP: hc}
-	}
-	nodeKeys := map[string]wgtypes.Key{"n1": mustKey(b), "n2": mustKey(b)}
-	report := func(nid string, mapVersion uint64, hs []api.PeerHandshake) {
-		if err := gw(nid).GatewayReport(ctx, api.GatewayReport{PublicKey: nodeKeys[nid].PublicKey().String(), Version: "bench",
-			ServiceID: "wg-ky3", Listening: true, ListenPort: 32768, MapVersion: mapVersion, Handshakes: hs}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	w := newReplicaWorld(b, pg, replicas, n)
+	op, report := w.op, w.report
 	report("n1", 1<<40, nil)
 
 	stream := os.Getenv("RUNOS_FANOUT_STREAM") == "1"
 	run := res.begin(b, n, stream)
-	devs := startDeviceHelpers(b, dir, tokens, urls, caFile, stream)
+	devs := startDeviceHelpers(b, w.dir, w.tokens, w.urls, w.caFile, stream)
 	b.Logf("%d devices in %d helper processes (at most %d each: the open-file limit), %d replicas", n, len(devs.procs), devicesPerHelper(), replicas)
-	waitParked := func() {
-		for {
-			total := 0
-			for _, r := range reps {
-				w, _ := strconv.Atoi(ask(r, "watchers")[0])
-				total += w
-			}
-			if total >= n {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	waitParked()
+	w.waitHeld()
 
 	var all, p50, p99, devCPU []float64
 	ctlCPU := make([][]float64, replicas)
@@ -223,13 +129,13 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 		if err != nil || mv.State != api.MovePreparing {
 			b.Fatalf("start move: %+v, %v", mv, err)
 		}
-		m, err := gw(to).GatewayMap(ctx, 0, 0)
+		m, err := w.gateway(to).GatewayMap(ctx, 0, 0)
 		if err != nil || m.Serve == nil || len(m.Serve.Peers) != n {
 			b.Fatalf("standby map: %v", err)
 		}
-		waitParked()
+		w.waitHeld()
 		cpu0 := make([]time.Duration, replicas)
-		for k, r := range reps {
+		for k, r := range w.reps {
 			rss[k] = procRSSMB(r.cmd.Process.Pid)
 			cpu0[k] = proccpu.Of(r.cmd.Process.Pid)
 		}
@@ -239,24 +145,19 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 		report(to, m.Version, nil) // listening: the switch, one commit, on replica 1
 		got, helperCPU := devs.done()
 		b.StopTimer()
-		for k, r := range reps {
+		for k, r := range w.reps {
 			ctlCPU[k] = append(ctlCPU[k], float64(proccpu.Of(r.cmd.Process.Pid)-cpu0[k])/float64(time.Millisecond))
 		}
 		times := []float64{quantileMS(got, 0.5, t0.UnixNano()), quantileMS(got, 0.99, t0.UnixNano()), quantileMS(got, 1, t0.UnixNano())}
 		p50, p99, all = append(p50, times[0]), append(p99, times[1]), append(all, times[2])
 		devCPU = append(devCPU, float64(helperCPU)/float64(time.Millisecond))
 		var cpus []string
-		for k := range reps {
+		for k := range w.reps {
 			cpus = append(cpus, fmt.Sprintf("r%d %.0f ms", k+1, ctlCPU[k][len(ctlCPU[k])-1]))
 		}
 		b.Logf("round %d: all %.0f ms, p50 %.0f ms; cpu %s, devices %.0f ms", i, times[2], times[0], strings.Join(cpus, ", "), devCPU[len(devCPU)-1])
 		run.Rounds = append(run.Rounds, fanOutRound{Round: i, AllMs: times[2], P50Ms: times[0]})
-		hs := make([]api.PeerHandshake, 0, n)
-		now := time.Now()
-		for _, k := range keys {
-			hs = append(hs, api.PeerHandshake{PublicKey: k, At: now})
-		}
-		report(to, m.Version, hs)
+		report(to, m.Version, w.handshakes())
 		if done := moveSettled(ctx, op, mv.ID); done.State != api.MoveDone || done.Devices.Switched != n {
 			b.Fatalf("move after the handshakes: %s %+v", done.State, done.Devices)
 		}
@@ -274,29 +175,23 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 	if v, err := strconv.Atoi(os.Getenv("RUNOS_FANOUT_KILLS")); err == nil && v >= 0 {
 		kills = v
 	}
-	for k := range reps {
+	for k := range w.reps {
 		if replicas < 2 || k == kills {
 			break
 		}
-		waitParked()
-		var per []string
-		for _, r := range reps {
-			per = append(per, ask(r, "watchers")[0])
+		w.waitHeld()
+		var per []int
+		for j := range w.reps {
+			per = append(per, w.watchers(j))
 		}
 		b.Logf("before kill %d: watchers %v", k+1, per)
-		ts := devs.failover(k, func() time.Time {
-			killed := time.Now()
-			reps[k].cmd.Process.Kill()
-			reps[k].cmd.Wait()
-			return killed
-		})
+		ts := devs.failover(k, func() time.Time { return w.kill(k) })
 		f := []float64{quantileMS(ts, 0.5, 0), quantileMS(ts, 0.99, 0), quantileMS(ts, 1, 0)}
 		foP50, foP99, foMax = append(foP50, f[0]), append(foP99, f[1]), append(foMax, f[2])
 		b.Logf("failover %d: replica r%d killed; %d devices re-established in p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 			k+1, k+1, len(ts), f[0], f[1], f[2])
 		run.Failovers = append(run.Failovers, fanOutFailover{Kill: k + 1, Devices: len(ts), P50Ms: f[0], P99Ms: f[1], MaxMs: f[2]})
-		addr := strings.TrimPrefix(reps[k].url, "https://")
-		reps[k] = start(k, addr) // back on its address, for the next round
+		w.restart(k) // back on its address, for the next round
 	}
 	if len(foMax) > 0 {
 		run.metric(b, median(foP50), "failover-ms-p50")
@@ -307,7 +202,7 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 	run.metric(b, median(p50), "ms-p50")
 	run.metric(b, median(p99), "ms-p99")
 	run.metric(b, median(devCPU), "cpu-ms-devices")
-	for k := range reps {
+	for k := range w.reps {
 		run.metric(b, median(ctlCPU[k]), fmt.Sprintf("cpu-ms-r%d", k+1))
 		run.metric(b, rss[k], fmt.Sprintf("rss-MB-r%d", k+1))
 	}
@@ -324,8 +219,9 @@ func fanOutReplicas(b *testing.B, pg *pgtest.Server, replicas int, res *fanOutRe
 // TestFanOutReplicaHelper is one control replica of
 // BenchmarkMoveFanOutReplicas, in its own process: sqlstore on PostgreSQL, the hub fed by
 // control/notify, the API over HTTPS on loopback. It answers "watchers" on
-// stdin with its parked long-polls and held streams; it skips unless
-// started by it.
+// stdin with its parked long-polls and held streams, and "die-at N" by
+// killing itself at its N-th write from then; it skips unless started by
+// it.
 func TestFanOutReplicaHelper(t *testing.T) {
 	testenv.OnlyAsHelper(t, "RUNOS_FANOUT_REPLICA", "BenchmarkMoveFanOutReplicas's own processes")
 	raiseNoFile(t, 0) // its share of the devices, or after a kill more: as many as it gets
@@ -342,7 +238,7 @@ func TestFanOutReplicaHelper(t *testing.T) {
 		return nil
 	})
 	h := hub.New(g, vs)
-	l := notify.New(notify.Config{Connect: st.Conn, Store: st, Hub: h, Origin: st.Origin()})
+	l := notify.New(notify.Config{Connect: st.Conn, Store: st, Hub: h, Origin: st.Origin(), Logger: replicaLogger(t)})
 	ready := make(chan struct{})
 	go l.Run(ctx, func() { close(ready) })
 	<-ready
@@ -353,7 +249,7 @@ func TestFanOutReplicaHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := New(Config{Store: st, Hub: h, Clock: clock.Real{}, Shared: true, RelaySecret: secret,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: replicaLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,10 +260,11 @@ func TestFanOutReplicaHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", os.Getenv("RUNOS_FANOUT_ADDR"))
+	raw, err := net.Listen("tcp", os.Getenv("RUNOS_FANOUT_ADDR"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := &dyingListener{Listener: raw}
 	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		TLSConfig: tlsCfg,
@@ -382,10 +279,33 @@ func TestFanOutReplicaHelper(t *testing.T) {
 	fmt.Printf("listening %s\n", ln.Addr())
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		if in.Text() == "watchers" {
+		f := strings.Fields(in.Text())
+		switch {
+		case len(f) == 1 && f[0] == "watchers":
 			fmt.Printf("watchers %d\n", h.Watchers()+srv.Streams())
+		case len(f) == 2 && f[0] == "die-at":
+			// "die-at N": killed by itself just before the N-th write
+			// to any client from now (dyingListener).
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			ln.left.Store(n)
+			fmt.Printf("die-at %d\n", n)
 		}
 	}
+}
+
+// replicaLogger is where a replica logs: nowhere, or into the file
+// RUNOS_FANOUT_LOG names with the replica's name appended (a fault being
+// looked into).
+func replicaLogger(t *testing.T) *slog.Logger {
+	path := os.Getenv("RUNOS_FANOUT_LOG")
+	if path == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	f, err := os.OpenFile(path+"."+os.Getenv("RUNOS_FANOUT_NAME"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slog.New(slog.NewTextHandler(f, nil))
 }
 
 func expectLine(tb testing.TB, sc *bufio.Scanner, prefix string) []string {
