@@ -59,10 +59,13 @@ func (l *Listener) Connected() bool { return l.connected.Load() }
 const check = 10 * time.Second
 
 // Run listens until ctx ends, reconnecting after every loss
-// (internal/backoff, 100 ms doubling to 5 s); each (re)connection first
-// catches up. Ready, when set, is called once after the first catch-up.
+// (internal/backoff, 100 ms doubling to 1 s: while it is away every stream
+// and long-poll on this replica lags the database, and one connection
+// attempt a second is nothing to a database coming back); each
+// (re)connection first catches up. Ready, when set, is called once after
+// the first catch-up.
 func (l *Listener) Run(ctx context.Context, ready func()) {
-	retry := backoff.New(100*time.Millisecond, 5*time.Second)
+	retry := backoff.New(100*time.Millisecond, time.Second)
 	down := false // an outage was logged
 	for ctx.Err() == nil {
 		err := l.session(ctx, func() {
