@@ -68,8 +68,9 @@ func (st *stream) wake(w hub.Wake) {
 }
 
 // signal records why the stream is woken and makes sure it runs: on
-// HTTP/1.1 a goroutine is started unless one is running (it looks at the
-// flags again before it ends), on HTTP/2 the waiting handler is kicked.
+// HTTP/1.1 it is given to the runner unless it is running (its visit
+// looks at the flags again before it ends), on HTTP/2 the waiting handler
+// is kicked.
 func (st *stream) signal(f uint32) {
 	st.flags.Or(f)
 	if st.kick != nil {
@@ -80,7 +81,7 @@ func (st *stream) signal(f uint32) {
 		return
 	}
 	if st.running.CompareAndSwap(false, true) {
-		go st.run()
+		st.ss.run.add(st)
 	}
 }
 
@@ -141,9 +142,7 @@ func (st *stream) process() {
 	b := (*buf)[:headroom]
 	defer func() { *buf = b[:0]; putBuf(buf) }()
 	if f&(flagChanged|flagRecheck) != 0 {
-		ctx, cancel := context.WithTimeout(reqid.With(context.Background(), st.reqID), st.ss.cfg.WriteTimeout)
-		d, err := st.src.Load(ctx)
-		cancel()
+		d, err := st.src.Load(reqid.With(st.ss.loads.context(), st.reqID))
 		if err != nil {
 			st.end(append(b, errorEvent(err)...), "")
 			return
