@@ -140,13 +140,11 @@ func (w *faultWorld) moveDone(t *testing.T) {
 	}
 }
 
-// alive fails unless replica k's process is still running.
+// alive fails unless replica k still runs and answers (a replica that
+// exited has closed its output: expectLine fails on it).
 func (w *faultWorld) alive(t *testing.T, k int) {
 	t.Helper()
-	if w.reps[k].cmd.ProcessState != nil {
-		t.Fatalf("replica r%d ended: %v", k+1, w.reps[k].cmd.ProcessState)
-	}
-	w.watchers(k) // answers: not stuck either
+	w.watchers(k)
 }
 
 // signal sends sig to replica k's process.
