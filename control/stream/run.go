@@ -68,9 +68,8 @@ func (st *stream) wake(w hub.Wake) {
 }
 
 // signal records why the stream is woken and makes sure it runs: on
-// HTTP/1.1 it is given to the runner unless it is running (its visit
-// looks at the flags again before it ends), on HTTP/2 the waiting handler
-// is kicked.
+// HTTP/1.1 a goroutine is started unless one is running (it looks at the
+// flags again before it ends), on HTTP/2 the waiting handler is kicked.
 func (st *stream) signal(f uint32) {
 	st.flags.Or(f)
 	if st.kick != nil {
@@ -81,7 +80,7 @@ func (st *stream) signal(f uint32) {
 		return
 	}
 	if st.running.CompareAndSwap(false, true) {
-		st.ss.run.add(st)
+		go st.run()
 	}
 }
 

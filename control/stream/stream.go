@@ -8,8 +8,7 @@
 // A stream costs control as little as it can while it waits, which is
 // nearly always. On HTTP/1.1 the connection is taken from net/http
 // (hijacked) once the answer's head is written: no goroutine waits for it
-// (a worker of the runner visits it while there is something to write),
-// no buffer is kept
+// (one runs only while there is something to write), no buffer is kept
 // between writes, and no timer is armed for it. What wakes it is its
 // hub.Sub (the hub tells it of every change of its topics) and one shared
 // wheel that ticks every second for the heartbeats and for the callers
@@ -110,21 +109,10 @@ type Options struct {
 	Beat func()
 }
 
-// The runner's sizes (runner.go): a queue for a fan-out to every stream
-// a replica holds, as many workers as clients would have to stall in
-// their writes at once to hold the rest of a fan-out up, kept two seconds
-// after their last visit.
-const (
-	runQueue   = 1 << 15
-	runWorkers = 256
-	runIdle    = 2 * time.Second
-)
-
 // Streams holds the open streams. It is safe for concurrent use.
 type Streams struct {
 	cfg   Config
 	wheel wheel
-	run   *runner
 	loads sharedDeadline
 
 	mu     sync.Mutex
@@ -149,7 +137,7 @@ func New(cfg Config) *Streams {
 	if cfg.SendBuffer <= 0 {
 		cfg.SendBuffer = DefaultSendBuffer
 	}
-	ss := &Streams{cfg: cfg, open: map[*stream]struct{}{}, run: newRunner(runQueue, runWorkers, runIdle),
+	ss := &Streams{cfg: cfg, open: map[*stream]struct{}{},
 		loads: sharedDeadline{timeout: cfg.WriteTimeout, every: min(time.Second, cfg.WriteTimeout/2)}}
 	ss.wheel.start(cfg.Clock, cfg.Heartbeat)
 	return ss
@@ -258,7 +246,7 @@ func (ss *Streams) Serve(w http.ResponseWriter, r *http.Request, first Doc, src 
 	}
 	st.running.Store(false)
 	if st.flags.Load() != 0 && st.running.CompareAndSwap(false, true) {
-		ss.run.add(st)
+		go st.run()
 	}
 }
 
