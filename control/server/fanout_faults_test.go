@@ -177,7 +177,7 @@ func TestFanOutReplicaKilledMidWrite(t *testing.T) {
 		t.Fatalf("r2 after its die-at: %v, want killed by its SIGKILL", err)
 	}
 	t.Logf("r2 held %d streams; killed %s after the commit, before its write %d", share, killed.Sub(t0).Round(time.Millisecond), dieAt)
-	last := w.everyDeviceSwitched(t, t0, time.Minute)
+	last := w.everyDeviceSwitched(t, t0, 2*time.Minute)
 	t.Logf("every device has the map naming n2 %s after the commit; the streams' errors: %s", last.Round(time.Millisecond), w.errors())
 	w.waitHeld(victim) // the survivors hold all of them
 	for _, k := range []int{0, 2} {
@@ -193,7 +193,7 @@ func TestFanOutReplicaKilledMidWrite(t *testing.T) {
 // down: they hear of the switch, if its notification reached them, or
 // read their devices' maps only with the database gone. No replica exits;
 // a stream whose read failed ends with control's 503 "store unavailable"
-// and resumes; once the database is back every device has the map naming
+// (no other answer of control's) and resumes; once the database is back every device has the map naming
 // n2 and the move finishes with all of them.
 func TestFanOutDatabaseDown(t *testing.T) {
 	pg := pgtest.Start(t)
@@ -217,11 +217,16 @@ func TestFanOutDatabaseDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("database back after %s", time.Since(stopped).Round(time.Millisecond))
-	last := w.everyDeviceSwitched(t, t0, time.Minute)
+	last := w.everyDeviceSwitched(t, t0, 2*time.Minute)
 	errs := w.errors()
 	t.Logf("every device has the map naming n2 %s after the commit; the streams' errors: %s", last.Round(time.Millisecond), errs)
+	// Control's own answers say what happened: the store is unavailable,
+	// never a sign-in that ended or a device that is gone (which would
+	// send a daemon to sign in again or drop the cluster). Connections
+	// lost under the retries' load (handshakes or headers too slow, most
+	// under -race) end as transport errors, and those devices resume.
 	for _, kind := range strings.Split(strings.ReplaceAll(errs, " ", ","), ",") {
-		if name, _, _ := strings.Cut(kind, "="); name != "-" && name != "503-store-unavailable" {
+		if name, _, _ := strings.Cut(kind, "="); name != "-" && name != "503-store-unavailable" && name != "transport" {
 			t.Errorf("a stream ended with %s: with the database down control answers 503 store unavailable", name)
 		}
 	}
