@@ -17,7 +17,10 @@ func (c *Client) Profile(ctx context.Context, name string, query url.Values) ([]
 	if len(query) > 0 {
 		path += "?" + query.Encode()
 	}
-	return b, c.do(ctx, http.MethodGet, path, nil, &b)
+	if err := c.do(ctx, http.MethodGet, path, nil, &b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // MemStats is the daemon's runtime.MemStats right after a collection, by
