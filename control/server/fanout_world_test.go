@@ -5,8 +5,6 @@ package server
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -91,9 +89,7 @@ func newReplicaWorld(tb testing.TB, pg *pgtest.Server, replicas, n int) *replica
 		w.reps[k] = w.start(k, "127.0.0.1:0")
 		w.urls = append(w.urls, w.reps[k].url)
 	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(tc.CertPEM)
-	w.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	w.hc = tc.Client()
 	w.op = &api.Client{BaseURL: w.urls[0], Token: opToken, HTTP: w.hc}
 	return w
 }
