@@ -238,7 +238,8 @@ func TestFanOutReplicaHelper(t *testing.T) {
 		return nil
 	})
 	h := hub.New(g, vs)
-	l := notify.New(notify.Config{Connect: st.Conn, Store: st, Hub: h, Origin: st.Origin(), Logger: replicaLogger(t)})
+	logger := replicaLogger(t)
+	l := notify.New(notify.Config{Connect: st.Conn, Store: st, Hub: h, Origin: st.Origin(), Logger: logger})
 	ready := make(chan struct{})
 	go l.Run(ctx, func() { close(ready) })
 	<-ready
@@ -249,7 +250,7 @@ func TestFanOutReplicaHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := New(Config{Store: st, Hub: h, Clock: clock.Real{}, Shared: true, RelaySecret: secret,
-		Logger: replicaLogger(t)})
+		Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
