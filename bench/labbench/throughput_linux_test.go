@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/runos/vpn/internal/netnstest"
@@ -52,6 +53,8 @@ type throughputRound struct {
 // <dir>/runos.data and <dir>/upstream.data. RUNOS_BENCH_SYSCALLS=<dir>
 // counts their system calls and context switches per program into
 // <dir>/runos.csv and <dir>/upstream.csv and logs them per GB carried.
+// RUNOS_BENCH_TPUT_PATHS=runos,upstream measures only those paths (default
+// all four): an A/B of two builds needs only the ratio, in more rounds.
 func BenchmarkLabThroughput(b *testing.B) { fixedWork(b, benchThroughput) }
 
 func benchThroughput(b *testing.B, m *metrics) {
@@ -84,7 +87,7 @@ func benchThroughput(b *testing.B, m *metrics) {
 
 	w.iperfServer(laptop)
 
-	paths := []struct{ name, addr string }{{"bare", "10.77.0.21"}, {"stock", "10.99.0.1"}, {"upstream", "10.97.0.1"}, {"runos", ky3.Server.Address}}
+	paths := pickPaths(b, []tputPath{{"bare", "10.77.0.21"}, {"stock", "10.99.0.1"}, {"upstream", "10.97.0.1"}, {"runos", ky3.Server.Address}})
 	perfDir, sysDir := os.Getenv("RUNOS_BENCH_PERF"), os.Getenv("RUNOS_BENCH_SYSCALLS")
 	transfer := func(name, addr string, last bool) float64 {
 		if perfDir != "" && last && (name == "runos" || name == "upstream") {
@@ -127,13 +130,17 @@ func benchThroughput(b *testing.B, m *metrics) {
 			r.Mbps[p.name] = v
 			series[p.name+"-mbps"] = append(series[p.name+"-mbps"], v)
 		}
-		r.RunosStock, r.RunosBare, r.StockBare = r.Mbps["runos"]/r.Mbps["stock"], r.Mbps["runos"]/r.Mbps["bare"], r.Mbps["stock"]/r.Mbps["bare"]
-		series["runos-vs-stock"] = append(series["runos-vs-stock"], r.RunosStock)
-		series["runos-vs-bare"] = append(series["runos-vs-bare"], r.RunosBare)
-		series["stock-vs-bare"] = append(series["stock-vs-bare"], r.StockBare)
-		r.RunosUpstream, r.UpstreamBare = r.Mbps["runos"]/r.Mbps["upstream"], r.Mbps["upstream"]/r.Mbps["bare"]
-		series["runos-vs-upstream"] = append(series["runos-vs-upstream"], r.RunosUpstream)
-		series["upstream-vs-bare"] = append(series["upstream-vs-bare"], r.UpstreamBare)
+		ratio := func(key, a, b string, to *float64) {
+			if r.Mbps[a] > 0 && r.Mbps[b] > 0 {
+				*to = r.Mbps[a] / r.Mbps[b]
+				series[key] = append(series[key], *to)
+			}
+		}
+		ratio("runos-vs-stock", "runos", "stock", &r.RunosStock)
+		ratio("runos-vs-bare", "runos", "bare", &r.RunosBare)
+		ratio("stock-vs-bare", "stock", "bare", &r.StockBare)
+		ratio("runos-vs-upstream", "runos", "upstream", &r.RunosUpstream)
+		ratio("upstream-vs-bare", "upstream", "bare", &r.UpstreamBare)
 		all = append(all, r)
 		if testing.Verbose() {
 			b.Logf("round %d %v: runos %.0f, upstream %.0f, stock %.0f, bare %.0f Mbit/s; runos/upstream %.2f, runos/stock %.2f, runos/bare %.3f",
@@ -142,6 +149,9 @@ func benchThroughput(b *testing.B, m *metrics) {
 	}
 	for _, k := range []string{"runos-mbps", "upstream-mbps", "stock-mbps", "bare-mbps", "runos-vs-upstream", "runos-vs-stock", "runos-vs-bare",
 		"upstream-vs-bare", "stock-vs-bare", "vpnd-rss-after-runos-MiB"} {
+		if len(series[k]) == 0 {
+			continue // a path left out by RUNOS_BENCH_TPUT_PATHS
+		}
 		s := res.AddSamples(k, series[k])
 		b.Logf("%-15s n=%d  median %9.3f  min %9.3f  max %9.3f", k, s.N, s.P50, s.Min, s.Max)
 	}
@@ -182,14 +192,40 @@ func benchThroughput(b *testing.B, m *metrics) {
 		"both ends of every tunnel run on the same 2 vCPUs, so a tunnel's rate is bounded by the CPU of two userspace WireGuard processes, not by the link",
 		"vpnd-rss-after-runos-MiB: the daemon's VmRSS right after each round's transfer through it; vpnd-rss-idle-MiB: after one more such transfer, every second for idleSeconds (-1 in vpnd-rss-under-30MB-after-s: not within them)")
 	w.save(res)
-	for _, k := range []string{"runos-mbps", "upstream-mbps", "stock-mbps", "bare-mbps"} {
-		m.add(res.Summaries[k].P50, k)
+	for _, k := range [][2]string{{"runos-mbps", "runos-mbps"}, {"upstream-mbps", "upstream-mbps"}, {"stock-mbps", "stock-mbps"}, {"bare-mbps", "bare-mbps"},
+		{"runos-vs-upstream", "runos/upstream"}, {"runos-vs-stock", "runos/stock"}, {"runos-vs-bare", "runos/bare"}} {
+		if s, ok := res.Summaries[k[0]]; ok {
+			m.add(s.P50, k[1])
+		}
 	}
-	m.add(res.Summaries["runos-vs-upstream"].P50, "runos/upstream")
-	m.add(res.Summaries["runos-vs-stock"].P50, "runos/stock")
-	m.add(res.Summaries["runos-vs-bare"].P50, "runos/bare")
 	m.add(res.Summaries["vpnd-rss-after-runos-MiB"].Max, "vpnd-rss-after-runos-max-MiB")
 	m.add(idleRSS[idle], fmt.Sprintf("vpnd-rss-idle-%ds-MiB", idle))
+}
+
+type tputPath struct{ name, addr string }
+
+// pickPaths is all, or those RUNOS_BENCH_TPUT_PATHS names (runos always:
+// the daemon's memory readings follow its transfers).
+func pickPaths(b *testing.B, all []tputPath) []tputPath {
+	v := os.Getenv("RUNOS_BENCH_TPUT_PATHS")
+	if v == "" {
+		return all
+	}
+	want := map[string]bool{"runos": true}
+	for _, n := range strings.Split(v, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []tputPath
+	for _, p := range all {
+		if want[p.name] {
+			out = append(out, p)
+			delete(want, p.name)
+		}
+	}
+	for n := range want {
+		b.Fatalf("RUNOS_BENCH_TPUT_PATHS: no path %q (bare, stock, upstream, runos)", n)
+	}
+	return out
 }
 
 // underTarget is issue 2's 30 MB in MiB.
