@@ -133,8 +133,11 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request, p *principal
 	})
 }
 
-// armMoveTimers re-arms a move's timer after a restart.
-func (s *Server) armMoveTimers(ctx context.Context, id string) {
+// armMoveTimers arms a move's timer from the store (after a restart, a
+// takeover of the timers' lease, another replica's change). Its error is
+// the store's: the caller tries again (a move left unarmed would never
+// time out).
+func (s *Server) armMoveTimers(ctx context.Context, id string) error {
 	var m model.Move
 	err := s.st.View(ctx, func(rd store.Reader) error {
 		var err error
@@ -142,8 +145,7 @@ func (s *Server) armMoveTimers(ctx context.Context, id string) {
 		return err
 	})
 	if err != nil {
-		s.log.Error("re-arm move", "move", id, "err", err)
-		return
+		return fmt.Errorf("arm the timers of move %s: %w", id, err)
 	}
 	switch m.State {
 	case api.MovePreparing:
@@ -151,6 +153,7 @@ func (s *Server) armMoveTimers(ctx context.Context, id string) {
 	case api.MoveSwitching:
 		s.after("move-deadline:"+id, m.SwitchedAt.Add(s.cfg.MoveDeadline), func() { s.moveDeadline(id) })
 	}
+	return nil
 }
 
 func (s *Server) moveReadyTimeout(id string) {
@@ -179,6 +182,9 @@ func (s *Server) moveReadyTimeout(id string) {
 	})
 	if err != nil {
 		s.log.Error("move ready timeout", "move", id, "err", err)
+		if storeDown(err) {
+			s.retryTimer("move-ready:"+id, func() { s.moveReadyTimeout(id) })
+		}
 		return
 	}
 	if failed { // a move that got ready in time is no news
@@ -210,6 +216,9 @@ func (s *Server) moveDeadline(id string) {
 	})
 	if err != nil {
 		s.log.Error("move deadline", "move", id, "err", err)
+		if storeDown(err) {
+			s.retryTimer("move-deadline:"+id, func() { s.moveDeadline(id) })
+		}
 	}
 }
 

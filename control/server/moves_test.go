@@ -12,8 +12,8 @@ import (
 )
 
 // movingWorld: ky3 serving on n1 with key k1, devices joined, n2 heartbeating.
-func movingWorld(t *testing.T, devices int) (*env, []*device, wgtypes.Key) {
-	e := newEnv(t)
+func movingWorld(t *testing.T, devices int, mutate ...func(*Config)) (*env, []*device, wgtypes.Key) {
+	e := newEnv(t, mutate...)
 	ctx := context.Background()
 	var ds []*device
 	for i := range devices {

@@ -283,6 +283,9 @@ func (s *Server) installTimeout(id string) {
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Error("install timeout", "service", id, "err", err)
+		if storeDown(err) {
+			s.retryTimer("install:"+id, func() { s.installTimeout(id) })
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +67,28 @@ func (s *Server) after(key string, t time.Time, fn func()) {
 	s.timers[key] = tm
 }
 
+// timerRetry is how soon a timer whose action failed on the store runs
+// again (retryTimer).
+const timerRetry = time.Second
+
+// retryTimer arms key's action again timerRetry from now: it failed on the
+// store (the database restarting, a connection cut). The timer was
+// removed as it fired, so without this a move would stay switching, or a
+// service installing, until the next takeover of the lease re-armed it
+// from the store, and a failure that keeps the lease's own connection
+// brings none. The actions are conditional changes: one that did commit
+// before its error is a no-op the second time.
+func (s *Server) retryTimer(key string, fn func()) {
+	s.after(key, s.now().Add(timerRetry), fn)
+}
+
+// storeDown reports whether err is the database out of reach (down, a
+// connection cut, no answer within the action's time): worth a timer's
+// retry (retryTimer). Any other error would fail the same way again.
+func storeDown(err error) bool {
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // cancelTimer stops the timer with that key, if any.
 func (s *Server) cancelTimer(key string) {
 	s.mu.Lock()
@@ -114,13 +137,14 @@ func (s *Server) lead(ctx context.Context, l store.Lease) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, id := range moves {
-		s.armMoveTimers(ctx, id)
+		errs = append(errs, s.armMoveTimers(ctx, id))
 	}
 	for _, id := range installs {
-		s.armInstall(ctx, id)
+		errs = append(errs, s.armInstall(ctx, id))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // leaseLoop holds the timers' lease while it can and waits for it when
@@ -157,8 +181,29 @@ func (s *Server) leaseLoop(l store.Lease) {
 			continue
 		}
 		retry.Reset()
-		if err := s.lead(ctx, l); err != nil {
-			s.log.Error("timers: arm from the store", "err", err)
+		s.leadUntilArmed(ctx, l, retry)
+	}
+}
+
+// leadUntilArmed leads with l, trying again while arming from the store
+// fails (the database restarting, a connection cut): holding the lease
+// with nothing armed would leave every move, install and expiry to wait
+// for the next takeover, which a failure that keeps the lease's own
+// connection never brings.
+func (s *Server) leadUntilArmed(ctx context.Context, l store.Lease, retry *backoff.Backoff) {
+	defer retry.Reset()
+	for {
+		err := s.lead(ctx, l)
+		if err == nil {
+			return
+		}
+		s.log.Error("timers: arm from the store; trying again", "err", err)
+		select {
+		case <-l.Lost():
+			return // the loop sees it too
+		case <-ctx.Done():
+			return
+		case <-time.After(retry.Next()):
 		}
 	}
 }
@@ -213,16 +258,25 @@ func (s *Server) rearmLoop() {
 		}
 		ctx, cancel := s.bg()
 		sessions := false
+		var failed []string
 		for t := range topics {
 			kind, id, _ := strings.Cut(t, ":")
+			var err error
 			switch kind {
 			case "move":
-				s.armMoveTimers(ctx, id)
+				err = s.armMoveTimers(ctx, id)
 			case "service":
-				s.armInstall(ctx, id)
+				err = s.armInstall(ctx, id)
 			case "session":
 				sessions = true
 			}
+			if err != nil {
+				s.log.Error("timers: re-arm after another replica's change; trying again", "err", err, "in", timerRetry)
+				failed = append(failed, t)
+			}
+		}
+		if len(failed) > 0 {
+			time.AfterFunc(timerRetry, func() { s.heard(0, failed) })
 		}
 		if sessions {
 			// A session that began or closed elsewhere: its expiry, and
@@ -235,8 +289,9 @@ func (s *Server) rearmLoop() {
 }
 
 // armInstall arms an added service's install timeout while it is
-// installing, from the time it was added.
-func (s *Server) armInstall(ctx context.Context, id string) {
+// installing, from the time it was added. Its error is the store's, for
+// the caller to try again.
+func (s *Server) armInstall(ctx context.Context, id string) error {
 	var state string
 	var created time.Time
 	err := s.st.View(ctx, func(r store.Reader) error {
@@ -246,15 +301,15 @@ func (s *Server) armInstall(ctx context.Context, id string) {
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		s.cancelTimer("install:" + id)
-		return
+		return nil
 	}
 	if err != nil {
-		s.log.Error("arm install timeout", "service", id, "err", err)
-		return
+		return fmt.Errorf("arm the install timeout of service %s: %w", id, err)
 	}
 	if state != "installing" {
 		s.cancelTimer("install:" + id)
-		return
+		return nil
 	}
 	s.after("install:"+id, created.Add(s.cfg.MoveReadyTimeout), func() { s.installTimeout(id) })
+	return nil
 }
