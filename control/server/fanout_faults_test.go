@@ -236,3 +236,75 @@ func TestFanOutDatabaseDown(t *testing.T) {
 	}
 	w.moveDone(t)
 }
+
+// TestMoveDeadlineAfterDatabaseDown: a move's switch is committed, then
+// PostgreSQL is stopped and the replica acting on timers is killed (its
+// armed deadline dies with it); the deadline passes while the database is
+// down, and it is started again. A surviving replica takes the timers'
+// lease once it can and arms the move's deadline from the store, already
+// due: the move finishes at its deadline with what it had (no device
+// handshaked with n2 here), and n1 stops serving.
+func TestMoveDeadlineAfterDatabaseDown(t *testing.T) {
+	const devices, deadline = 20, 3 * time.Second
+	pg := pgtest.Start(t)
+	t.Setenv("RUNOS_FANOUT_MOVE_DEADLINE", deadline.String())
+	w := newReplicaWorld(t, pg, 3, devices)
+	ctx := context.Background()
+	w.report("n1", 1<<40, nil)
+	w.report("n2", 0, nil)
+	mv, err := w.op.StartMove(ctx, "ky3", "wg-ky3", "n2")
+	if err != nil || mv.State != api.MovePreparing {
+		t.Fatalf("start move: %+v, %v", mv, err)
+	}
+	m, err := w.gateway("n2").GatewayMap(ctx, 0, 0)
+	if err != nil || m.Serve == nil {
+		t.Fatalf("the standby's map: %+v, %v", m, err)
+	}
+	holder := -1
+	for k := range w.reps {
+		if w.ask(k, "timers")[0] == "true" {
+			holder = k
+		}
+	}
+	if holder < 0 {
+		t.Fatal("no replica holds the timers' lease")
+	}
+	w.report("n2", m.Version, nil) // the switch
+	switched := time.Now()
+	if got, err := w.op.Move(ctx, mv.ID, 0, 0); err != nil || got.State != api.MoveSwitching {
+		t.Fatalf("after the switch: %+v, %v", got, err)
+	}
+	pg.Stop()
+	w.kill(holder)
+	w.reps[holder] = nil // closed by the world: it is dead
+	down := time.Now()
+	t.Logf("database stopped and r%d (the timers' holder) killed %s after the switch", holder+1, down.Sub(switched).Round(time.Millisecond))
+	time.Sleep(time.Until(switched.Add(deadline + 2*time.Second))) // the deadline passes with nobody to act on it
+	if err := pg.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	survivor := (holder + 1) % len(w.reps)
+	op := &api.Client{BaseURL: w.urls[survivor], Token: opToken, HTTP: w.hc}
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	done := moveSettled(wait, op, mv.ID)
+	if done == nil || done.State != api.MoveDone || done.Devices.Switched != 0 || done.Devices.Total != devices {
+		t.Fatalf("the move after the database came back: %+v, want done at its deadline with 0/%d switched", done, devices)
+	}
+	t.Logf("the move done %s after the database came back (deadline due %s before)", time.Since(back).Round(time.Millisecond),
+		back.Sub(switched.Add(deadline)).Round(time.Millisecond))
+	leaders := 0
+	for k, r := range w.reps {
+		if r != nil && w.ask(k, "timers")[0] == "true" {
+			leaders++
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("%d surviving replicas hold the timers' lease, want 1", leaders)
+	}
+	n1 := &api.Client{BaseURL: w.urls[survivor], Token: enroll("ky3", "n1"), HTTP: w.hc}
+	if m1, err := n1.GatewayMap(ctx, 0, 0); err != nil || m1.Serve != nil {
+		t.Fatalf("n1 after the deadline: %+v, %v (want no server to serve)", m1, err)
+	}
+}

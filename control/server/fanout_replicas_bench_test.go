@@ -249,8 +249,11 @@ func TestFanOutReplicaHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// RUNOS_FANOUT_MOVE_DEADLINE: a move's deadline shorter than
+	// control's 30 s, for a test that waits for it to fire.
+	deadline, _ := time.ParseDuration(os.Getenv("RUNOS_FANOUT_MOVE_DEADLINE"))
 	srv, err := New(Config{Store: st, Hub: h, Clock: clock.Real{}, Shared: true, RelaySecret: secret,
-		Logger: logger})
+		MoveDeadline: deadline, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,6 +287,9 @@ func TestFanOutReplicaHelper(t *testing.T) {
 		switch {
 		case len(f) == 1 && f[0] == "watchers":
 			fmt.Printf("watchers %d\n", h.Watchers()+srv.Streams())
+		case len(f) == 1 && f[0] == "timers":
+			// Whether this replica holds the timers' lease.
+			fmt.Printf("timers %v\n", srv.leadsTimers())
 		case len(f) == 2 && f[0] == "die-at":
 			// "die-at N": killed by itself just before the N-th write
 			// to any client from now (dyingListener).
