@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 	if progs.dir != "" {
 		os.RemoveAll(progs.dir)
 	}
+	if upstream.path != "" { // its directory: left behind by every run until now
+		os.RemoveAll(filepath.Dir(upstream.path))
+	}
 	os.Exit(code)
 }
 
