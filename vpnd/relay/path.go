@@ -35,8 +35,14 @@ type Timing struct {
 	// and never pays for the relay.
 	RaceAfter time.Duration
 	// SilenceAfter: on the direct path, packets (not keepalives) sent and
-	// nothing back over UDP this long starts the race too, with every
-	// datagram sent both ways until one path answers.
+	// nothing back over UDP this long asks UDP first, with a handshake
+	// when wireguard-go may send one (a working UDP answers it in a round
+	// trip), then starts the race, with every datagram sent both ways
+	// until one path answers. Asking first matters because the last
+	// packet of every flow that ends (its final acknowledgement) is
+	// answered by nothing: a race there would make a relay connection
+	// per idle flow. The handshake's head start is four round trips of the
+	// last UDP handshake, at least minProbeWait and at most RaceAfter.
 	SilenceAfter time.Duration
 	// RaceFor: a race in which neither path answered ends after this: on
 	// the relay when a handshake went unanswered (UDP surely does not get
@@ -96,7 +102,28 @@ type decider struct {
 	lastProbe     time.Time // last handshake asked of wireguard-go
 	lastInit      time.Time // last initiation sent, either way: wireguard-go sends the next no sooner than ProbeEvery after it
 	lastRelayUse  time.Time
-	lastSent      time.Time // direct: last packet sent (not a keepalive or an initiation)
+	lastSent      time.Time     // direct: last packet sent (not a keepalive or an initiation)
+	silenceProbe  time.Time     // direct: a silence's handshake asked of UDP then (this silence's when not before silenceSince)
+	udpRTT        time.Duration // the last handshake's round trip over UDP (0: none seen)
+}
+
+// minProbeWait is the least head start a silence's handshake over UDP gets
+// before the race (SilenceAfter): a handshake takes the server a few
+// hundred microseconds, and the daemon's own loop a tick.
+const minProbeWait = 20 * time.Millisecond
+
+// probeWait is how long a silence's handshake has to be answered over UDP
+// before the relay is raced.
+func (d *decider) probeWait() time.Duration {
+	if d.udpRTT == 0 {
+		return d.t.RaceAfter
+	}
+	return min(max(4*d.udpRTT, minProbeWait), d.t.RaceAfter)
+}
+
+// silenceProbed reports whether the current silence has asked UDP first.
+func (d *decider) silenceProbed() bool {
+	return !d.silenceSince.IsZero() && !d.silenceProbe.Before(d.silenceSince)
 }
 
 func newDecider(t Timing, hasRelay bool, now time.Time) *decider {
@@ -143,6 +170,9 @@ func (d *decider) urgent(now time.Time) bool {
 func (d *decider) received(now time.Time, typ byte, viaRelay bool) bool {
 	if typ == relaywire.MsgResponse {
 		d.lastHandshake = now
+		if !viaRelay && !d.lastInit.IsZero() && now.Sub(d.lastInit) < d.t.ProbeEvery {
+			d.udpRTT = now.Sub(d.lastInit)
+		}
 	}
 	if viaRelay {
 		if d.path == Direct && d.racing() {
@@ -207,6 +237,18 @@ func (d *decider) tick(now time.Time) actions {
 		d.startRace(now, d.udpWaitSince)
 		a.raced, a.resendInit = true, true
 	case !d.silenceSince.IsZero() && now.Sub(d.silenceSince) >= d.t.SilenceAfter:
+		if !d.silenceProbed() && d.probeDue(now) {
+			// UDP first (see SilenceAfter): the race waits probeWait
+			// from the asking for the handshake's answer.
+			d.silenceProbe, d.lastProbe, a.probe = now, now, true
+			return a
+		}
+		if d.silenceProbed() && now.Sub(d.silenceProbe) < d.probeWait() {
+			return a
+		}
+		// The silence's handshake, if wireguard-go sent it, went over UDP
+		// unanswered: it goes over the relay too.
+		a.resendInit = !d.udpWaitSince.IsZero()
 		d.startRace(now, d.silenceSince)
 		// A keepalive goes both ways at once: one that arrives over the
 		// relay moves the server's endpoint there, so what it sends
@@ -385,6 +427,9 @@ func (d *decider) next(now time.Time) time.Time {
 	}
 	if s := d.silenceSince; !s.IsZero() {
 		at(s.Add(d.t.SilenceAfter))
+		if d.silenceProbed() {
+			at(d.silenceProbe.Add(d.probeWait()))
+		}
 	}
 	if !d.lastSent.IsZero() && now.Sub(d.lastSent) < d.t.SilenceAfter {
 		// Packets are flowing: keep a tick no later than a silence that

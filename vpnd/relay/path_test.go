@@ -229,14 +229,69 @@ func TestUDPBlockedMidFlow(t *testing.T) {
 		}
 		c.add(20 * time.Millisecond)
 	}
-	if racedAt != 400*time.Millisecond || !probed {
-		t.Errorf("raced after %s (probe asked %v), want 400ms of silence and a probe", racedAt, probed)
+	// UDP is asked first: a handshake, whose head start is four of the
+	// last handshake's round trips (2 ms here), at least minProbeWait.
+	if racedAt != 400*time.Millisecond+minProbeWait || !probed {
+		t.Errorf("raced after %s (probe asked %v), want 400ms of silence, a probe and its %s", racedAt, probed, minProbeWait)
 	}
 	if switchedAt == 0 || switchedAt > time.Second || d.path != Relay {
 		t.Fatalf("switched after %s (path %s), want within 1s", switchedAt, d.path)
 	}
 	if !strings.Contains(d.reason, "nothing over UDP for 5") {
 		t.Errorf("reason %q", d.reason)
+	}
+}
+
+// TestFlowEndAskedOfUDP: a flow's last packet (its final acknowledgement)
+// is answered by nothing. The silence asks UDP for a handshake first,
+// which UDP answers: no race, and no relay connection wanted.
+func TestFlowEndAskedOfUDP(t *testing.T) {
+	d, c := newTestDecider(true)
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	d.received(c.add(time.Millisecond), relaywire.MsgResponse, false) // a 1 ms round trip
+	for range 20 {                                                    // the flow: data out, answers in
+		d.route(c.add(10*time.Millisecond), relaywire.MsgData, 1400)
+		d.received(c.add(time.Millisecond), relaywire.MsgData, false)
+	}
+	c.add(10 * time.Second)                    // later: wireguard-go may send a handshake
+	d.route(c.now, relaywire.MsgData, dataLen) // the last acknowledgement, never answered
+	el, all, ok := tickUntil(d, c, time.Second, func(a actions) bool { return a.probe || a.raced })
+	if !ok || el != 400*time.Millisecond || !all.probe || all.raced || all.keepalive {
+		t.Fatalf("after the flow's last packet: %v after %s asking %+v, want a handshake and no race after 400ms", ok, el, all)
+	}
+	if udp, relay := d.route(c.add(time.Millisecond), relaywire.MsgInitiation, 148); !udp || relay {
+		t.Fatalf("the silence's handshake went udp %v relay %v, want UDP only", udp, relay)
+	}
+	d.received(c.add(time.Millisecond), relaywire.MsgResponse, false)
+	if _, all, ok := tickUntil(d, c, 10*time.Second, func(a actions) bool { return a.raced || a.switched }); ok || d.racing() || d.path != Direct || d.wantRelay(c.now) {
+		t.Fatalf("raced %v (%+v), path %s, relay wanted %v after UDP answered the silence's handshake", ok, all, d.path, d.wantRelay(c.now))
+	}
+}
+
+// TestSilenceProbeUnansweredRaces: the silence's handshake goes out over
+// UDP and nothing answers: the race starts after its head start (four of
+// the last handshake's round trips, at least minProbeWait) with the
+// initiation sent over the relay too.
+func TestSilenceProbeUnansweredRaces(t *testing.T) {
+	d, c := newTestDecider(true)
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	d.received(c.add(10*time.Millisecond), relaywire.MsgResponse, false) // a 10 ms round trip: 40 ms of head start
+	d.route(c.add(10*time.Second), relaywire.MsgData, dataLen)
+	if _, _, ok := tickUntil(d, c, time.Second, func(a actions) bool { return a.probe }); !ok {
+		t.Fatal("no handshake asked after the silence")
+	}
+	asked := c.now
+	d.route(c.add(time.Millisecond), relaywire.MsgInitiation, 148)
+	if got, want := d.next(c.now), asked.Add(40*time.Millisecond); !got.Equal(want) {
+		t.Errorf("next %v after the handshake was asked for, want its head start's end %v", got.Sub(asked), want.Sub(asked))
+	}
+	c.add(38 * time.Millisecond)
+	if a := d.tick(c.now); a.raced {
+		t.Fatal("raced before the handshake's head start ended")
+	}
+	a := d.tick(c.add(time.Millisecond))
+	if !a.raced || !a.resendInit || !a.keepalive || !d.racing() {
+		t.Fatalf("at the head start's end: %+v racing %v, want the race, with the initiation and a keepalive over the relay", a, d.racing())
 	}
 }
 
@@ -251,11 +306,11 @@ func TestDeadDestinationEndsTheRace(t *testing.T) {
 	if !d.racing() {
 		t.Fatal("no race after the silence")
 	}
-	// The race asked for a handshake, which wireguard-go did not send
-	// (it had sent one less than 5 s before): it is asked again after
-	// probeRetry until the race ends.
-	if got := d.next(c.now); got != c.at(probeRetry) {
-		t.Errorf("next %v, want the probe's retry", got.Sub(c.now))
+	// The silence asked UDP for a handshake first, which wireguard-go did
+	// not send here; the race then asks again probeRetry after that, and
+	// so on until the race ends.
+	if got := d.next(c.now); got != d.lastProbe.Add(probeRetry) {
+		t.Errorf("next %v, want the probe's retry %v", got.Sub(c.now), d.lastProbe.Add(probeRetry).Sub(c.now))
 	}
 	tickUntil(d, c, 10*time.Second, func(actions) bool { return !d.racing() })
 	if d.racing() || d.path != Direct || d.wantRelay(c.now) {

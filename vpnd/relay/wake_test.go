@@ -50,12 +50,20 @@ func (c *syncClock) add(d time.Duration) time.Time {
 // answers in, batch after batch, as in a bulk TCP transfer: each batch
 // sent after an answer begins a new silence, and the Bind's loop must not
 // be woken for each (a goroutine switch per batch: what kept the tunnel
-// behind upstream wireguard-go). A silence that then lasts still starts
-// the race (the relay is dialed).
+// behind upstream wireguard-go). A silence that then lasts asks UDP
+// first (a handshake) and, that unanswered, starts the race (the relay is
+// dialed).
 func TestBulkTransferDoesNotWakeTheLoopPerBatch(t *testing.T) {
 	clk := &syncClock{now: t0}
 	dialed := make(chan struct{}, 1)
+	probed := make(chan struct{}, 1)
 	b := New(Config{Inner: nullBind{}, Now: clk.Now, Log: slog.New(slog.DiscardHandler),
+		Rehandshake: func(netip.AddrPort) {
+			select {
+			case probed <- struct{}{}:
+			default:
+			}
+		},
 		Dial: func(ctx context.Context, to Dest, ticket string) (Stream, error) {
 			select {
 			case dialed <- struct{}{}:
@@ -98,11 +106,24 @@ func TestBulkTransferDoesNotWakeTheLoopPerBatch(t *testing.T) {
 	default:
 	}
 	// Now nothing comes back: the silence started by this send is due
-	// SilenceAfter later, and the race dials the relay.
+	// SilenceAfter later; it asks UDP for a handshake (which nothing
+	// sends here), and after the handshake's head start the race dials
+	// the relay.
 	if err := b.Send([][]byte{data}, ep); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(DefaultTiming.SilenceAfter + time.Millisecond)
+	select {
+	case <-probed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a silence past SilenceAfter did not ask UDP for a handshake first")
+	}
+	select {
+	case <-dialed:
+		t.Fatal("the relay was dialed before the silence's handshake had its head start")
+	default:
+	}
+	clk.add(DefaultTiming.RaceAfter)
 	start := time.Now()
 	select {
 	case <-dialed:
