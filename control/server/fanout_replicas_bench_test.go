@@ -300,6 +300,13 @@ func TestFanOutReplicaHelper(t *testing.T) {
 	}
 }
 
+// leadsTimers reports whether s holds the timers' lease and acts on them.
+func (s *Server) leadsTimers() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leading
+}
+
 // replicaLogger is where a replica logs: nowhere, or into the file
 // RUNOS_FANOUT_LOG names with the replica's name appended (a fault being
 // looked into).

@@ -42,13 +42,6 @@ func withDownStore(ds **downStore) func(*Config) {
 	}
 }
 
-// leadsTimers reports whether s holds the timers' lease and acts on them.
-func (s *Server) leadsTimers() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.leading
-}
-
 // armed reports whether s has a timer with that key.
 func (s *Server) armed(key string) bool {
 	s.mu.Lock()
