@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/runos/vpn/api"
 )
@@ -46,17 +47,18 @@ func (r *relayTickets) networkChanged() {
 	}
 }
 
-// ticket asks control for the relay ticket of cid's VPN node.
-func (r *relayTickets) ticket(ctx context.Context, cid string) (string, error) {
+// ticket asks control for the relay ticket of cid's VPN node, and says
+// when it expires (the relay's Bind shows it again until then).
+func (r *relayTickets) ticket(ctx context.Context, cid string) (string, time.Time, error) {
 	cl, deviceID, err := r.clientFor()
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	t, err := cl.RelayTicket(ctx, deviceID, cid)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
-	return t.Ticket, nil
+	return t.Ticket, t.ExpiresAt, nil
 }
 
 func (r *relayTickets) clientFor() (*api.Client, string, error) {

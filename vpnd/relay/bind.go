@@ -45,9 +45,11 @@ type Config struct {
 	Log   *slog.Logger
 	Key   wgtypes.Key // the device's public key, shown to the relay
 	// Ticket asks control for the relay ticket of cid's VPN node, which
-	// the relay checks with control. The session's token never goes to a
-	// relay (nor through the node's ingress).
-	Ticket func(ctx context.Context, cid string) (string, error)
+	// the relay checks with control, and when control stops honouring it
+	// (zero: not said). The session's token never goes to a relay (nor
+	// through the node's ingress). A destination shows its ticket again
+	// until shortly before it expires (see dest.dial).
+	Ticket func(ctx context.Context, cid string) (ticket string, expires time.Time, err error)
 	// TLS returns the configuration that verifies the relays'
 	// certificates; called at the first dial (the system's roots cost
 	// memory a laptop that never needs the relay should not pay).
@@ -123,8 +125,8 @@ func New(cfg Config) *Bind {
 		cfg.Keepalive = func(netip.AddrPort) {}
 	}
 	if cfg.Ticket == nil {
-		cfg.Ticket = func(context.Context, string) (string, error) {
-			return "", errors.New("no session to ask control for a relay ticket")
+		cfg.Ticket = func(context.Context, string) (string, time.Time, error) {
+			return "", time.Time{}, errors.New("no session to ask control for a relay ticket")
 		}
 	}
 	b := &Bind{cfg: cfg, log: cfg.Log, kick: make(chan struct{}, 1)}

@@ -131,7 +131,7 @@ func newPair(t *testing.T, blocked bool, ticket string, opts ...func(*pair)) *pa
 	p.ep = ep
 	p.bind = relay.New(relay.Config{
 		Inner: p.udp, Log: log, Key: lkey.PublicKey(),
-		TLS: func() (*tls.Config, error) { return srv.Client().Transport.(*http.Transport).TLSClientConfig, nil }, Ticket: func(context.Context, string) (string, error) { return ticket, nil },
+		TLS: func() (*tls.Config, error) { return srv.Client().Transport.(*http.Transport).TLSClientConfig, nil }, Ticket: func(context.Context, string) (string, time.Time, error) { return ticket, time.Time{}, nil },
 		Rehandshake: func(netip.AddrPort) {
 			if peer := p.laptop.LookupPeer(device.NoisePublicKey(skey.PublicKey())); peer != nil {
 				_ = peer.SendHandshakeInitiation(false)

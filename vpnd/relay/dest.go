@@ -42,6 +42,12 @@ type dest struct {
 	captive     string
 	lastCaptive time.Time
 
+	// The relay ticket last asked for, kept by keepRelay's goroutine (the
+	// only one that dials) for the next dial until ticketMargin before it
+	// expires.
+	ticket        string
+	ticketExpires time.Time
+
 	wanted    chan struct{} // the decider wants the connection (from the Bind's ticks)
 	redialNow chan struct{} // the network changed: dial again at once, whatever the backoff
 	ctx       context.Context
@@ -390,11 +396,28 @@ func (d *dest) read(s *wghost.Stream) error {
 	return err
 }
 
-// dial asks control for a relay ticket, then opens the stream with it.
+// ticketMargin is how long before its expiry a kept ticket is asked for
+// again: a dial's own time, and clocks that disagree a little.
+const ticketMargin = 30 * time.Second
+
+// dial opens the stream with a relay ticket: the one kept from the last
+// dial while it has more than ticketMargin left, else a new one from
+// control. Races of the paths can dial every few seconds (each silence UDP
+// does not answer at once), and each ticket was a request to control; a
+// ticket may be shown until it expires. One a dial failed with is not
+// shown again (a relay that refused it, a node that no longer serves the
+// cluster: the next dial asks afresh).
 func (d *dest) dial(ctx context.Context) (Stream, error) {
-	ticket, err := d.b.cfg.Ticket(ctx, d.cid)
-	if err != nil {
-		return nil, fmt.Errorf("relay ticket for %s: %w", d.cid, err)
+	if d.ticket == "" || !d.b.cfg.Now().Add(ticketMargin).Before(d.ticketExpires) {
+		ticket, expires, err := d.b.cfg.Ticket(ctx, d.cid)
+		if err != nil {
+			return nil, fmt.Errorf("relay ticket for %s: %w", d.cid, err)
+		}
+		d.ticket, d.ticketExpires = ticket, expires
 	}
-	return d.b.cfg.Dial(ctx, Dest{CID: d.cid, Endpoint: d.ep, RelayURL: d.url}, ticket)
+	s, err := d.b.cfg.Dial(ctx, Dest{CID: d.cid, Endpoint: d.ep, RelayURL: d.url}, d.ticket)
+	if err != nil {
+		d.ticket, d.ticketExpires = "", time.Time{}
+	}
+	return s, err
 }

@@ -17,7 +17,7 @@ import (
 func TestMoveWhileRelayedStaysRelayed(t *testing.T) {
 	dialed := make(chan string, 10)
 	b := New(Config{Inner: conn.NewStdNetBind(), Log: slog.New(slog.DiscardHandler),
-		Ticket: func(context.Context, string) (string, error) { return "ticket", nil },
+		Ticket: func(context.Context, string) (string, time.Time, error) { return "ticket", time.Time{}, nil },
 		Dial: func(_ context.Context, to Dest, _ string) (Stream, error) {
 			dialed <- to.RelayURL
 			return nil, errors.New("not in this test")

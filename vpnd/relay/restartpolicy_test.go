@@ -122,9 +122,9 @@ func TestServerRestartedOpensOnlyThatCluster(t *testing.T) {
 	b := New(Config{Inner: nullBind{}, Now: clk.Now, Log: slog.New(slog.DiscardHandler),
 		// No dial ends while the test runs: its only change notices are
 		// the ones under test.
-		Ticket: func(ctx context.Context, _ string) (string, error) {
+		Ticket: func(ctx context.Context, _ string) (string, time.Time, error) {
 			<-ctx.Done()
-			return "", ctx.Err()
+			return "", time.Time{}, ctx.Err()
 		},
 		Captive:  func(context.Context, string) (string, bool) { return "", false },
 		OnChange: func() { changes.Add(1) },

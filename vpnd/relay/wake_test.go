@@ -72,7 +72,7 @@ func TestBulkTransferDoesNotWakeTheLoopPerBatch(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		},
-		Ticket:  func(context.Context, string) (string, error) { return "ticket", nil },
+		Ticket:  func(context.Context, string) (string, time.Time, error) { return "ticket", time.Time{}, nil },
 		Captive: func(context.Context, string) (string, bool) { return "", false },
 	})
 	defer b.Stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net/netip"
+	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -19,7 +20,7 @@ type Options struct {
 	// RelayTicket asks control for the relay ticket of a cluster's VPN
 	// node, which that node's relay checks with control; nil: the relay
 	// is never used.
-	RelayTicket func(ctx context.Context, cid string) (string, error)
+	RelayTicket func(ctx context.Context, cid string) (ticket string, expires time.Time, err error)
 	RelayTLS    func() (*tls.Config, error) // verifies the relays' certificates (made at the first dial)
 	// OnPathChange is called when a cluster's path (direct or relay), its
 	// relay connection or a captive portal's finding changes.
