@@ -1,6 +1,6 @@
 #!/bin/bash
 # 2x2: {runos daemon, upstream} client x {runos gateway, upstream} server, saturated, alternating
-L=${L:-/tmp/vA/runos-lab}; D=/tmp/lab; UP=${UP:-/tmp/upwg/wireguard-go-upstream}
+L=${L:-bin/runos-lab}; D=/tmp/lab; UP=${UP:-/tmp/upwg/wireguard-go-upstream}
 ex(){ h=$1; shift; $L exec --dir $D $h -- "$@"; }
 # upstream client wgx -> runos gateway wgvpn (to 100.100.1.1 via a /32 route on wgx)
 ex client $UP -f wgx >/dev/null 2>&1 & sleep 1

@@ -1,6 +1,6 @@
 #!/bin/bash
 # N pairs at a fixed rate; per pair: CPU (both ends, ms) and context switches; ratios runos/upstream; medians
-L=${L:-/tmp/vA/runos-lab}; RATE=${RATE:-600M}; N=${N:-6}
+L=${L:-bin/runos-lab}; RATE=${RATE:-600M}; N=${N:-6}
 vpnd=$(pgrep -f "runos vpnd" | head -1); gw=$(pgrep -f "runos-gateway" | head -1)
 ups=($(pgrep -x wireguard-go-up)); if [ "$(readlink /proc/${ups[0]}/ns/net)" = "$(readlink /proc/$vpnd/ns/net)" ]; then ucli=${ups[0]}; usrv=${ups[1]}; else ucli=${ups[1]}; usrv=${ups[0]}; fi
 EV=task-clock,context-switches,page-faults

@@ -1,6 +1,6 @@
 #!/bin/bash
 # N pairs runos/upstream, prints each ratio and the median
-L="/work/main/bin/runos-lab"; D=/tmp/lab; N=${1:-6}
+L=${L:-bin/runos-lab}; D=/tmp/lab; N=${1:-6}
 ex(){ h=$1; shift; $L exec --dir $D $h -- "$@"; }
 mb(){ ex client iperf3 -c $1 -t 3 -J | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e6))'; }
 rs=()

@@ -1,7 +1,7 @@
 #!/bin/bash
 # manual lab: runos vs upstream with per-process faults/ctx switches
 set -e
-L="/work/main/bin/runos-lab"; D=/tmp/lab
+L=${L:-bin/runos-lab}; D=/tmp/lab
 UP=${UP:-/tmp/upwg/wireguard-go-upstream} # go build -trimpath -o /tmp/upwg/wireguard-go-upstream golang.zx2c4.com/wireguard
 ex(){ h=$1; shift; $L exec --dir $D $h -- "$@"; }
 ex client runos vpn up --cid ky3 >/dev/null
