@@ -91,12 +91,17 @@ func TestSleepAndWake(t *testing.T) {
 		t.Fatal(err)
 	}
 	woke := time.Now()
-	st := w.waitStatus(laptop, 2*time.Second, "ky3 up after the wake, with a new handshake", upSince(woke, "ky3"))
+	// wireguard-go's own timers can re-handshake before the daemon's wake
+	// detector has run (CI saw the handshake 20 ms after SIGCONT and the
+	// status not yet showing the wake): both are waited for, within the
+	// same 2 s.
+	up := upSince(woke, "ky3")
+	st := w.waitStatus(laptop, 2*time.Second, "ky3 up after the wake, with a new handshake, and the wake in status", func(s *localapi.Status) bool {
+		return up(s) && !s.Network.WokeAt.Before(woke.Add(-time.Second))
+	})
 	c, _ := cluster(st, "ky3")
-	t.Logf("stopped %s; new handshake %s after SIGCONT", woke.Sub(stopped).Round(time.Second), c.LastHandshake.Sub(woke).Round(time.Millisecond))
-	if st.Network.WokeAt.Before(woke.Add(-time.Second)) {
-		t.Errorf("status does not show the wake: %+v", st.Network)
-	}
+	t.Logf("stopped %s; new handshake %s after SIGCONT, the wake shown at %s", woke.Sub(stopped).Round(time.Second),
+		c.LastHandshake.Sub(woke).Round(time.Millisecond), st.Network.WokeAt.Sub(woke).Round(time.Millisecond))
 	if body, err := w.page(laptop, "http://"+c.Server.Address+"/"); err != nil || !strings.Contains(body, "cluster=ky3") {
 		t.Errorf("page after the wake: %q, %v", body, err)
 	}
