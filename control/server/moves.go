@@ -94,7 +94,7 @@ func (s *Server) handleStartMove(w http.ResponseWriter, r *http.Request, p *prin
 	}
 	s.log.Info("move started", "move", m.ID, "cid", m.CID, "service", m.ServiceID, "from", m.FromNodeID, "to", m.TargetNodeID, "state", m.State)
 	if m.State == api.MovePreparing {
-		s.after("move-ready:"+m.ID, m.StartedAt.Add(s.cfg.MoveReadyTimeout), func() { s.moveReadyTimeout(m.ID) })
+		s.afterStore("move-ready:"+m.ID, m.StartedAt.Add(s.cfg.MoveReadyTimeout), func() error { return s.moveReadyTimeout(m.ID) })
 	}
 	writeJSON(w, http.StatusCreated, moveDoc(m, version))
 }
@@ -149,14 +149,14 @@ func (s *Server) armMoveTimers(ctx context.Context, id string) error {
 	}
 	switch m.State {
 	case api.MovePreparing:
-		s.after("move-ready:"+id, m.StartedAt.Add(s.cfg.MoveReadyTimeout), func() { s.moveReadyTimeout(id) })
+		s.afterStore("move-ready:"+id, m.StartedAt.Add(s.cfg.MoveReadyTimeout), func() error { return s.moveReadyTimeout(id) })
 	case api.MoveSwitching:
-		s.after("move-deadline:"+id, m.SwitchedAt.Add(s.cfg.MoveDeadline), func() { s.moveDeadline(id) })
+		s.afterStore("move-deadline:"+id, m.SwitchedAt.Add(s.cfg.MoveDeadline), func() error { return s.moveDeadline(id) })
 	}
 	return nil
 }
 
-func (s *Server) moveReadyTimeout(id string) {
+func (s *Server) moveReadyTimeout(id string) error {
 	ctx, cancel := s.bg()
 	defer cancel()
 	now := s.now()
@@ -182,14 +182,12 @@ func (s *Server) moveReadyTimeout(id string) {
 	})
 	if err != nil {
 		s.log.Error("move ready timeout", "move", id, "err", err)
-		if storeDown(err) {
-			s.retryTimer("move-ready:"+id, func() { s.moveReadyTimeout(id) })
-		}
-		return
+		return err
 	}
 	if failed { // a move that got ready in time is no news
 		s.log.Warn("move failed: target not ready in time", "move", id)
 	}
+	return nil
 }
 
 func failMove(tx store.Writer, m *model.Move, now time.Time, why string) {
@@ -199,7 +197,7 @@ func failMove(tx store.Writer, m *model.Move, now time.Time, why string) {
 	tx.Touch(hub.Move(m.ID), hub.Service(m.ServiceID), hub.Gateway(m.CID, m.TargetNodeID))
 }
 
-func (s *Server) moveDeadline(id string) {
+func (s *Server) moveDeadline(id string) error {
 	ctx, cancel := s.bg()
 	defer cancel()
 	now := s.now()
@@ -216,10 +214,8 @@ func (s *Server) moveDeadline(id string) {
 	})
 	if err != nil {
 		s.log.Error("move deadline", "move", id, "err", err)
-		if storeDown(err) {
-			s.retryTimer("move-deadline:"+id, func() { s.moveDeadline(id) })
-		}
 	}
+	return err
 }
 
 // finishMove marks the move done: every device switched, or the deadline
@@ -309,7 +305,9 @@ func (s *Server) switchMove(tx store.Writer, m *model.Move, rep api.GatewayRepor
 		return nil, nil
 	}
 	id := m.ID
-	return func() { s.after("move-deadline:"+id, now.Add(s.cfg.MoveDeadline), func() { s.moveDeadline(id) }) }, nil
+	return func() {
+		s.afterStore("move-deadline:"+id, now.Add(s.cfg.MoveDeadline), func() error { return s.moveDeadline(id) })
+	}, nil
 }
 
 // countHandshakes counts devices that handshaked with the target since the

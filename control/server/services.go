@@ -162,7 +162,7 @@ func (s *Server) handleAddService(w http.ResponseWriter, r *http.Request, p *pri
 		return
 	}
 	s.log.Info("VPN service added", "cid", svc.CID, "service", svc.ID, "node", svc.NodeID, "subnet", svc.Subnet)
-	s.after("install:"+svc.ID, now.Add(s.cfg.MoveReadyTimeout), func() { s.installTimeout(svc.ID) })
+	s.afterStore("install:"+svc.ID, now.Add(s.cfg.MoveReadyTimeout), func() error { return s.installTimeout(svc.ID) })
 	writeJSON(w, http.StatusCreated, out)
 }
 
@@ -267,7 +267,7 @@ func sameNode(tx store.Reader, checked model.Node, raw string) (model.Node, erro
 // installTimeout marks an added service failed when its gateway did not
 // come up in time. A later report of the server listening still makes it
 // serving.
-func (s *Server) installTimeout(id string) {
+func (s *Server) installTimeout(id string) error {
 	ctx, cancel := s.bg()
 	defer cancel()
 	err := s.update(ctx, func(tx store.Writer) error {
@@ -283,10 +283,9 @@ func (s *Server) installTimeout(id string) {
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Error("install timeout", "service", id, "err", err)
-		if storeDown(err) {
-			s.retryTimer("install:"+id, func() { s.installTimeout(id) })
-		}
+		return err
 	}
+	return nil
 }
 
 func (s *Server) handleMovePlan(w http.ResponseWriter, r *http.Request, p *principal) {

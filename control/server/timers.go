@@ -68,23 +68,28 @@ func (s *Server) after(key string, t time.Time, fn func()) {
 }
 
 // timerRetry is how soon a timer whose action failed on the store runs
-// again (retryTimer).
+// again (afterStore).
 const timerRetry = time.Second
 
-// retryTimer arms key's action again timerRetry from now: it failed on the
-// store (the database restarting, a connection cut). The timer was
-// removed as it fired, so without this a move would stay switching, or a
+// afterStore is after for an action on the store: one that fails with the
+// store out of reach (storeDown: the database restarting, a connection
+// cut) runs again timerRetry later, under the same key. The timer is
+// removed as it fires, so without this a move would stay switching, or a
 // service installing, until the next takeover of the lease re-armed it
 // from the store, and a failure that keeps the lease's own connection
 // brings none. The actions are conditional changes: one that did commit
 // before its error is a no-op the second time.
-func (s *Server) retryTimer(key string, fn func()) {
-	s.after(key, s.now().Add(timerRetry), fn)
+func (s *Server) afterStore(key string, t time.Time, fn func() error) {
+	s.after(key, t, func() {
+		if err := fn(); storeDown(err) {
+			s.afterStore(key, s.now().Add(timerRetry), fn)
+		}
+	})
 }
 
 // storeDown reports whether err is the database out of reach (down, a
 // connection cut, no answer within the action's time): worth a timer's
-// retry (retryTimer). Any other error would fail the same way again.
+// retry (afterStore). Any other error would fail the same way again.
 func storeDown(err error) bool {
 	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
@@ -310,6 +315,6 @@ func (s *Server) armInstall(ctx context.Context, id string) error {
 		s.cancelTimer("install:" + id)
 		return nil
 	}
-	s.after("install:"+id, created.Add(s.cfg.MoveReadyTimeout), func() { s.installTimeout(id) })
+	s.afterStore("install:"+id, created.Add(s.cfg.MoveReadyTimeout), func() error { return s.installTimeout(id) })
 	return nil
 }
