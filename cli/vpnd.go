@@ -173,6 +173,7 @@ func (a *app) vpndConfig(f vpndFlags) (vpnd.Config, error) {
 		NetMon: func(ignore func(string) bool, log *slog.Logger) (vpnd.NetMonitor, error) {
 			return netmon.New(netmon.Options{Ignore: ignore, Log: log})
 		},
+		RouteMTU: netmon.RouteMTU,
 	}, nil
 }
 

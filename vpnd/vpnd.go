@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -62,6 +63,10 @@ type Config struct {
 	// NetMon starts the network monitor, which leaves out the interfaces
 	// ignore names (the tunnel); nil: network changes go unnoticed.
 	NetMon func(ignore func(iface string) bool, log *slog.Logger) (NetMonitor, error)
+	// RouteMTU looks up the MTU of the path to a VPN server's address
+	// (platform/netmon.RouteMTU); nil: the monitor's uplink MTU stands for
+	// every path. The tunnel's TCP clamp follows it.
+	RouteMTU func(dst netip.Addr) (int, error)
 }
 
 // NetMonitor is platform/netmon's Monitor as the daemon uses it.
@@ -199,7 +204,7 @@ func newEngineHooks(cfg Config) engineHooks {
 func openTunnel(cfg Config, dir store.Dir, key wgtypes.Key, h engineHooks) (*tunnel.Engine, error) {
 	caFile := cfg.CAFile
 	return tunnel.NewWith(cfg.Interface, key, cfg.Logger, tunnel.Options{
-		MTU: cfg.MTU, RelayTLS: sync.OnceValues(func() (*tls.Config, error) { return relayTLS(caFile) }),
+		MTU: cfg.MTU, RouteMTU: cfg.RouteMTU, RelayTLS: sync.OnceValues(func() (*tls.Config, error) { return relayTLS(caFile) }),
 		RelayTicket: h.relay.ticket,
 		OnPathChange: func() {
 			select {

@@ -46,7 +46,9 @@ type State struct {
 
 // MTU is the smallest MTU of the interfaces the laptop has addresses on
 // (the tunnel's datagrams leave by one of them; which one depends on the
-// node), 0 when none is known.
+// node), 0 when none is known. It is the daemon's fallback where the route
+// to a VPN server cannot be looked up (RouteMTU): it counts every
+// interface, another VPN's too.
 func (s State) MTU() int {
 	m := 0
 	for _, a := range s.Addrs {

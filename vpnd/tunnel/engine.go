@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -59,6 +60,12 @@ type Engine struct {
 	applied wgcfg.Config
 	peers   map[wgtypes.Key]*tracked // peers this engine configured (liveness.go)
 	probe   *prober                  // opened at the first probe
+
+	// The MSS clamp's inputs and result (mss.go).
+	routeMTU   func(netip.Addr) (int, error) // Options.RouteMTU
+	uplinkMTU  int                           // SetUplinkMTU's fallback
+	clampedFor []netip.Addr                  // the endpoints the clamp was set for
+	mss        int                           // the clamp (0: none)
 }
 
 // New creates the interface name (wg1), starts wireguard-go on it with key
@@ -70,7 +77,7 @@ func New(name string, key wgtypes.Key, log *slog.Logger) (*Engine, error) {
 
 // NewWith is New with Options.
 func NewWith(name string, key wgtypes.Key, log *slog.Logger, opt Options) (_ *Engine, err error) {
-	e := &Engine{log: log, name: name, now: time.Now, peers: map[wgtypes.Key]*tracked{}}
+	e := &Engine{log: log, name: name, now: time.Now, peers: map[wgtypes.Key]*tracked{}, routeMTU: opt.RouteMTU}
 	defer func() {
 		if err != nil {
 			e.close()
@@ -146,6 +153,7 @@ func (e *Engine) Apply(cfg wgcfg.Config) error {
 		e.log.Info("VPN server restarted: handshaking again now", "interface", e.name, "clusters", restarted)
 	}
 	e.applied = cfg
+	e.reclamp(false)
 	return nil
 }
 

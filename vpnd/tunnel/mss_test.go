@@ -2,8 +2,12 @@ package tunnel
 
 import (
 	"encoding/binary"
+	"errors"
+	"log/slog"
 	"net/netip"
 	"testing"
+
+	"github.com/runos/vpn/vpnd/wgcfg"
 )
 
 // syn builds a TCP SYN from src to dst with the given options after the
@@ -179,4 +183,63 @@ func FuzzClampMSS(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestClampFollowsThePathsToTheServers: the clamp is set for the smallest
+// MTU on the routes to the peers' endpoints, not for another interface's
+// smaller MTU (the monitor's fallback); the fallback stands where a route
+// cannot be looked up or no endpoint is known; lookups happen again only
+// when the endpoints change or the network does.
+func TestClampFollowsThePathsToTheServers(t *testing.T) {
+	routes := map[netip.Addr]int{netip.MustParseAddr("10.77.0.21"): 1500, netip.MustParseAddr("198.51.100.31"): 1280}
+	lookups := 0
+	e := &Engine{log: slog.New(slog.DiscardHandler), name: "wg1", mtu: DefaultMTU, clamp: &clampTUN{}, routeMTU: func(a netip.Addr) (int, error) {
+		lookups++
+		if m, ok := routes[a]; ok {
+			return m, nil
+		}
+		return 0, errors.New("no route")
+	}}
+	peer := func(ep string) wgcfg.Peer { return wgcfg.Peer{Endpoint: netip.MustParseAddrPort(ep)} }
+	step := func(name string, do func(), wantMSS int) {
+		t.Helper()
+		e.mu.Lock()
+		do()
+		e.mu.Unlock()
+		if e.mss != wantMSS || int(e.clamp.mss4.Load()) != wantMSS {
+			t.Errorf("%s: MSS %d (clamp %d), want %d", name, e.mss, e.clamp.mss4.Load(), wantMSS)
+		}
+	}
+	// Another VPN's interface at 1420 makes the monitor's guess 1420; the
+	// route to the one server is a 1500-byte LAN: no clamp.
+	e.uplinkMTU = 1420
+	step("one server on the LAN", func() { e.applied.Peers = []wgcfg.Peer{peer("10.77.0.21:32768")}; e.reclamp(false) }, 0)
+	step("the same endpoints again", func() { e.reclamp(false) }, 0)
+	if lookups != 1 {
+		t.Errorf("%d route lookups for unchanged endpoints, want 1", lookups)
+	}
+	// A second cluster behind a 1280-byte path: clamped for it.
+	step("a server behind 1280", func() {
+		e.applied.Peers = append(e.applied.Peers, peer("198.51.100.31:32768"))
+		e.reclamp(false)
+	}, 1280-outerOverhead-40)
+	// A server whose route cannot be looked up: the fallback for it.
+	step("an unknown route", func() {
+		e.applied.Peers = []wgcfg.Peer{peer("10.77.0.21:32768"), peer("192.0.2.9:32768")}
+		e.reclamp(false)
+	}, 1420-outerOverhead-40)
+	// No endpoint: the fallback; the network changed: looked up again.
+	step("no endpoint", func() { e.applied.Peers = nil; e.reclamp(false) }, 1420-outerOverhead-40)
+	e.applied.Peers = []wgcfg.Peer{peer("10.77.0.21:32768")}
+	before := lookups
+	e.SetUplinkMTU(1500)
+	if lookups != before+1 || e.mss != 0 {
+		t.Errorf("after SetUplinkMTU: %d lookups (want %d), MSS %d", lookups, before+1, e.mss)
+	}
+	// No lookup at all (an OS without one): the fallback, as before.
+	e.routeMTU = nil
+	e.SetUplinkMTU(1280)
+	if e.mss != 1280-outerOverhead-40 {
+		t.Errorf("without route lookups: MSS %d, want the uplink's %d", e.mss, 1280-outerOverhead-40)
+	}
 }

@@ -25,6 +25,10 @@ type Options struct {
 	// OnPathChange is called when a cluster's path (direct or relay), its
 	// relay connection or a captive portal's finding changes.
 	OnPathChange func()
+	// RouteMTU is the MTU of the path the OS's routing table gives to dst
+	// (platform/netmon.RouteMTU); nil or an error: the uplink MTU the
+	// daemon passes to SetUplinkMTU. The TCP MSS clamp follows it (mss.go).
+	RouteMTU func(dst netip.Addr) (int, error)
 }
 
 // newBind is wireguard-go's own Bind under vpnd/relay's, which sends each
