@@ -6,6 +6,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -230,4 +232,52 @@ func TestCaptivePortal(t *testing.T) {
 		}
 		return upOn("n1", "ky3")(s)
 	})
+}
+
+// sendMSS is the MSS a connection sends with in `ss -i` (not advmss).
+var sendMSS = regexp.MustCompile(`(?:^|\s)mss:(\d+)`)
+
+// TestAnotherVPNDoesNotClampTheTunnel: another VPN's interface comes up on
+// the laptop with a smaller MTU (a WireGuard or Tailscale interface at
+// 1280). The tunnel's datagrams do not go through it, so the clamp and the
+// status keep the MTU of the route to the VPN server: TCP through the
+// tunnel keeps its full segment size (it was clamped to 1160 before, ~20 %
+// of the tunnel's throughput lost in the lab).
+func TestAnotherVPNDoesNotClampTheTunnel(t *testing.T) {
+	w := newWorld(t, 1, 0)
+	laptop := w.env.Client.Host
+	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
+	st := w.waitStatus(laptop, 20*time.Second, "ky3 up", upOn("n1", "ky3"))
+	c, _ := cluster(st, "ky3")
+	before := st.Network.ChangedAt
+	w.must(laptop, nil, "ip", "tuntap", "add", "othervpn0", "mode", "tun")
+	defer w.run(laptop, nil, "ip", "link", "del", "othervpn0")
+	w.must(laptop, nil, "ip", "link", "set", "othervpn0", "mtu", "1280", "up")
+	w.must(laptop, nil, "ip", "addr", "add", "100.64.7.7/32", "dev", "othervpn0")
+	st = w.waitStatus(laptop, 10*time.Second, "the new interface seen", func(s *localapi.Status) bool {
+		return s.Network.ChangedAt.After(before) && strings.Contains(s.Network.Uplink, "othervpn0")
+	})
+	if st.Network.MTU != 1500 {
+		t.Errorf("status MTU %d with another VPN at 1280 (the route to the server is 1500)", st.Network.MTU)
+	}
+	// A connection through the tunnel: its MSS is the tunnel's own (1420 -
+	// 40, less TCP's options), not clamped to what would fit a 1280-byte path.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(laptop, nil, "curl", "-sS", "--max-time", "4", "--limit-rate", "50k", "-o", "/dev/null", "http://"+c.Server.Address+"/bytes/1048576")
+	}()
+	var ss string
+	w.waitFor(3*time.Second, "the download's connection in ss", func() bool {
+		ss = w.stdout(laptop, nil, "ss", "-tin", "dst", c.Server.Address)
+		return sendMSS.MatchString(ss)
+	})
+	// 1380 less TCP's options (1368 with timestamps); clamped for 1280 it
+	// would be 1160 less the same.
+	if mss, _ := strconv.Atoi(sendMSS.FindStringSubmatch(ss)[1]); mss < 1300 {
+		t.Errorf("the connection through the tunnel sends %d-byte segments, clamped below the tunnel's 1380:\n%s", mss, ss)
+	} else {
+		t.Logf("segments of %d bytes through the tunnel", mss)
+	}
+	<-done
 }

@@ -172,7 +172,7 @@ type DNS struct {
 // Network is the laptop's uplink as the daemon last saw it change.
 type Network struct {
 	Uplink    string    `json:"uplink"`    // its default route and addresses, in one line ("" unknown)
-	MTU       int       `json:"mtu"`       // the uplink's MTU (0 unknown)
+	MTU       int       `json:"mtu"`       // the uplink's MTU: the smallest on the routes to the VPN servers, else of the uplinks (0 unknown)
 	ChangedAt time.Time `json:"changedAt"` // null before a change was seen (see MarshalJSON)
 	// WokeAt is when the daemon last found it had slept (the laptop
 	// suspended, or the daemon held still); null when it has not.

@@ -29,7 +29,10 @@ func Derive(in *Inputs) localapi.Status {
 		Session: deriveSession(in),
 		Tunnel:  deriveTunnel(in),
 		DNS:     deriveDNS(in.DNS),
-		Network: localapi.Network{MTU: in.Network.MTU(), ChangedAt: in.NetworkChangedAt, WokeAt: in.Slept.To},
+		Network: localapi.Network{MTU: in.Device.PathMTU, ChangedAt: in.NetworkChangedAt, WokeAt: in.Slept.To},
+	}
+	if st.Network.MTU == 0 {
+		st.Network.MTU = in.Network.MTU() // no path looked up: the uplinks' guess
 	}
 	if in.Network.Default != nil || in.Network.Addrs != nil {
 		st.Network.Uplink = in.Network.String()

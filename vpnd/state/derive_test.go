@@ -11,6 +11,7 @@ import (
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/dnsplit"
+	"github.com/runos/vpn/platform/netmon"
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/store"
 	"github.com/runos/vpn/vpnd/wgcfg"
@@ -726,5 +727,22 @@ func TestWarningCodes(t *testing.T) {
 				t.Errorf("the dns warning does not carry the DNS error %q: %+v", st.DNS.Error, st.Warnings)
 			}
 		})
+	}
+}
+
+// TestNetworkMTUIsThePathsWhereKnown: status shows the MTU the tunnel's
+// clamp fits (the routes to the VPN servers); only where the engine could
+// not look one up does it show the smallest MTU of the uplinks.
+func TestNetworkMTUIsThePathsWhereKnown(t *testing.T) {
+	in := &Inputs{Network: netmon.State{Addrs: []netmon.Addr{
+		{Iface: "lan0", Addr: netip.MustParsePrefix("10.77.0.101/24"), MTU: 1500},
+		{Iface: "tailscale0", Addr: netip.MustParsePrefix("100.64.7.7/32"), MTU: 1280},
+	}}}
+	if got := Derive(in).Network.MTU; got != 1280 {
+		t.Errorf("no path known: MTU %d, want the uplinks' smallest 1280", got)
+	}
+	in.Device.PathMTU = 1500
+	if got := Derive(in).Network.MTU; got != 1500 {
+		t.Errorf("path known: MTU %d, want the path's 1500", got)
 	}
 }

@@ -65,6 +65,7 @@ type Engine struct {
 	routeMTU   func(netip.Addr) (int, error) // Options.RouteMTU
 	uplinkMTU  int                           // SetUplinkMTU's fallback
 	clampedFor []netip.Addr                  // the endpoints the clamp was set for
+	pathMTU    int                           // the MTU it was set for (0: unknown)
 	mss        int                           // the clamp (0: none)
 }
 
@@ -243,7 +244,7 @@ func (e *Engine) Traffic() (map[wgtypes.Key]uint64, error) {
 func (e *Engine) Read() wgcfg.Report {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := wgcfg.Report{Interface: e.name, Up: !e.closed, Addresses: slices.Clone(e.applied.Addresses)}
+	r := wgcfg.Report{Interface: e.name, Up: !e.closed, Addresses: slices.Clone(e.applied.Addresses), PathMTU: e.pathMTU}
 	if e.closed {
 		return r
 	}

@@ -85,7 +85,7 @@ func (e *Engine) reclamp(force bool) {
 			e.log.Info("uplink MTU fits the tunnel's: TCP MSS no longer clamped", "interface", e.name, "uplinkMTU", mtu, "via", via, "tunnelMTU", e.mtu)
 		}
 	}
-	e.mss = mss
+	e.pathMTU, e.mss = mtu, mss
 }
 
 // pathMTU is the smallest MTU on the way to eps (route looks one up; nil

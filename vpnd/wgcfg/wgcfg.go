@@ -89,6 +89,9 @@ type Report struct {
 	Addresses []netip.Prefix
 	Peers     []PeerReport
 	Err       string // the last failure to create, configure or read the device
+	// PathMTU is the smallest MTU on the routes to the peers' endpoints,
+	// which the TCP clamp fits (0: not known).
+	PathMTU int
 }
 
 // Peer returns the reported peer with the given key.
