@@ -37,6 +37,11 @@ type Dest struct {
 	CID      string
 	Endpoint netip.AddrPort // UDP, as configured on the peer
 	RelayURL string         // "" when control gives none: UDP only
+	// Askable: the tunnel can ask this server a question it answers at
+	// once (Config.Ask). A silence that may not ask wireguard-go for a
+	// handshake (one went less than 5 s before) asks that instead of
+	// racing the relay at once.
+	Askable bool
 }
 
 // Config is what the Bind needs; the side effects are injected.
@@ -60,6 +65,12 @@ type Config struct {
 	// Keepalive asks wireguard-go for a keepalive to the peer at this
 	// endpoint now (a race began on a silence: see decider.tick).
 	Keepalive func(netip.AddrPort)
+	// Ask sends, through the tunnel, a question the server at this
+	// endpoint answers at once (the daemon's liveness probe: a DNS query
+	// to the cluster's DNS on the server's address), for a destination
+	// that is Askable: its answer over UDP says UDP still works without
+	// a handshake.
+	Ask func(netip.AddrPort)
 	// OnChange is called (not under any lock of the Bind) when a path,
 	// a relay connection or a captive portal's finding changed.
 	OnChange func()
@@ -121,6 +132,9 @@ func New(cfg Config) *Bind {
 	if cfg.Rehandshake == nil {
 		cfg.Rehandshake = func(netip.AddrPort) {}
 	}
+	if cfg.Ask == nil {
+		cfg.Ask = func(netip.AddrPort) {}
+	}
 	if cfg.Keepalive == nil {
 		cfg.Keepalive = func(netip.AddrPort) {}
 	}
@@ -170,7 +184,7 @@ func (b *Bind) SetDests(ds []Dest) {
 	next := make(map[netip.AddrPort]*dest, len(ds))
 	now := b.cfg.Now()
 	for _, d := range ds {
-		if o, ok := old[d.Endpoint]; ok && o.url == d.RelayURL && o.cid == d.CID {
+		if o, ok := old[d.Endpoint]; ok && o.url == d.RelayURL && o.cid == d.CID && o.askable == d.Askable {
 			next[d.Endpoint] = o
 			continue
 		}
@@ -310,6 +324,9 @@ func (b *Bind) run() {
 			}
 			if a.probe {
 				b.cfg.Rehandshake(d.ep)
+			}
+			if a.ask {
+				b.cfg.Ask(d.ep)
 			}
 			changed = changed || a.switched
 		}

@@ -37,7 +37,8 @@ type Timing struct {
 	// SilenceAfter: on the direct path, packets (not keepalives) sent and
 	// nothing back over UDP this long asks UDP first, with a handshake
 	// when wireguard-go may send one (a working UDP answers it in a round
-	// trip), then starts the race, with every datagram sent both ways
+	// trip), else with a question through the tunnel where the
+	// destination is Askable, then starts the race, with every datagram sent both ways
 	// until one path answers. Asking first matters because the last
 	// packet of every flow that ends (its final acknowledgement) is
 	// answered by nothing: a race there would make a relay connection
@@ -87,6 +88,7 @@ const keepaliveLen = 32
 type decider struct {
 	t        Timing
 	hasRelay bool // the destination has a relay URL: without one, UDP is all there is
+	canAsk   bool // a question through the tunnel may stand for a handshake (Dest.Askable)
 
 	path   Path
 	since  time.Time
@@ -103,7 +105,7 @@ type decider struct {
 	lastInit      time.Time // last initiation sent, either way: wireguard-go sends the next no sooner than ProbeEvery after it
 	lastRelayUse  time.Time
 	lastSent      time.Time     // direct: last packet sent (not a keepalive or an initiation)
-	silenceProbe  time.Time     // direct: a silence's handshake asked of UDP then (this silence's when not before silenceSince)
+	silenceProbe  time.Time     // direct: a silence's handshake (or question) asked of UDP then (this silence's when not before silenceSince)
 	udpRTT        time.Duration // the last handshake's round trip over UDP (0: none seen)
 }
 
@@ -198,6 +200,7 @@ type actions struct {
 	switched   bool // the path changed (log it, tell the daemon)
 	probe      bool // ask wireguard-go for a handshake now
 	keepalive  bool // ask wireguard-go for a keepalive now (it goes both ways: a race began)
+	ask        bool // send a question through the tunnel that the server answers (Config.Ask)
 	resendInit bool // send the last initiation over the relay (it went to UDP unanswered)
 	raced      bool // a race began (log it)
 }
@@ -241,6 +244,14 @@ func (d *decider) tick(now time.Time) actions {
 			// UDP first (see SilenceAfter): the race waits probeWait
 			// from the asking for the handshake's answer.
 			d.silenceProbe, d.lastProbe, a.probe = now, now, true
+			return a
+		}
+		if !d.silenceProbed() && d.canAsk {
+			// No handshake may be asked (wireguard-go sent one less
+			// than 5 s ago: a flow that ended soon after it began), so
+			// UDP is asked a question through the tunnel, which its
+			// server answers at once; the same head start.
+			d.silenceProbe, a.ask = now, true
 			return a
 		}
 		if d.silenceProbed() && now.Sub(d.silenceProbe) < d.probeWait() {

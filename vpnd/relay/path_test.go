@@ -36,6 +36,8 @@ func tickUntil(d *decider, c *clock, limit time.Duration, f func(actions) bool) 
 		all.probe = all.probe || a.probe
 		all.keepalive = all.keepalive || a.keepalive
 		all.resendInit = all.resendInit || a.resendInit
+		all.ask = all.ask || a.ask
+		all.raced = all.raced || a.raced
 		if f(a) {
 			return el, all, true
 		}
@@ -184,6 +186,55 @@ func TestSilenceRaceProbesWhenItMay(t *testing.T) {
 	}
 	if _, _, ok = tickUntil(d, c, 5*time.Second, func(a actions) bool { return a.probe }); !ok || c.now.Before(due) || c.now.Sub(due) > 100*time.Millisecond {
 		t.Fatalf("probe %v at %v, want at %v", ok, c.now.Sub(t0), due.Sub(t0))
+	}
+}
+
+// TestFlowEndSoonAfterAHandshakeAsksThroughTheTunnel: a flow that ends
+// less than 5 s after a handshake leaves wireguard-go no handshake to
+// send. Where the tunnel can ask its server a question, the silence asks
+// that over UDP first; its answer means no race, and no relay connection.
+func TestFlowEndSoonAfterAHandshakeAsksThroughTheTunnel(t *testing.T) {
+	d, c := newTestDecider(true)
+	d.canAsk = true
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	d.received(c.add(time.Millisecond), relaywire.MsgResponse, false)
+	d.route(c.add(time.Second), relaywire.MsgData, dataLen) // the flow's last acknowledgement
+	el, all, ok := tickUntil(d, c, time.Second, func(a actions) bool { return a.ask || a.raced })
+	if !ok || el != 400*time.Millisecond || !all.ask || all.probe || all.raced || all.keepalive {
+		t.Fatalf("after the flow's last packet: %v after %s asking %+v, want a question and no race after 400ms", ok, el, all)
+	}
+	if udp, relay := d.route(c.add(time.Millisecond), relaywire.MsgData, dataLen); !udp || relay {
+		t.Fatalf("the question went udp %v relay %v, want UDP only", udp, relay)
+	}
+	d.received(c.add(time.Millisecond), relaywire.MsgData, false) // the server's answer
+	if _, all, ok := tickUntil(d, c, 10*time.Second, func(a actions) bool { return a.raced || a.switched }); ok || d.racing() || d.path != Direct || d.wantRelay(c.now) {
+		t.Fatalf("raced %v (%+v), path %s, relay wanted %v after UDP answered the question", ok, all, d.path, d.wantRelay(c.now))
+	}
+}
+
+// TestUnansweredQuestionRaces: the question goes unanswered (UDP went
+// away just after a handshake): the race starts after the same head start
+// as a handshake's, with a keepalive both ways.
+func TestUnansweredQuestionRaces(t *testing.T) {
+	d, c := newTestDecider(true)
+	d.canAsk = true
+	d.route(c.now, relaywire.MsgInitiation, 148)
+	d.received(c.add(10*time.Millisecond), relaywire.MsgResponse, false) // 40 ms of head start
+	d.route(c.add(time.Second), relaywire.MsgData, dataLen)
+	if _, _, ok := tickUntil(d, c, time.Second, func(a actions) bool { return a.ask }); !ok {
+		t.Fatal("no question asked after the silence")
+	}
+	asked := c.now
+	d.route(c.add(time.Millisecond), relaywire.MsgData, dataLen)
+	if got, want := d.next(c.now), asked.Add(40*time.Millisecond); !got.Equal(want) {
+		t.Errorf("next %v after the question, want its head start's end %v", got.Sub(asked), want.Sub(asked))
+	}
+	if a := d.tick(c.add(38 * time.Millisecond)); a.raced || a.ask {
+		t.Fatalf("at 39ms: %+v, want nothing before the head start ends", a)
+	}
+	a := d.tick(c.add(time.Millisecond))
+	if !a.raced || !a.keepalive || a.ask || !d.racing() {
+		t.Fatalf("at the head start's end: %+v racing %v, want the race with a keepalive", a, d.racing())
 	}
 }
 

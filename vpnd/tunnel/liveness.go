@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/runos/vpn/vpnd/wgcfg"
 )
 
 // Liveness: whether a server still answers is read from the device's byte
@@ -91,18 +93,50 @@ func (e *Engine) Probe() {
 			continue
 		}
 		t.lastProbe = now
-		if e.probe == nil {
-			pr, err := openProber()
-			if err != nil {
-				e.log.Warn("cannot probe the VPN servers", "err", err)
-				return
-			}
-			e.probe = pr
-		}
-		if err := e.probe.send(p.Probe); err != nil {
-			e.log.Debug("probe", "cid", p.CID, "to", p.Probe, "err", err)
+		if !e.sendProbe(p) {
+			return
 		}
 	}
+}
+
+// askAt sends the probe through the tunnel to each peer whose endpoint is
+// ep, now: the relay Bind's question for a silence in which wireguard-go
+// may not start a handshake (vpnd/relay Config.Ask). Its answer over UDP
+// tells the Bind that UDP still works.
+func (e *Engine) askAt(ep netip.AddrPort) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	for _, p := range e.applied.Peers {
+		if p.Endpoint != ep || !p.Probe.IsValid() {
+			continue
+		}
+		if t, ok := e.peers[p.PublicKey]; ok {
+			t.lastProbe = e.now()
+		}
+		if !e.sendProbe(p) {
+			return
+		}
+	}
+}
+
+// sendProbe sends p's probe, opening the probes' socket at the first; it
+// reports false when that socket cannot be opened. e.mu held.
+func (e *Engine) sendProbe(p wgcfg.Peer) bool {
+	if e.probe == nil {
+		pr, err := openProber()
+		if err != nil {
+			e.log.Warn("cannot probe the VPN servers", "err", err)
+			return false
+		}
+		e.probe = pr
+	}
+	if err := e.probe.send(p.Probe); err != nil {
+		e.log.Debug("probe", "cid", p.CID, "to", p.Probe, "err", err)
+	}
+	return true
 }
 
 // prober is the one UDP socket probes leave from; the kernel routes them

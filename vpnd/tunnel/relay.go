@@ -43,6 +43,7 @@ func (e *Engine) newBind(key wgtypes.Key, opt Options) *relay.Bind {
 		TLS:         opt.RelayTLS,
 		Rehandshake: e.probeUDP,
 		Keepalive:   e.keepaliveTo,
+		Ask:         e.askAt,
 		OnChange:    opt.OnPathChange,
 	})
 }
@@ -52,7 +53,7 @@ func (e *Engine) newBind(key wgtypes.Key, opt Options) *relay.Bind {
 func dests(cfg wgcfg.Config) []relay.Dest {
 	out := make([]relay.Dest, 0, len(cfg.Peers))
 	for _, p := range cfg.Peers {
-		out = append(out, relay.Dest{CID: p.CID, Endpoint: p.Endpoint, RelayURL: p.Relay})
+		out = append(out, relay.Dest{CID: p.CID, Endpoint: p.Endpoint, RelayURL: p.Relay, Askable: p.Probe.IsValid()})
 	}
 	return out
 }
