@@ -88,7 +88,7 @@ func TestRouteMTUFollowsTheRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Delete()
+	defer h.Close()
 	for _, tc := range []struct {
 		dst  string
 		want int
