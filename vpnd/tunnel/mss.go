@@ -57,9 +57,9 @@ func (e *Engine) SetUplinkMTU(mtu int) {
 // it cannot say. Only those paths count: another VPN's interface or a
 // container bridge with a smaller MTU carries none of the tunnel's
 // datagrams and must not shrink every TCP segment through it (with
-// another WireGuard interface up, 1420, the clamp was 1300 and the
-// tunnel's TCP throughput ~20 % lower). Unless force, it looks again only
-// when the endpoints changed. e.mu held.
+// another WireGuard interface up, 1420, the clamp was 1300: 80 bytes less
+// in every segment, ~4 % of the lab benchmark's throughput). Unless
+// force, it looks again only when the endpoints changed. e.mu held.
 func (e *Engine) reclamp(force bool) {
 	if e.clamp == nil {
 		return // no TUN yet (New failed before it)
