@@ -13,21 +13,12 @@ import (
 // interface's. The tunnel's datagrams to a VPN server leave this way, so
 // this, not the smallest MTU of every interface, is what its TCP clamp
 // must fit.
-func RouteMTU(dst netip.Addr) (int, error) { return routeMTU(thisNamespace{}, dst) }
-
-// routes is what routeMTU reads: *netlink.Handle (tests: another
-// namespace's) or the process's own namespace.
-type routes interface {
-	RouteGet(dst net.IP) ([]netlink.Route, error)
-	LinkByIndex(i int) (netlink.Link, error)
+func RouteMTU(dst netip.Addr) (int, error) {
+	return routeMTU(&netlink.Handle{}, dst) // a zero Handle: this process's namespace, as netlink's own functions
 }
 
-type thisNamespace struct{}
-
-func (thisNamespace) RouteGet(dst net.IP) ([]netlink.Route, error) { return netlink.RouteGet(dst) }
-func (thisNamespace) LinkByIndex(i int) (netlink.Link, error)      { return netlink.LinkByIndex(i) }
-
-func routeMTU(h routes, dst netip.Addr) (int, error) {
+// routeMTU is RouteMTU through h (tests: another namespace's handle).
+func routeMTU(h *netlink.Handle, dst netip.Addr) (int, error) {
 	rs, err := h.RouteGet(net.IP(dst.Unmap().AsSlice()))
 	if err != nil {
 		return 0, fmt.Errorf("route to %s: %w", dst, err)

@@ -184,7 +184,7 @@ func (b *Bind) SetDests(ds []Dest) {
 	next := make(map[netip.AddrPort]*dest, len(ds))
 	now := b.cfg.Now()
 	for _, d := range ds {
-		if o, ok := old[d.Endpoint]; ok && o.url == d.RelayURL && o.cid == d.CID && o.askable == d.Askable {
+		if o, ok := old[d.Endpoint]; ok && o.url == d.RelayURL && o.cid == d.CID && o.dec.canAsk == d.Askable {
 			next[d.Endpoint] = o
 			continue
 		}

@@ -32,7 +32,6 @@ type dest struct {
 	epInner conn.Endpoint // how wireguard-go names this peer: relayed datagrams come "from" it
 	url     string
 	cid     string
-	askable bool // the tunnel can ask its server a question (Dest.Askable)
 
 	mu          sync.Mutex
 	dec         *decider
@@ -65,7 +64,7 @@ func newDest(b *Bind, d Dest, now time.Time) *dest {
 	}
 	dec := newDecider(b.cfg.Timing, d.RelayURL != "", now)
 	dec.canAsk = d.Askable
-	return &dest{b: b, ep: d.Endpoint, epInner: inner, url: d.RelayURL, cid: d.CID, askable: d.Askable,
+	return &dest{b: b, ep: d.Endpoint, epInner: inner, url: d.RelayURL, cid: d.CID,
 		dec: dec, wanted: make(chan struct{}, 1), redialNow: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }

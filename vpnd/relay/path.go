@@ -88,7 +88,7 @@ const keepaliveLen = 32
 type decider struct {
 	t        Timing
 	hasRelay bool // the destination has a relay URL: without one, UDP is all there is
-	canAsk   bool // a question through the tunnel may stand for a handshake (Dest.Askable)
+	canAsk   bool // a question through the tunnel may stand for a handshake (Dest.Askable; set at creation, never changed)
 
 	path   Path
 	since  time.Time

@@ -66,7 +66,6 @@ type Engine struct {
 	uplinkMTU  int                           // SetUplinkMTU's fallback
 	clampedFor []netip.Addr                  // the endpoints the clamp was set for
 	pathMTU    int                           // the MTU it was set for (0: unknown)
-	mss        int                           // the clamp (0: none)
 }
 
 // New creates the interface name (wg1), starts wireguard-go on it with key

@@ -77,15 +77,16 @@ func (e *Engine) reclamp(force bool) {
 	}
 	e.clampedFor = eps
 	mtu, via := pathMTU(eps, e.routeMTU, e.uplinkMTU)
+	was := int(e.clamp.mss4.Load())
 	mss := e.clamp.setUplinkMTU(mtu, e.mtu)
-	if mss != e.mss {
+	if mss != was {
 		if mss > 0 {
 			e.log.Info("uplink MTU below the tunnel's: clamping TCP MSS", "interface", e.name, "uplinkMTU", mtu, "via", via, "tunnelMTU", e.mtu, "mss", mss)
-		} else if e.mss > 0 {
+		} else {
 			e.log.Info("uplink MTU fits the tunnel's: TCP MSS no longer clamped", "interface", e.name, "uplinkMTU", mtu, "via", via, "tunnelMTU", e.mtu)
 		}
 	}
-	e.pathMTU, e.mss = mtu, mss
+	e.pathMTU = mtu
 }
 
 // pathMTU is the smallest MTU on the way to eps (route looks one up; nil

@@ -206,8 +206,8 @@ func TestClampFollowsThePathsToTheServers(t *testing.T) {
 		e.mu.Lock()
 		do()
 		e.mu.Unlock()
-		if e.mss != wantMSS || int(e.clamp.mss4.Load()) != wantMSS {
-			t.Errorf("%s: MSS %d (clamp %d), want %d", name, e.mss, e.clamp.mss4.Load(), wantMSS)
+		if got := int(e.clamp.mss4.Load()); got != wantMSS {
+			t.Errorf("%s: MSS %d, want %d", name, got, wantMSS)
 		}
 	}
 	// Another VPN's interface at 1420 makes the monitor's guess 1420; the
@@ -233,13 +233,13 @@ func TestClampFollowsThePathsToTheServers(t *testing.T) {
 	e.applied.Peers = []wgcfg.Peer{peer("10.77.0.21:32768")}
 	before := lookups
 	e.SetUplinkMTU(1500)
-	if lookups != before+1 || e.mss != 0 {
-		t.Errorf("after SetUplinkMTU: %d lookups (want %d), MSS %d", lookups, before+1, e.mss)
+	if lookups != before+1 || e.clamp.mss4.Load() != 0 {
+		t.Errorf("after SetUplinkMTU: %d lookups (want %d), MSS %d", lookups, before+1, e.clamp.mss4.Load())
 	}
 	// No lookup at all (an OS without one): the fallback, as before.
 	e.routeMTU = nil
 	e.SetUplinkMTU(1280)
-	if e.mss != 1280-outerOverhead-40 {
-		t.Errorf("without route lookups: MSS %d, want the uplink's %d", e.mss, 1280-outerOverhead-40)
+	if got := int(e.clamp.mss4.Load()); got != 1280-outerOverhead-40 {
+		t.Errorf("without route lookups: MSS %d, want the uplink's %d", got, 1280-outerOverhead-40)
 	}
 }
