@@ -1,6 +1,6 @@
 #!/bin/bash
 # N rounds: uu (upstream->upstream), ur (upstream client->runos gateway), rr (runos daemon->runos gateway); medians of ratios to uu
-cd /work/main; L=bin/runos-lab; D=/tmp/lab
+L=bin/runos-lab; D=/tmp/lab
 ex(){ h=$1; shift; $L exec --dir $D $h -- "$@"; }
 mb(){ ex client iperf3 -c $1 -t 3 -J | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e6))'; }
 urs=(); rrs=()

@@ -1,6 +1,6 @@
 #!/bin/bash
 # measure.sh LABEL [N]: N rounds of uu (upstream->upstream) and ur (upstream client->runos gateway), with perf on gateway during ur
-cd /work/main
+
 L=bin/runos-lab; D=/tmp/lab
 ex(){ h=$1; shift; $L exec --dir $D $h -- "$@"; }
 GW=$(pgrep -f '^[^ ]*runos-gateway .*hosts/ky3-n1/' | head -1); [ -z "$GW" ] && GW=$(pgrep -n runos-gateway)

@@ -1,4 +1,4 @@
-cd /work/main; L=bin/runos-lab; D=/tmp/lab
+L=bin/runos-lab; D=/tmp/lab
 ex(){ h=$1; shift; $L exec --dir $D $h -- "$@"; }
 GWPUB=$(ex ky3-n1 wg show wgvpn public-key); GWPORT=$(ex ky3-n1 wg show wgvpn listen-port)
 ex ky3-n1 wg set wgvpn peer $(wg pubkey < /tmp/kx) allowed-ips 100.96.9.9/32

@@ -1,6 +1,6 @@
 #!/bin/bash
 # rec.sh LABEL: perf record sched_switch with stacks on the gateway during one ur transfer
-cd /work/main; L=bin/runos-lab; D=/tmp/lab
+L=bin/runos-lab; D=/tmp/lab
 ex(){ h=$1; shift; $L exec --dir $D $h -- "$@"; }
 GW=$(pgrep -f '^[^ ]*runos-gateway .*hosts/ky3-n1/' | head -1)
 ex client ip route replace 100.100.1.1/32 dev wgx

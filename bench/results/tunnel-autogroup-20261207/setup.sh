@@ -1,7 +1,7 @@
 #!/bin/bash
 # lab up must be done; sets up upstream pair (wgu), upstream client wgx -> runos gateway
 set -e
-cd /work/main
+
 L=bin/runos-lab; D=/tmp/lab; UP=/tmp/upwg/wireguard-go-upstream
 ex(){ h=$1; shift; $L exec --dir $D $h -- "$@"; }
 L=$L bash bench/results/tunnel-gap-20261207/upstream-pair.sh

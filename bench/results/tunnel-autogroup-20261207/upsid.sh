@@ -1,7 +1,7 @@
 #!/bin/bash
 # restart the upstream pair (wgu on client and ky3-n1) and wgx, each wireguard-go in a session of its own (setsid), as the lab runs runos's
 SS=${SS-setsid}
-cd /work/main; L=bin/runos-lab; D=/tmp/lab; UP=/tmp/upwg/wireguard-go-upstream
+L=bin/runos-lab; D=/tmp/lab; UP=/tmp/upwg/wireguard-go-upstream
 ex(){ h=$1; shift; $L exec --dir $D $h -- "$@"; }
 pkill -f "wireguard-go-upstream -f wg[ux]"; sleep 1
 for h in ky3-n1 client; do ex $h $SS $UP -f wgu > /tmp/up-$h.log 2>&1 & done
