@@ -3,6 +3,7 @@ package netmon
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -38,7 +39,9 @@ func RouteMTU(dst netip.Addr) (int, error) {
 	if dst.Is4() {
 		a = &route.Inet4Addr{IP: dst.As4()}
 	}
-	const seq = 1
+	// A routing socket hears every RTM_GET's answer, this process's other
+	// lookups' too: a random sequence tells ours apart.
+	seq := int(rand.Int32())
 	pid := os.Getpid()
 	req := &route.RouteMessage{Version: unix.RTM_VERSION, Type: unix.RTM_GET, Flags: unix.RTF_UP | unix.RTF_HOST,
 		ID: uintptr(pid), Seq: seq, Addrs: []route.Addr{unix.RTAX_DST: a}}
