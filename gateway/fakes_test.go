@@ -104,7 +104,8 @@ type fakeServer struct {
 	opens      int
 	closes     int
 	applies    []wgserver.Spec
-	failApply  int // fail this many Applies
+	onlyPeers  []bool // for each of applies: through ApplyPeers
+	failApply  int    // fail this many Applies (either kind)
 	open       bool
 	handshakes map[wgtypes.Key]time.Time
 	endpoints  map[wgtypes.Key]netip.AddrPort   // what State says the peers sent from
@@ -135,7 +136,10 @@ func (f *fakeServer) counts() (opens, closes, applies int) {
 
 type fakeHandle struct{ f *fakeServer }
 
-func (h fakeHandle) Apply(s wgserver.Spec) error {
+func (h fakeHandle) Apply(s wgserver.Spec) error      { return h.apply(s, false) }
+func (h fakeHandle) ApplyPeers(s wgserver.Spec) error { return h.apply(s, true) }
+
+func (h fakeHandle) apply(s wgserver.Spec, onlyPeers bool) error {
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
 	if h.f.failApply > 0 {
@@ -143,6 +147,7 @@ func (h fakeHandle) Apply(s wgserver.Spec) error {
 		return errors.New("UDP port 32768 is already in use on this node")
 	}
 	h.f.applies = append(h.f.applies, s)
+	h.f.onlyPeers = append(h.f.onlyPeers, onlyPeers)
 	if h.f.onApply != nil {
 		h.f.onApply(s)
 	}

@@ -39,6 +39,7 @@ type Control interface {
 // Server is the WireGuard server as the agent drives it (*wgserver.Server).
 type Server interface {
 	Apply(wgserver.Spec) error
+	ApplyPeers(wgserver.Spec) error // Apply's peers and port only (onlyPeersChange)
 	State() (wgserver.State, error)
 	Close() error
 }
@@ -320,6 +321,7 @@ func (a *agent) reconcile() {
 		a.stopServing("the map no longer asks this node to serve")
 		return
 	}
+	prev := a.applied
 	fresh := false
 	if a.srv == nil {
 		srv, err := a.cfg.OpenServer(a.cfg.Interface, a.cfg.Key, a.log)
@@ -333,7 +335,15 @@ func (a *agent) reconcile() {
 	// The filters first: a new peer's packets are checked from its first,
 	// and a rule removed cuts what it allowed before anything else moves.
 	a.filter.Set(p.filters, p.wg.Address.Addr(), p.reach.Mapped)
-	if err := a.srv.Apply(p.wg); err != nil {
+	// A map that only adds devices (a join: its answer waits for this
+	// report) leaves the interface and the forwarding as the last map set
+	// them, unless that one failed; any other map sets them again.
+	onlyPeers := !fresh && a.applyErr == nil && onlyPeersChange(prev, p)
+	apply := a.srv.Apply
+	if onlyPeers {
+		apply = a.srv.ApplyPeers
+	}
+	if err := apply(p.wg); err != nil {
 		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
 		a.log.Warn("cannot serve; will retry", "err", a.applyErr)
 		if fresh {
@@ -351,7 +361,7 @@ func (a *agent) reconcile() {
 		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
 		a.log.Warn("cluster dns not serving; will retry", "err", err)
 	}
-	if a.cfg.Reach != nil {
+	if a.cfg.Reach != nil && !onlyPeers {
 		spec := p.reach
 		spec.Interface = a.cfg.Interface
 		if err := a.cfg.Reach.Apply(spec); err != nil {
@@ -359,7 +369,6 @@ func (a *agent) reconcile() {
 			a.log.Warn("forwarding into the cluster not in place; will retry", "err", err)
 		}
 	}
-	prev := a.applied
 	a.applied = p
 	switch {
 	case prev == nil:

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/gateway/clusterdns"
@@ -148,6 +149,20 @@ func samePeers(a, b *plan) bool {
 // port in the same role, with peers added and none removed or readdressed.
 func addsPeers(prev, next *plan) bool {
 	return prev != nil && next != nil && prev.role == next.role && prev.wg.Port == next.wg.Port && servesAll(next, prev)
+}
+
+// onlyPeersChange reports whether going from prev to next changes nothing
+// but peers added (addsPeers) on an interface whose address, device pool
+// and forwarding into the cluster stay as prev set them: the server's
+// ApplyPeers and no forwarding's Apply then do all of it.
+func onlyPeersChange(prev, next *plan) bool {
+	return addsPeers(prev, next) && prev.wg.Address == next.wg.Address && prev.wg.DevicePool == next.wg.DevicePool &&
+		sameReach(prev.reach, next.reach)
+}
+
+func sameReach(a, b reach.Spec) bool {
+	return a.Interface == b.Interface && a.Server == b.Server && a.DevicePool == b.DevicePool && a.Mapped == b.Mapped &&
+		slices.Equal(a.Prefixes, b.Prefixes)
 }
 
 // servesAll reports whether p serves every peer of q at q's address.

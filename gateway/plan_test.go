@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/gateway/reach"
 	"github.com/runos/vpn/gateway/wgserver"
 	"github.com/runos/vpn/policy"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -269,6 +271,43 @@ func TestAddsPeers(t *testing.T) {
 	} {
 		if got := addsPeers(c.prev, c.next); got != c.want {
 			t.Errorf("%s: addsPeers = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestOnlyPeersChange: a map that only adds peers on the same interface
+// (address, device pool, forwarding) is applied as peers alone.
+func TestOnlyPeersChange(t *testing.T) {
+	k1, k2 := wgtypes.Key{1}, wgtypes.Key{2}
+	at := func(k wgtypes.Key, a string) wgserver.Peer {
+		return wgserver.Peer{PublicKey: k, Address: netip.MustParseAddr(a)}
+	}
+	pl := func(addr, pool string, prefixes []netip.Prefix, peers ...wgserver.Peer) *plan {
+		return &plan{role: api.GatewayActive, wg: wgserver.Spec{Port: 32768, Address: netip.MustParsePrefix(addr), DevicePool: netip.MustParsePrefix(pool), Peers: peers},
+			reach: reach.Spec{Server: netip.MustParsePrefix(addr).Addr(), DevicePool: netip.MustParsePrefix(pool), Prefixes: prefixes}}
+	}
+	svc := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}
+	prev := pl("100.100.1.1/24", "100.96.0.0/16", svc, at(k1, "100.96.0.2"))
+	for _, c := range []struct {
+		name string
+		next *plan
+		want bool
+	}{
+		{"a peer added", pl("100.100.1.1/24", "100.96.0.0/16", svc, at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), true},
+		{"a peer removed", pl("100.100.1.1/24", "100.96.0.0/16", svc), false},
+		{"another address", pl("100.100.2.1/24", "100.96.0.0/16", svc, at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), false},
+		{"another device pool", pl("100.100.1.1/24", "100.97.0.0/16", svc, at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), false},
+		{"another inside", pl("100.100.1.1/24", "100.96.0.0/16", append(slices.Clone(svc), netip.MustParsePrefix("10.244.0.0/16")), at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), false},
+		{"nothing served before", nil, false},
+	} {
+		if c.next == nil {
+			if onlyPeersChange(nil, prev) {
+				t.Errorf("%s: true", c.name)
+			}
+			continue
+		}
+		if got := onlyPeersChange(prev, c.next); got != c.want {
+			t.Errorf("%s: onlyPeersChange = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

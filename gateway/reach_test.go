@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -61,5 +62,58 @@ func TestReachFollowsServing(t *testing.T) {
 	defer fr.mu.Unlock()
 	if fr.closes != 1 {
 		t.Fatalf("forwarding closed %d times", fr.closes)
+	}
+}
+
+// TestJoinAppliesOnlyPeers: a map that only adds a device (a join, whose
+// answer waits for this gateway's report) configures the peers and leaves
+// the interface and the forwarding as the last map set them; a map that
+// removes one, and any map after a failed one, sets everything again.
+func TestJoinAppliesOnlyPeers(t *testing.T) {
+	fr := &fakeReach{}
+	h := start(t, func(c *Config) { c.Reach = fr })
+	p1, _ := peer(t, "dev1", "100.96.0.2")
+	p2, _ := peer(t, "dev2", "100.96.0.3")
+	inside := &api.ClusterInside{ServiceRange: "10.96.0.0/12", DNSServer: "10.96.0.10", Mapped: "fd52:4f53:5600:2::/96"}
+	set := func(what string, peers ...api.GatewayPeer) {
+		t.Helper()
+		svc := service(api.GatewayActive, peers...)
+		svc.Inside = inside
+		v := h.ctl.set(svc)
+		h.ctl.waitReport(t, what, func(r api.GatewayReport) bool { return r.MapVersion == v && r.Listening })
+	}
+	kinds := func() (onlyPeers []bool, reaches int) {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		fr.mu.Lock()
+		defer fr.mu.Unlock()
+		return slices.Clone(h.srv.onlyPeers), len(fr.specs)
+	}
+	set("serving dev1", p1)
+	set("dev2 joined", p1, p2)
+	if got, reaches := kinds(); !slices.Equal(got, []bool{false, true}) || reaches != 1 {
+		t.Fatalf("after a join: applies only-peers %v, forwarding applied %d times; want [false true] and 1", got, reaches)
+	}
+	set("dev1 left", p2)
+	if got, reaches := kinds(); !slices.Equal(got, []bool{false, true, false}) || reaches != 2 {
+		t.Fatalf("after a leave: applies only-peers %v, forwarding applied %d times; want [false true false] and 2", got, reaches)
+	}
+	// A join after a failed forwarding sets everything again.
+	fr.mu.Lock()
+	fr.fail = errors.New("nft: busy")
+	fr.mu.Unlock()
+	svc := service(api.GatewayActive, p2)
+	svc.Inside = &api.ClusterInside{ServiceRange: "10.96.0.0/12", PodRange: "10.244.0.0/16", DNSServer: "10.96.0.10", Mapped: "fd52:4f53:5600:2::/96"}
+	v := h.ctl.set(svc)
+	h.ctl.waitReport(t, "the failure", func(r api.GatewayReport) bool { return r.MapVersion == v && r.Error != "" })
+	// Still failing (retries included, none of them can succeed): the join
+	// that follows must try the forwarding again too.
+	_, before := kinds()
+	svc.Peers = []api.GatewayPeer{p2, p1}
+	v = h.ctl.set(svc)
+	h.ctl.waitReport(t, "dev1 back", func(r api.GatewayReport) bool { return r.MapVersion == v && r.Error != "" })
+	got, after := kinds()
+	if got[len(got)-1] || after == before {
+		t.Fatalf("a join after a failed map: applies only-peers %v, forwarding applied %d → %d times; want a full apply", got, before, after)
 	}
 }

@@ -96,6 +96,26 @@ func TestServerReal(t *testing.T) {
 		t.Fatalf("link not up: %s", l)
 	}
 
+	// ApplyPeers: the peers only. An address removed by hand stays
+	// removed (the interface is not read or set again), and the next
+	// Apply puts it back.
+	sh(t, "ip", "addr", "del", "100.100.1.1/24", "dev", ifname)
+	spec.Peers = append(spec.Peers, Peer{DeviceID: "d3", PublicKey: k3, Address: netip.MustParseAddr("100.96.0.4")})
+	if err := s.ApplyPeers(spec); err != nil {
+		t.Fatal(err)
+	}
+	wantPeers(t, ifname, map[wgtypes.Key]string{k1: "100.96.0.2/32 fd52:4f53:5600::6460:2/128", k2: "100.96.0.3/32 fd52:4f53:5600::6460:3/128",
+		k3: "100.96.0.4/32 fd52:4f53:5600::6460:4/128"})
+	if a := sh(t, "ip", "-o", "addr", "show", "dev", ifname); strings.Contains(a, "100.100.1.1/24") {
+		t.Fatalf("ApplyPeers set the address again: %s", a)
+	}
+	if err := s.Apply(spec); err != nil {
+		t.Fatal(err)
+	}
+	if a := sh(t, "ip", "-o", "addr", "show", "dev", ifname); !strings.Contains(a, "100.100.1.1/24") {
+		t.Fatalf("Apply after ApplyPeers: address %s", a)
+	}
+
 	// Peer churn, a new port and a new address: all in place.
 	spec.Peers = []Peer{
 		{DeviceID: "d2", PublicKey: k2, Address: netip.MustParseAddr("100.96.0.7")},
