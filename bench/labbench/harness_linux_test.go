@@ -497,10 +497,10 @@ func (w *world) wgPeer(bin, host, iface, addr string, port int) stock {
 	// (and as a service manager starts any tunnel): with the kernel's
 	// autogroups each session is a scheduling group, and a wireguard-go
 	// left in the benchmark's session shared one group with the iperf3
-	// client. That arrangement alone was worth 0.8 → 0.95–1.0 to the
-	// runos gateway when it was moved into the benchmark's session
-	// (docs/performance.md "Autogroups"): both tunnels must be placed
-	// alike for their ratio to mean anything.
+	// client. That arrangement alone took the runos gateway from
+	// 0.83–0.86 to 0.87–0.99 of upstream when it was moved into the
+	// benchmark's session (docs/performance.md "Autogroups"): both
+	// tunnels must be placed alike for their ratio to mean anything.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		w.b.Fatal(err)
