@@ -336,8 +336,8 @@ func (a *agent) reconcile() {
 	// and a rule removed cuts what it allowed before anything else moves.
 	a.filter.Set(p.filters, p.wg.Address.Addr(), p.reach.Mapped)
 	// A map that only adds devices (a join: its answer waits for this
-	// report) leaves the interface and the forwarding as the last map set
-	// them, unless that one failed; any other map sets them again.
+	// report) leaves the interface as the last map set it, unless that one
+	// failed; any other map sets it again.
 	onlyPeers := !fresh && a.applyErr == nil && onlyPeersChange(prev, p)
 	apply := a.srv.Apply
 	if onlyPeers {
@@ -361,7 +361,7 @@ func (a *agent) reconcile() {
 		a.applyErr = fmt.Errorf("serve %s: %w", p.cid, err)
 		a.log.Warn("cluster dns not serving; will retry", "err", err)
 	}
-	if a.cfg.Reach != nil && !onlyPeers {
+	if a.cfg.Reach != nil {
 		spec := p.reach
 		spec.Interface = a.cfg.Interface
 		if err := a.cfg.Reach.Apply(spec); err != nil {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/gateway/clusterdns"
@@ -152,17 +151,12 @@ func addsPeers(prev, next *plan) bool {
 }
 
 // onlyPeersChange reports whether going from prev to next changes nothing
-// but peers added (addsPeers) on an interface whose address, device pool
-// and forwarding into the cluster stay as prev set them: the server's
-// ApplyPeers and no forwarding's Apply then do all of it.
+// of the server but peers added (addsPeers) on an interface whose address
+// and device pool stay as prev set them: the server's ApplyPeers then does
+// all of it. (The forwarding into the cluster is applied as for any map:
+// reach.Forwarder installs nothing when its rules are the same.)
 func onlyPeersChange(prev, next *plan) bool {
-	return addsPeers(prev, next) && prev.wg.Address == next.wg.Address && prev.wg.DevicePool == next.wg.DevicePool &&
-		sameReach(prev.reach, next.reach)
-}
-
-func sameReach(a, b reach.Spec) bool {
-	return a.Interface == b.Interface && a.Server == b.Server && a.DevicePool == b.DevicePool && a.Mapped == b.Mapped &&
-		slices.Equal(a.Prefixes, b.Prefixes)
+	return addsPeers(prev, next) && prev.wg.Address == next.wg.Address && prev.wg.DevicePool == next.wg.DevicePool
 }
 
 // servesAll reports whether p serves every peer of q at q's address.

@@ -276,7 +276,7 @@ func TestAddsPeers(t *testing.T) {
 }
 
 // TestOnlyPeersChange: a map that only adds peers on the same interface
-// (address, device pool, forwarding) is applied as peers alone.
+// (address, device pool) is applied to the server as peers alone.
 func TestOnlyPeersChange(t *testing.T) {
 	k1, k2 := wgtypes.Key{1}, wgtypes.Key{2}
 	at := func(k wgtypes.Key, a string) wgserver.Peer {
@@ -297,7 +297,9 @@ func TestOnlyPeersChange(t *testing.T) {
 		{"a peer removed", pl("100.100.1.1/24", "100.96.0.0/16", svc), false},
 		{"another address", pl("100.100.2.1/24", "100.96.0.0/16", svc, at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), false},
 		{"another device pool", pl("100.100.1.1/24", "100.97.0.0/16", svc, at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), false},
-		{"another inside", pl("100.100.1.1/24", "100.96.0.0/16", append(slices.Clone(svc), netip.MustParsePrefix("10.244.0.0/16")), at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), false},
+		// The server's change is peers alone; the forwarding takes the new
+		// inside through its own Apply, which runs for every map.
+		{"another inside", pl("100.100.1.1/24", "100.96.0.0/16", append(slices.Clone(svc), netip.MustParsePrefix("10.244.0.0/16")), at(k1, "100.96.0.2"), at(k2, "100.96.0.3")), true},
 		{"nothing served before", nil, false},
 	} {
 		if c.next == nil {

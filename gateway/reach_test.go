@@ -66,9 +66,11 @@ func TestReachFollowsServing(t *testing.T) {
 }
 
 // TestJoinAppliesOnlyPeers: a map that only adds a device (a join, whose
-// answer waits for this gateway's report) configures the peers and leaves
-// the interface and the forwarding as the last map set them; a map that
-// removes one, and any map after a failed one, sets everything again.
+// answer waits for this gateway's report) configures the server's peers
+// and leaves its interface as the last map set it; a map that removes one,
+// and any map after a failed one, sets everything again. The forwarding
+// is applied for every map (it installs nothing when its rules are the
+// same).
 func TestJoinAppliesOnlyPeers(t *testing.T) {
 	fr := &fakeReach{}
 	h := start(t, func(c *Config) { c.Reach = fr })
@@ -91,12 +93,12 @@ func TestJoinAppliesOnlyPeers(t *testing.T) {
 	}
 	set("serving dev1", p1)
 	set("dev2 joined", p1, p2)
-	if got, reaches := kinds(); !slices.Equal(got, []bool{false, true}) || reaches != 1 {
-		t.Fatalf("after a join: applies only-peers %v, forwarding applied %d times; want [false true] and 1", got, reaches)
+	if got, reaches := kinds(); !slices.Equal(got, []bool{false, true}) || reaches != 2 {
+		t.Fatalf("after a join: applies only-peers %v, forwarding applied %d times; want [false true] and 2", got, reaches)
 	}
 	set("dev1 left", p2)
-	if got, reaches := kinds(); !slices.Equal(got, []bool{false, true, false}) || reaches != 2 {
-		t.Fatalf("after a leave: applies only-peers %v, forwarding applied %d times; want [false true false] and 2", got, reaches)
+	if got, reaches := kinds(); !slices.Equal(got, []bool{false, true, false}) || reaches != 3 {
+		t.Fatalf("after a leave: applies only-peers %v, forwarding applied %d times; want [false true false] and 3", got, reaches)
 	}
 	// A join after a failed forwarding sets everything again.
 	fr.mu.Lock()
