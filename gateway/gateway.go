@@ -27,6 +27,7 @@ import (
 	"github.com/runos/vpn/gateway/relay"
 	"github.com/runos/vpn/gateway/wgserver"
 	"github.com/runos/vpn/internal/backoff"
+	"github.com/runos/vpn/internal/fault"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
@@ -292,6 +293,11 @@ func (a *agent) run(ctx context.Context) error {
 		}
 		after()
 		if keepAfter != nil && a.onDisk != keepAfter {
+			if a.onDisk != nil && len(keepAfter.Serve.Peers) > len(a.onDisk.Serve.Peers) {
+				// A join's report is queued (perhaps sent); the kept
+				// file still holds the map before it.
+				fault.Point("gateway-join-unkept")
+			}
 			a.keep(keepAfter)
 			keepAfter = nil
 		}
@@ -354,6 +360,11 @@ func (a *agent) reconcile() {
 		return
 	}
 	a.applyErr = nil
+	if onlyPeers && len(p.wg.Peers) > len(prev.wg.Peers) {
+		// A join's device is in the server; the report its answer waits
+		// for has not been put out, nor the map kept (e2e/gatewayfault_test.go).
+		fault.Point("gateway-join-applied")
+	}
 	if a.cfg.Relay != nil {
 		a.cfg.Relay.KeepOnly(peerKeys(p))
 	}

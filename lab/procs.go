@@ -280,8 +280,19 @@ func (l *Lab) StartAgain(host, name string) error {
 // Restart starts a host's program again with the arguments the lab gives
 // it (after Stop), and waits until it is ready.
 func (l *Lab) Restart(ctx context.Context, host, name string) error {
+	return l.RestartWith(ctx, host, name, "")
+}
+
+// RestartWith is Restart with exe ("": the lab's) in place of the program's
+// executable and env added to its environment: a test runs a build of its
+// own (runosfault) with the arguments the lab gives the program.
+func (l *Lab) RestartWith(ctx context.Context, host, name, exe string, env ...string) error {
 	for _, p := range l.procs() {
 		if p.Host == host && p.Name == name {
+			if exe != "" {
+				p.Argv = append([]string{exe}, p.Argv[1:]...)
+			}
+			p.Env = append(p.Env, env...)
 			if _, err := l.Start(p); err != nil {
 				return err
 			}
