@@ -201,17 +201,22 @@ func newEngineHooks(cfg Config) engineHooks {
 	}
 }
 
+// kickRead wakes the daemon's read of the device (a buffered channel: a
+// wake pending already covers this one).
+func (h engineHooks) kickRead() {
+	select {
+	case h.wakeRead <- struct{}{}:
+	default:
+	}
+}
+
 func openTunnel(cfg Config, dir store.Dir, key wgtypes.Key, h engineHooks) (*tunnel.Engine, error) {
 	caFile := cfg.CAFile
 	return tunnel.NewWith(cfg.Interface, key, cfg.Logger, tunnel.Options{
 		MTU: cfg.MTU, RouteMTU: cfg.RouteMTU, RelayTLS: sync.OnceValues(func() (*tls.Config, error) { return relayTLS(caFile) }),
-		RelayTicket: h.relay.ticket,
-		OnPathChange: func() {
-			select {
-			case h.wakeRead <- struct{}{}:
-			default:
-			}
-		},
+		RelayTicket:  h.relay.ticket,
+		OnPathChange: h.kickRead,
+		OnHandshake:  h.kickRead, // peerUp as soon as the device shows it, not at the next read
 	})
 }
 

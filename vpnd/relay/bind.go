@@ -74,8 +74,13 @@ type Config struct {
 	// OnChange is called (not under any lock of the Bind) when a path,
 	// a relay connection or a captive portal's finding changed.
 	OnChange func()
-	Timing   Timing
-	Now      func() time.Time
+	// OnHandshake is called (not under any lock of the Bind) when a
+	// handshake this end initiated has completed: the first data message
+	// to the destination after an initiation is being sent. A read of
+	// the device then shows it, without waiting for the next poll.
+	OnHandshake func()
+	Timing      Timing
+	Now         func() time.Time
 	// Dial opens a relay stream to to.RelayURL, showing ticket; nil: a
 	// WebSocket over HTTPS to the VPN node's address only (conn.go).
 	Dial func(ctx context.Context, to Dest, ticket string) (Stream, error)
@@ -128,6 +133,9 @@ func New(cfg Config) *Bind {
 	}
 	if cfg.OnChange == nil {
 		cfg.OnChange = func() {}
+	}
+	if cfg.OnHandshake == nil {
+		cfg.OnHandshake = func() {}
 	}
 	if cfg.Rehandshake == nil {
 		cfg.Rehandshake = func(netip.AddrPort) {}

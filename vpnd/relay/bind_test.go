@@ -73,8 +73,10 @@ type pair struct {
 	udp        *blockable
 	gw         *gwrelay.Bind
 	changed    chan struct{}
-	replies    chan time.Time
-	checks     atomic.Int32
+	// onHandshake, set by an option, is the laptop Bind's OnHandshake.
+	onHandshake func()
+	replies     chan time.Time
+	checks      atomic.Int32
 	// down makes the node's relay refuse every stream (as the node's
 	// ingress does while its gateway is down); refused counts those.
 	down    atomic.Bool
@@ -148,6 +150,7 @@ func newPair(t *testing.T, blocked bool, ticket string, opts ...func(*pair)) *pa
 			default:
 			}
 		},
+		OnHandshake: p.onHandshake,
 	})
 	t.Cleanup(p.bind.Stop)
 	p.laptop = device.NewDevice(p.ltun.TUN(), p.bind, device.NewLogger(device.LogLevelError, "laptop "))

@@ -36,6 +36,7 @@ type dest struct {
 	mu          sync.Mutex
 	dec         *decider
 	lastInit    []byte // the last initiation sent, to re-send over the relay
+	initiated   bool   // an initiation went out and no data since (route)
 	pendingInit []byte // to send once the relay connection is up
 	stream      *wghost.Stream
 	relayErr    string
@@ -138,6 +139,13 @@ func (d *dest) route(now time.Time, bufs [][]byte) (udp, relay bool) {
 	if typ == relaywire.MsgInitiation {
 		d.lastInit = append(d.lastInit[:0], bufs[0]...)
 	}
+	// wireguard-go records a handshake it initiated (its peer's last
+	// handshake) before it sends the keepalive that confirms the session:
+	// the first data after an initiation says a read of the device now
+	// shows the handshake. (During a rekey, data on the old session comes
+	// first: one read too early, no harm.)
+	completed := typ == relaywire.MsgData && d.initiated
+	d.initiated = typ == relaywire.MsgInitiation || d.initiated && !completed
 	// A wait began: the Bind's loop times it (at once when the path is in
 	// doubt, else when the decider next needs a tick; never without a
 	// relay to race, when a tick has nothing to do).
@@ -150,6 +158,9 @@ func (d *dest) route(now time.Time, bufs [][]byte) (udp, relay bool) {
 	d.mu.Unlock()
 	if !due.IsZero() {
 		d.b.wakeFor(due)
+	}
+	if completed {
+		d.b.cfg.OnHandshake()
 	}
 	return udp, relay
 }

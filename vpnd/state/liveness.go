@@ -67,7 +67,9 @@ const (
 // (wghost/uapi.go), so the ~60 reads of a connect's first 200 ms are
 // cheap; a quarter (chosen when a read went through the UAPI socket, ~0.5
 // ms) could leave a handshake done at 16 ms unseen until 20 ms, at the
-// tail of connect → peerUp. While a wanted peer has no fresh handshake or
+// tail of connect → peerUp. (A handshake the tunnel initiated also wakes
+// the read at once: vpnd/relay's OnHandshake; this schedule is for the
+// rest.) While a wanted peer has no fresh handshake or
 // is silent, 50 ms; while all are up, every second, which is what liveness
 // needs; with no wanted peer, 5 s. These are local reads of the device,
 // not network polls.

@@ -25,6 +25,9 @@ type Options struct {
 	// OnPathChange is called when a cluster's path (direct or relay), its
 	// relay connection or a captive portal's finding changes.
 	OnPathChange func()
+	// OnHandshake is called when a handshake the tunnel initiated has
+	// completed (the device's read shows it from then on).
+	OnHandshake func()
 	// RouteMTU is the MTU of the path the OS's routing table gives to dst
 	// (platform/netmon.RouteMTU); nil or an error: the uplink MTU the
 	// daemon passes to SetUplinkMTU. The TCP MSS clamp follows it (mss.go).
@@ -45,6 +48,7 @@ func (e *Engine) newBind(key wgtypes.Key, opt Options) *relay.Bind {
 		Keepalive:   e.keepaliveTo,
 		Ask:         e.askAt,
 		OnChange:    opt.OnPathChange,
+		OnHandshake: opt.OnHandshake,
 	})
 }
 
