@@ -31,7 +31,7 @@ import (
 // end connected, through the tunnel, with the node's kept map, WireGuard
 // peers and forwarding rules as a gateway that never died would have them.
 func TestGatewayKilledMidJoin(t *testing.T) {
-	exe := faultGateway(t)
+	exe := faultBuild(t, "runos-gateway")
 	for _, point := range []string{"gateway-join-applied", "gateway-join-unkept"} {
 		t.Run(point, func(t *testing.T) { gatewayKilledMidJoin(t, exe, point) })
 	}
@@ -125,12 +125,13 @@ func gatewayKilledMidJoin(t *testing.T, exe, point string) {
 // listenPorts matches the gateway's transparent listeners in its rules.
 var listenPorts = regexp.MustCompile(`to :[0-9]+`)
 
-// faultGateway builds runos-gateway with the runosfault tag.
-func faultGateway(t *testing.T) string {
+// faultBuild builds one of the project's programs (runos, runos-gateway)
+// with the runosfault tag (internal/fault).
+func faultBuild(t *testing.T, program string) string {
 	t.Helper()
-	exe := filepath.Join(t.TempDir(), "runos-gateway")
-	if out, err := exec.Command("go", "build", "-tags", "runosfault", "-o", exe, "../cmd/runos-gateway").CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags runosfault: %v\n%s", err, out)
+	exe := filepath.Join(t.TempDir(), program)
+	if out, err := exec.Command("go", "build", "-tags", "runosfault", "-o", exe, "../cmd/"+program).CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags runosfault ../cmd/%s: %v\n%s", program, err, out)
 	}
 	return exe
 }

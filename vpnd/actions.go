@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/internal/fault"
 	"github.com/runos/vpn/vpnd/localapi"
 	"github.com/runos/vpn/vpnd/state"
 	"github.com/runos/vpn/vpnd/store"
@@ -255,6 +256,9 @@ func (d *daemon) connectAs(ctx context.Context, cid, def string) (localapi.Statu
 		_ = d.settle(ctx) // a refusal answers with the prefs as they were back on disk
 		return localapi.Status{}, d.controlRefusal(s, "connect "+cid, err)
 	}
+	// Control holds the device in cid; the prefs' write wanting it may not
+	// have landed (e2e/daemonfault_test.go; sync.go unwanted).
+	fault.Point("vpnd-join-answered")
 	ok := d.current(s, func(in *state.Inputs) {
 		joined()
 		if !slices.Contains(in.Prefs.Wanted, cid) || def != "" && def != in.Prefs.DefaultCID {

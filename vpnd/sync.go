@@ -11,6 +11,7 @@ import (
 	"github.com/runos/vpn/api"
 	"github.com/runos/vpn/internal/backoff"
 	"github.com/runos/vpn/vpnd/state"
+	"github.com/runos/vpn/vpnd/store"
 )
 
 // syncSession is the conversation with control for one session token: it
@@ -179,11 +180,11 @@ func (d *daemon) syncOnce(ctx context.Context, s *syncSession, b *backoff.Backof
 }
 
 // mapGot is what a round does with each new device map: applies it,
-// remembers its version in at, and joins again a wanted cluster the map
-// lacks (joined before a restart that control forgot, or left elsewhere),
-// once per map.
+// remembers its version in at, joins again a wanted cluster the map lacks
+// (joined before a restart that control forgot, or left elsewhere) and
+// leaves a cluster the map lists that is not wanted here, once per map.
 func (d *daemon) mapGot(ctx context.Context, s *syncSession, id string, b *backoff.Backoff, at *resumePoint) func(*api.DeviceMap) error {
-	rejoined := map[string]uint64{}
+	rejoined, left := map[string]uint64{}, map[string]uint64{}
 	return func(m *api.DeviceMap) error {
 		b.Reset()
 		d.applyMap(s, m)
@@ -197,8 +198,63 @@ func (d *daemon) mapGot(ctx context.Context, s *syncSession, id string, b *backo
 				return err
 			}
 		}
+		for _, cid := range d.unwanted(m) {
+			if left[cid] == m.Version {
+				continue
+			}
+			left[cid] = m.Version
+			if err := d.leaveUnwanted(ctx, s, id, cid); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
+}
+
+// unwanted returns the clusters m lists that are neither wanted here nor
+// being joined, and that no pending leave or sign-out will leave: control
+// holds the device in a cluster its daemon does not connect. A daemon
+// that dies between control's answer to a join and the prefs' write
+// wanting the cluster (the two overlap: actions.go connectAs) starts
+// again so; left there, the gateway would serve the device a cluster it
+// never connects until the session ends.
+func (d *daemon) unwanted(m *api.DeviceMap) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, c := range m.Clusters {
+		if slices.Contains(d.in.Prefs.Wanted, c.CID) || d.joining[c.CID] > 0 || d.leavesLocked(c.CID) {
+			continue
+		}
+		out = append(out, c.CID)
+	}
+	return out
+}
+
+// leavesLocked reports whether a pending leave or sign-out covers cid. mu held.
+func (d *daemon) leavesLocked(cid string) bool {
+	return slices.ContainsFunc(d.in.Prefs.Pending, func(p store.Pending) bool { return slices.Contains(p.Clusters, cid) })
+}
+
+// leaveUnwanted leaves cid on control (see unwanted). A connect of cid
+// that began meanwhile may have joined before this leave landed: then the
+// cluster is joined again, so the last word is the connect's.
+func (d *daemon) leaveUnwanted(ctx context.Context, s *syncSession, id, cid string) error {
+	d.log.Info("leaving a cluster control lists but this device does not want", "cid", cid)
+	if err := s.ctl.LeaveCluster(ctx, id, cid); err != nil {
+		if !settled(err) || api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized) || api.IsCode(err, api.CodeDeviceRevoked) {
+			return err // the network, or the session: the round ends
+		}
+		d.log.Warn("leave", "cid", cid, "err", err)
+		return nil
+	}
+	d.mu.Lock()
+	again := slices.Contains(d.in.Prefs.Wanted, cid) || d.joining[cid] > 0
+	d.mu.Unlock()
+	if again {
+		return d.join(ctx, s, id, cid)
+	}
+	return nil
 }
 
 // followStream follows the device map on one push stream from at.since;

@@ -1,0 +1,83 @@
+//go:build !windows
+
+package e2e
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runos/vpn/vpnd/localapi"
+)
+
+// TestDaemonKilledMidConnect stops the laptop's daemon dead (runos built
+// with runosfault) at vpnd-join-answered: control has answered `runos vpn
+// connect xym` (the device is in xym there, its gateway holds the peer)
+// and the prefs' write wanting xym, which runs beside the join, may or may
+// not have landed. The connect fails with the daemon gone; the daemon is
+// started again (the lab's build, as the service manager would), and then
+// the laptop and control must agree: xym wanted here and connected, or
+// not wanted and no longer held by its gateway. ky3, connected before,
+// stays up throughout the restart's reconnect.
+func TestDaemonKilledMidConnect(t *testing.T) {
+	exe := faultBuild(t, "runos")
+	w := newWorld(t, 1, 0)
+	laptop := w.env.Client.Host
+	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
+	if err := w.lab.Stop(laptop, "vpnd", syscall.SIGTERM, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const point = "vpnd-join-answered"
+	if err := w.lab.RestartWith(t.Context(), laptop, "vpnd", exe, "RUNOS_FAULT="+point); err != nil {
+		t.Fatal(err)
+	}
+	st := w.waitStatus(laptop, 30*time.Second, "ky3 up again", upOn("n1", "ky3"))
+	pub := st.Tunnel.PublicKey
+	vpnd, _ := w.lab.Proc(laptop, "vpnd")
+
+	out, err := w.run(laptop, nil, "runos", "vpn", "connect", "xym")
+	if err == nil {
+		t.Fatalf("runos vpn connect xym succeeded with its daemon stopped dead:\n%s", out)
+	}
+	t.Logf("the connect, its daemon gone: %v", strings.TrimSpace(out))
+	w.waitFor(10*time.Second, "the daemon stopped dead", func() bool { return !vpnd.Alive() })
+	if b, _ := os.ReadFile(vpnd.Log); !strings.Contains(string(b), "fault: stopped dead at "+point) {
+		t.Fatalf("the daemon died, but not at %s:\n%s", point, tail(string(b), 20))
+	}
+	w.waitFor(10*time.Second, "xym-n1 holding the laptop (control answered the join)", func() bool {
+		return strings.Contains(w.gatewayPeers("xym-n1"), pub)
+	})
+
+	if err := w.lab.Stop(laptop, "vpnd", syscall.SIGKILL, 0); err != nil { // drops the dead one's record
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	if err := w.lab.Restart(t.Context(), laptop, "vpnd"); err != nil {
+		t.Fatal(err)
+	}
+	st = w.waitStatus(laptop, 30*time.Second, "ky3 up after the restart", upOn("n1", "ky3"))
+	c, _ := cluster(st, "xym")
+	if c.Wanted {
+		// The prefs' write landed before the kill: the restart joins xym
+		// as every wanted cluster, and connects it.
+		w.waitStatus(laptop, 30*time.Second, "xym up after the restart", upOn("", "ky3", "xym"))
+		t.Logf("xym was wanted on disk: connected %v after the restart", time.Since(restarted).Round(time.Millisecond))
+		if !strings.Contains(w.gatewayPeers("xym-n1"), pub) {
+			t.Error("xym up on the laptop but xym-n1 does not hold it")
+		}
+	} else {
+		// It had not: control's membership is left.
+		w.waitFor(30*time.Second, "xym-n1 no longer holding the laptop", func() bool {
+			return !strings.Contains(w.gatewayPeers("xym-n1"), pub)
+		})
+		t.Logf("xym was not wanted on disk: left on control %v after the restart", time.Since(restarted).Round(time.Millisecond))
+		if st := w.status(laptop); func() bool { c, _ := cluster(st, "xym"); return c.PeerUp }() {
+			t.Error("xym up on the laptop though it is not wanted")
+		}
+	}
+	// Whichever it was, a connect now works.
+	w.must(laptop, nil, "runos", "vpn", "connect", "xym")
+	w.waitStatus(laptop, 30*time.Second, "xym up", func(s *localapi.Status) bool { return upOn("", "ky3", "xym")(s) })
+}
