@@ -22,8 +22,7 @@ func TestOnHandshakeAfterTheDeviceRecordsIt(t *testing.T) {
 				seen  []string // last_handshake_time_sec read inside each call
 			)
 			called := make(chan struct{}, 10)
-			var p *pairRef
-			p = &pairRef{}
+			p := &pairRef{}
 			pr := newPair(t, blocked, "tok", func(q *pair) {
 				q.onHandshake = func() {
 					// Read while the call lasts: the daemon's read (woken
