@@ -189,26 +189,26 @@ func (d *daemon) mapGot(ctx context.Context, s *syncSession, id string, b *backo
 		b.Reset()
 		d.applyMap(s, m)
 		at.since = m.Version
-		for _, cid := range d.missing(m) {
-			if rejoined[cid] == m.Version {
-				continue
-			}
-			rejoined[cid] = m.Version
-			if err := d.join(ctx, s, id, cid); err != nil {
-				return err
-			}
+		if err := onceAt(rejoined, m.Version, d.missing(m), func(cid string) error { return d.join(ctx, s, id, cid) }); err != nil {
+			return err
 		}
-		for _, cid := range d.unwanted(m) {
-			if left[cid] == m.Version {
-				continue
-			}
-			left[cid] = m.Version
-			if err := d.leaveUnwanted(ctx, s, id, cid); err != nil {
-				return err
-			}
-		}
-		return nil
+		return onceAt(left, m.Version, d.unwanted(m), func(cid string) error { return d.leaveUnwanted(ctx, s, id, cid) })
 	}
+}
+
+// onceAt does do for each of cids not yet done at this map version
+// (recorded in done), stopping at the first error.
+func onceAt(done map[string]uint64, version uint64, cids []string, do func(cid string) error) error {
+	for _, cid := range cids {
+		if done[cid] == version {
+			continue
+		}
+		done[cid] = version
+		if err := do(cid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // unwanted returns the clusters m lists that are neither wanted here nor
