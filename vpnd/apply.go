@@ -70,10 +70,7 @@ func (a *applier) offer(j *job) {
 	}
 	a.next = j
 	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
+	kick(a.wake)
 }
 
 func (a *applier) take() *job {

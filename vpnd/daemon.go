@@ -116,9 +116,13 @@ func (d *daemon) change(f func(in *state.Inputs)) {
 	d.kickRead()
 }
 
-func (d *daemon) kickRead() {
+func (d *daemon) kickRead() { kick(d.wakeRead) }
+
+// kick wakes the goroutine that waits on c, a channel of capacity 1: a
+// wake already pending covers this one, so kick never blocks.
+func kick(c chan<- struct{}) {
 	select {
-	case d.wakeRead <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }

@@ -80,10 +80,7 @@ func (d *daemon) addPendingLocked(p store.Pending, err error) {
 	d.savePrefsLocked()
 	setPendingErr(in, p, controlErr(p.APIURL, err))
 	d.log.Warn(p.ID()+" pending at control; retrying until it answers", "err", controlErr(p.APIURL, err))
-	select {
-	case d.wakePending <- struct{}{}:
-	default:
-	}
+	kick(d.wakePending)
 }
 
 // dropPendingLeave forgets a pending leave of cid before it is connected

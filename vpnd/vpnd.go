@@ -201,14 +201,9 @@ func newEngineHooks(cfg Config) engineHooks {
 	}
 }
 
-// kickRead wakes the daemon's read of the device (a buffered channel: a
-// wake pending already covers this one).
-func (h engineHooks) kickRead() {
-	select {
-	case h.wakeRead <- struct{}{}:
-	default:
-	}
-}
+// kickRead wakes the daemon's read of the device (daemon.kickRead, before
+// there is a daemon).
+func (h engineHooks) kickRead() { kick(h.wakeRead) }
 
 func openTunnel(cfg Config, dir store.Dir, key wgtypes.Key, h engineHooks) (*tunnel.Engine, error) {
 	caFile := cfg.CAFile

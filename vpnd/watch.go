@@ -20,10 +20,7 @@ func (w *watcher) offer(st localapi.Status) {
 	w.mu.Lock()
 	w.latest = &st
 	w.mu.Unlock()
-	select {
-	case w.ready <- struct{}{}:
-	default:
-	}
+	kick(w.ready)
 }
 
 // take returns the latest status not yet taken, or nil.
