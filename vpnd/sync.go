@@ -242,7 +242,7 @@ func (d *daemon) leavesLocked(cid string) bool {
 func (d *daemon) leaveUnwanted(ctx context.Context, s *syncSession, id, cid string) error {
 	d.log.Info("leaving a cluster control lists but this device does not want", "cid", cid)
 	if err := s.ctl.LeaveCluster(ctx, id, cid); err != nil {
-		if !settled(err) || api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized) || api.IsCode(err, api.CodeDeviceRevoked) {
+		if !settled(err) || endsSession(err) {
 			return err // the network, or the session: the round ends
 		}
 		d.log.Warn("leave", "cid", cid, "err", err)
@@ -314,7 +314,7 @@ func (d *daemon) join(ctx context.Context, s *syncSession, id, cid string) error
 	case err == nil:
 		d.current(s, func(in *state.Inputs) { delete(in.JoinErrs, cid) })
 		return nil
-	case api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized) || api.IsCode(err, api.CodeDeviceRevoked):
+	case endsSession(err):
 		return err
 	case errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable && ae.Status < 500:
 		msg := fmt.Sprintf("control refused to join %s: %v", cid, err)
@@ -323,6 +323,12 @@ func (d *daemon) join(ctx context.Context, s *syncSession, id, cid string) error
 		return nil
 	}
 	return err
+}
+
+// endsSession reports whether control's answer ends the session here (an
+// expired or unknown token, a revoked device): what refused does.
+func endsSession(err error) bool {
+	return api.IsCode(err, api.CodeSessionExpired) || api.IsCode(err, api.CodeUnauthorized) || api.IsCode(err, api.CodeDeviceRevoked)
 }
 
 func setJoinErr(in *state.Inputs, cid, msg string) {
