@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,16 +33,10 @@ func daemonKilledMidConnect(t *testing.T, exe string, prefsWritten bool) {
 	w := newWorld(t, 1, 0)
 	laptop := w.env.Client.Host
 	w.must(laptop, nil, "runos", "vpn", "up", "--cid", "ky3")
-	if err := w.lab.Stop(laptop, "vpnd", syscall.SIGTERM, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	const point = "vpnd-join-answered"
-	if err := w.lab.RestartWith(t.Context(), laptop, "vpnd", exe, "RUNOS_FAULT="+point); err != nil {
-		t.Fatal(err)
-	}
+	vpnd := w.startFaultBuild(laptop, "vpnd", exe, point)
 	st := w.waitStatus(laptop, 30*time.Second, "ky3 up again", upOn("n1", "ky3"))
 	pub := st.Tunnel.PublicKey
-	vpnd, _ := w.lab.Proc(laptop, "vpnd")
 	state := filepath.Join(w.env.Dir, "hosts", laptop, "state")
 	if !prefsWritten {
 		// In the laptop's own mount namespace: the daemon's view only.
@@ -57,10 +49,7 @@ func daemonKilledMidConnect(t *testing.T, exe string, prefsWritten bool) {
 		t.Fatalf("runos vpn connect xym succeeded with its daemon stopped dead:\n%s", out)
 	}
 	t.Logf("the connect, its daemon gone: %v", strings.TrimSpace(out))
-	w.waitFor(10*time.Second, "the daemon stopped dead", func() bool { return !vpnd.Alive() })
-	if b, _ := os.ReadFile(vpnd.Log); !strings.Contains(string(b), "fault: stopped dead at "+point) {
-		t.Fatalf("the daemon died, but not at %s:\n%s", point, tail(string(b), 20))
-	}
+	w.waitStoppedDead(vpnd, point, 10*time.Second)
 	w.waitFor(10*time.Second, "xym-n1 holding the laptop (control answered the join)", func() bool {
 		return strings.Contains(w.gatewayPeers("xym-n1"), pub)
 	})
@@ -68,9 +57,6 @@ func daemonKilledMidConnect(t *testing.T, exe string, prefsWritten bool) {
 		w.must(laptop, nil, "umount", state)
 	}
 
-	if err := w.lab.Stop(laptop, "vpnd", syscall.SIGKILL, 0); err != nil { // drops the dead one's record
-		t.Fatal(err)
-	}
 	restarted := time.Now()
 	if err := w.lab.Restart(t.Context(), laptop, "vpnd"); err != nil {
 		t.Fatal(err)

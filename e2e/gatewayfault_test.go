@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runos/vpn/api"
+	"github.com/runos/vpn/lab"
 	"github.com/runos/vpn/vpnd/localapi"
 )
 
@@ -40,14 +41,7 @@ func TestGatewayKilledMidJoin(t *testing.T) {
 func gatewayKilledMidJoin(t *testing.T, exe, point string) {
 	w := newWorld(t, 1, 0)
 	laptop, node := w.env.Client.Host, "ky3-n1"
-	// The gateway as the lab runs it, but the fault build told to stop.
-	if err := w.lab.Stop(node, "gateway", syscall.SIGTERM, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.lab.RestartWith(t.Context(), node, "gateway", exe, "RUNOS_FAULT="+point); err != nil {
-		t.Fatal(err)
-	}
-	gw, _ := w.lab.Proc(node, "gateway")
+	gw := w.startFaultBuild(node, "gateway", exe, point)
 	var rules string
 	w.waitFor(10*time.Second, "the fault build forwarding into ky3", func() bool {
 		out, err := w.run(node, nil, "nft", "--stateless", "list", "table", "inet", "runos_reach")
@@ -66,17 +60,11 @@ func gatewayKilledMidJoin(t *testing.T, exe, point string) {
 		up <- upResult{out, err}
 	}()
 
-	w.waitFor(15*time.Second, "the gateway stopped dead at "+point, func() bool { return !gw.Alive() })
+	w.waitStoppedDead(gw, point, 15*time.Second)
 	died := time.Since(started)
-	if b, _ := os.ReadFile(gw.Log); !strings.Contains(string(b), "fault: stopped dead at "+point) {
-		t.Fatalf("the gateway died, but not at %s:\n%s", point, tail(string(b), 20))
-	}
 	// While nothing serves ky3, its status does not say up.
 	if c, _ := cluster(w.status(laptop), "ky3"); c.PeerUp {
 		t.Errorf("ky3 peerUp while its gateway is dead: %+v", c)
-	}
-	if err := w.lab.Stop(node, "gateway", syscall.SIGKILL, 0); err != nil { // drops the dead one's record
-		t.Fatal(err)
 	}
 	restarted := time.Now()
 	if err := w.lab.Restart(t.Context(), node, "gateway"); err != nil {
@@ -122,6 +110,35 @@ func gatewayKilledMidJoin(t *testing.T, exe, point string) {
 	}
 }
 
+// startFaultBuild stops a host's program and starts exe (a runosfault
+// build, faultBuild) in its place with the lab's arguments, told to stop
+// dead at point.
+func (w *world) startFaultBuild(host, name, exe, point string) lab.ProcRecord {
+	w.t.Helper()
+	if err := w.lab.Stop(host, name, syscall.SIGTERM, 5*time.Second); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.lab.RestartWith(w.t.Context(), host, name, exe, "RUNOS_FAULT="+point); err != nil {
+		w.t.Fatal(err)
+	}
+	p, _ := w.lab.Proc(host, name)
+	return p
+}
+
+// waitStoppedDead waits until p has stopped dead at point (its log says
+// so; any other death fails the test) and drops its record from the lab,
+// so that the lab's own build can be started in its place.
+func (w *world) waitStoppedDead(p lab.ProcRecord, point string, timeout time.Duration) {
+	w.t.Helper()
+	w.waitFor(timeout, p.Name+" stopped dead at "+point, func() bool { return !p.Alive() })
+	if b, _ := os.ReadFile(p.Log); !strings.Contains(string(b), "fault: stopped dead at "+point) {
+		w.t.Fatalf("%s on %s died, but not at %s:\n%s", p.Name, p.Host, point, tail(string(b), 20))
+	}
+	if err := w.lab.Stop(p.Host, p.Name, syscall.SIGKILL, 0); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 // listenPorts matches the gateway's transparent listeners in its rules.
 var listenPorts = regexp.MustCompile(`to :[0-9]+`)
 
@@ -157,6 +174,7 @@ func keptPeers(t *testing.T, path string) map[string]bool {
 	return keys
 }
 
+// tail is the last n lines of s.
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {

@@ -75,11 +75,7 @@ func (w *world) dumpLogs() {
 	logs, _ := filepath.Glob(filepath.Join(w.env.Dir, "logs", "*.log"))
 	for _, f := range logs {
 		b, _ := os.ReadFile(f)
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-		if len(lines) > 40 {
-			lines = lines[len(lines)-40:]
-		}
-		w.t.Logf("--- %s (end):\n%s", filepath.Base(f), strings.Join(lines, "\n"))
+		w.t.Logf("--- %s (end):\n%s", filepath.Base(f), tail(string(b), 40))
 	}
 }
 

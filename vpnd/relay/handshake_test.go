@@ -22,8 +22,9 @@ func TestOnHandshakeAfterTheDeviceRecordsIt(t *testing.T) {
 				seen  []string // last_handshake_time_sec read inside each call
 			)
 			called := make(chan struct{}, 10)
-			p := &pairRef{}
 			pr := newPair(t, blocked, "tok", func(q *pair) {
+				// q is the pair newPair returns; its laptop device is
+				// set before the device is up, so before any call.
 				q.onHandshake = func() {
 					// Read while the call lasts: the daemon's read (woken
 					// here) can only come later. In a goroutine, bounded,
@@ -31,7 +32,7 @@ func TestOnHandshakeAfterTheDeviceRecordsIt(t *testing.T) {
 					// fails the test rather than hanging it.
 					read := make(chan string, 1)
 					go func() {
-						cfg, err := p.get().laptop.IpcGet()
+						cfg, err := q.laptop.IpcGet()
 						if err != nil {
 							read <- "error: " + err.Error()
 							return
@@ -51,7 +52,6 @@ func TestOnHandshakeAfterTheDeviceRecordsIt(t *testing.T) {
 					called <- struct{}{}
 				}
 			})
-			p.set(pr)
 			if !pr.waitReply(10 * time.Second) {
 				t.Fatalf("no reply; path %+v", pr.path())
 			}
@@ -78,26 +78,6 @@ func TestOnHandshakeAfterTheDeviceRecordsIt(t *testing.T) {
 				t.Errorf("OnHandshake called %d times for one handshake (%v)", calls, seen)
 			}
 		})
-	}
-}
-
-// pairRef hands the pair to a callback set before newPair returns it.
-type pairRef struct {
-	mu sync.Mutex
-	p  *pair
-}
-
-func (r *pairRef) set(p *pair) { r.mu.Lock(); r.p = p; r.mu.Unlock() }
-
-func (r *pairRef) get() *pair {
-	for {
-		r.mu.Lock()
-		p := r.p
-		r.mu.Unlock()
-		if p != nil {
-			return p
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
